@@ -1,0 +1,59 @@
+"""The offline base recipe of a release, rendered purely, and the tag derived from it.
+
+The tag carries a hash of everything that decides the image (the rendered recipe and
+the root file system it starts from), so asking for the same base again finds it
+and a changed recipe gives a new tag.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import jinja2
+
+from builder import paths
+from builder.catalog import OfflineBase
+
+BASE_REPOSITORY = "local/cuda-base"
+ROOTFS_REPOSITORY = "local/debian-rootfs"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
+# nvcc 11.8 accepts host compilers up to GCC 11; bookworm's default is GCC 12.
+HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11"),
+                 "trixie": ("g++ g++-11", "g++-11")}
+
+
+@dataclass(frozen=True)
+class BaseRecipe:
+    offline: OfflineBase
+    apt_mirror: str = DEFAULT_MIRROR
+    security_mirror: str = DEFAULT_SECURITY_MIRROR
+
+    @property
+    def rootfs_image(self) -> str:
+        return f"{ROOTFS_REPOSITORY}:{self.offline.debian}"
+
+    def _render(self, recipe_id: str) -> str:
+        packages, ccbin = HOST_COMPILER.get(self.offline.debian, ("g++", None))
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
+                               python=self.offline.python, rootfs_image=self.rootfs_image,
+                               apt_mirror=self.apt_mirror, security_mirror=self.security_mirror,
+                               host_compiler_packages=packages, nvcc_ccbin=ccbin, recipe_id=recipe_id)
+        return env.get_template("base/Dockerfile.j2").render(base=base)
+
+    @property
+    def recipe_id(self) -> str:
+        """Hash of the recipe; the mirror is excluded because it does not change the result."""
+        canonical = BaseRecipe(self.offline)._render("")
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    @property
+    def tag(self) -> str:
+        o = self.offline
+        return f"{BASE_REPOSITORY}:{o.debian}-cuda{o.cuda}-py{o.python}-{self.recipe_id}"
+
+    def dockerfile(self) -> str:
+        return self._render(self.recipe_id)

@@ -1,0 +1,176 @@
+"""Compute-capability policy: the one place that knows which GPU architectures a
+CUDA toolkit can compile and how a list of them turns into nvcc code.
+
+Standard library only: the same file is copied into every image as
+/opt/tensorflow/cuda_arch.py, where nvbuild.sh runs it, so host-side validation
+and the in-image compile cannot disagree.
+
+Rule (as JAX-Toolbox and NGC do it): native code (SASS) for every listed
+capability, PTX only for the newest one. Every listed GPU starts without JIT,
+and a future GPU can still JIT the newest PTX, while the binary carries a single
+PTX copy instead of one per architecture.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+
+
+class ArchError(ValueError):
+    """A compute-capability list the policy rejects; the message is one user-facing line."""
+
+# Every architecture nvcc has ever accepted for -arch=sm_XY (major, minor).
+KNOWN_ARCHS: tuple[tuple[int, int], ...] = (
+    (3, 0), (3, 2), (3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2),
+    (7, 0), (7, 2), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0),
+    (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1),
+)
+
+# (first CUDA release, lowest arch, highest arch) for each toolkit generation,
+# newest first; a toolkit supports the KNOWN_ARCHS within its bounds.
+_TOOLKIT_RANGES: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int]], ...] = (
+    ((13, 0), (7, 5), (12, 1)),
+    ((12, 9), (5, 0), (12, 1)),
+    ((12, 8), (5, 0), (12, 0)),
+    ((12, 0), (5, 0), (9, 0)),
+    ((11, 8), (3, 5), (9, 0)),
+    ((11, 4), (3, 5), (8, 7)),
+    ((11, 1), (3, 5), (8, 6)),
+    ((11, 0), (3, 5), (8, 0)),
+    ((10, 0), (3, 0), (7, 5)),
+    ((9, 0), (3, 0), (7, 2)),
+)
+# Architectures whose code 13.0 renamed (sm_101 became sm_110) are not listed for 13.x.
+_DROPPED_IN_13 = {(10, 1)}
+
+SPECIAL = ("all", "local")
+
+
+@dataclass(frozen=True, order=True)
+class Arch:
+    major: int
+    minor: int
+
+    def __str__(self) -> str:  # "8.6", TF_CUDA_COMPUTE_CAPABILITIES form
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def digits(self) -> str:  # "86", nvcc form
+        return f"{self.major}{self.minor}"
+
+
+def cuda_major_minor(version: str) -> tuple[int, int]:
+    m = re.match(r"^(\d+)\.(\d+)", str(version))
+    if not m:
+        raise ArchError(f"'{version}' is not a CUDA version (expected MAJOR.MINOR[.PATCH])")
+    return int(m.group(1)), int(m.group(2))
+
+
+def supported_archs(cuda_version: str) -> list[Arch]:
+    """Every architecture the given CUDA toolkit can compile, oldest first."""
+    cuda = cuda_major_minor(cuda_version)
+    for since, low, high in _TOOLKIT_RANGES:
+        if cuda >= since:
+            archs = [Arch(*a) for a in KNOWN_ARCHS if low <= a <= high]
+            if cuda >= (13, 0):
+                archs = [a for a in archs if (a.major, a.minor) not in _DROPPED_IN_13]
+            return archs
+    raise ArchError(f"CUDA {cuda_version} is older than any toolkit this builder knows (9.0+)")
+
+
+def supported_range(cuda_version: str) -> str:
+    archs = supported_archs(cuda_version)
+    return f"{archs[0]}-{archs[-1]} ({', '.join(str(a) for a in archs)})"
+
+
+def _parse_one(token: str) -> Arch:
+    t = token.strip().lower().removeprefix("sm_").removeprefix("compute_")
+    if re.fullmatch(r"\d+\.\d", t):
+        major, minor = t.split(".")
+        return Arch(int(major), int(minor))
+    if re.fullmatch(r"\d{2,3}", t):  # "86", "100": the last digit is the minor
+        return Arch(int(t[:-1]), int(t[-1]))
+    raise ArchError(f"'{token.strip()}' is not a compute capability (write 8.6, 86 or sm_86)")
+
+
+def parse(spec: str | list, default: list[str] | None = None) -> list[str] | str:
+    """Parse a user's list into sorted unique 'X.Y' strings.
+
+    `all` gives `default` (the release's list); `local` is returned as-is, to be
+    probed by nvbuild.sh on the GPUs visible at build time.
+    """
+    if isinstance(spec, list):
+        spec = ",".join(str(s) for s in spec)
+    text = str(spec).strip()
+    if text.lower() == "local":
+        return "local"
+    if text.lower() == "all":
+        if default is None:
+            raise ArchError("'all' needs the release's default list, and there is none")
+        text = ",".join(default)
+    tokens = [t for t in re.split(r"[,;\s]+", text) if t]
+    if not tokens:
+        raise ArchError("the compute capability list is empty")
+    archs = sorted({_parse_one(t) for t in tokens})
+    return [str(a) for a in archs]
+
+
+def check(archs: list[str] | str, cuda_version: str) -> list[str]:
+    """Return a problem line for each arch the toolkit cannot compile."""
+    if archs == "local":
+        return []
+    ok = {str(a) for a in supported_archs(cuda_version)}
+    bad = [a for a in archs if a not in ok]
+    if not bad:
+        return []
+    known = {f"{m}.{n}" for m, n in KNOWN_ARCHS}
+    what = ", ".join(bad)
+    kind = "is not a GPU architecture" if all(b not in known for b in bad) else "cannot be compiled"
+    return [f"compute capability {what} {kind} for CUDA {cuda_version}; "
+            f"supported: {supported_range(cuda_version)}"]
+
+
+def resolve(spec: str | list, cuda_version: str, default: list[str] | None) -> list[str] | str:
+    """parse + check, raising one ArchError naming the supported range."""
+    archs = parse(spec, default)
+    problems = check(archs, cuda_version)
+    if problems:
+        raise ArchError(problems[0])
+    return archs
+
+
+def gencode_flags(archs: list[str]) -> list[str]:
+    """nvcc -gencode flags: SASS for each arch, PTX for the newest."""
+    parsed = sorted({_parse_one(a) for a in archs})
+    flags = [f"-gencode=arch=compute_{a.digits},code=sm_{a.digits}" for a in parsed]
+    newest = parsed[-1]
+    flags.append(f"-gencode=arch=compute_{newest.digits},code=compute_{newest.digits}")
+    return flags
+
+
+def main(argv: list[str]) -> int:
+    """In-image use: `cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT]` prints the
+    X.Y list; `cuda_arch.py gencode LIST` prints nvcc flags, one per line."""
+    try:
+        if len(argv) >= 3 and argv[0] == "resolve":
+            default = argv[3].split(",") if len(argv) > 3 else None
+            result = resolve(argv[1], argv[2], default)
+            print(result if isinstance(result, str) else ",".join(result))
+            return 0
+        if len(argv) == 2 and argv[0] == "gencode":
+            print("\n".join(gencode_flags(parse(argv[1]))))  # type: ignore[arg-type]
+            return 0
+        if len(argv) == 2 and argv[0] == "supported":
+            print(",".join(str(a) for a in supported_archs(argv[1])))
+            return 0
+    except ArchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] | gencode LIST | supported CUDA_VERSION",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,237 @@
+"""Rendering: a pure function of the release data and the options.
+
+`make_context` turns (release, variant, options) into the one namespace the
+templates see (`ctx`); `render` turns that into the text files of a build context.
+Nothing here touches the network or the Docker engine; writing the context to disk
+(with the framework source next to it) is buildcontext.py's job.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import jinja2
+
+from builder import cuda_arch, paths
+from builder.catalog import ENV_NAME, Release, Variant
+from builder.errors import UserError
+
+LABEL_PREFIX = "dev.tfbuilder"
+BASE_CHOICES = ("auto", "upstream", "offline")
+
+# Packages nvbuild.sh needs on top of the CUDA base (sorted, one per line in the Dockerfile).
+TOOLCHAIN_PACKAGES = (
+    "build-essential", "ca-certificates", "ccache", "patch", "python3-dev",
+    "python3-numpy", "python3-pip", "python3-setuptools", "python3-wheel",
+)
+
+# Text files of the build context rendered from templates/ (target path -> template).
+CONTEXT_TEMPLATES = {
+    "Dockerfile": "Dockerfile.j2",
+    "nvbuildopts": "nvbuildopts.j2",
+    "entrypoint/entrypoint.d/10-banner.sh": "entrypoint/entrypoint.d/10-banner.sh.j2",
+    "entrypoint/entrypoint.d/15-container-copyright.txt": "entrypoint/entrypoint.d/15-container-copyright.txt.j2",
+    "entrypoint/entrypoint.d/60-shm-check.sh": "entrypoint/entrypoint.d/60-shm-check.sh.j2",
+    "docker-examples/Dockerfile.customtensorflow": "docker-examples/Dockerfile.customtensorflow.j2",
+    "docker-examples/Dockerfile.addpackages": "docker-examples/Dockerfile.addpackages.j2",
+    "docker-examples/README.md": "docker-examples/README.md.j2",
+    "nvidia-examples/README.md": "nvidia-examples/README.md.j2",
+}
+# Files copied verbatim from templates/ into the context.
+CONTEXT_STATIC = {
+    "entrypoint/nvidia_entrypoint.sh": "entrypoint/nvidia_entrypoint.sh",
+    "entrypoint/entrypoint.d/50-gpu-driver-check.sh": "entrypoint/entrypoint.d/50-gpu-driver-check.sh",
+}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a user may change at render time; None means 'as the release says'."""
+
+    cuda_cc: str | None = None
+    xla: bool | None = None
+    gcp: bool | None = None
+    hdfs: bool | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    base: str = "auto"
+    repository: str | None = None
+    offline_base_image: str | None = None  # the offline base's tag, from base.py
+
+    @staticmethod
+    def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+        out = []
+        for pair in pairs:
+            name, sep, value = pair.partition("=")
+            if not sep:
+                raise UserError(f"--env '{pair}' is not NAME=VALUE")
+            if not ENV_NAME.match(name):
+                raise UserError(f"--env '{name}' is not a valid environment variable name")
+            out.append((name, value))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The text files of one build context, keyed by their path inside it."""
+
+    release: str
+    variant: str
+    files: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dockerfile(self) -> str:
+        return self.files["Dockerfile"]
+
+
+def dockerfile_quote(value: Any) -> str:
+    """Double-quote a value for ENV/LABEL: escape \\, " and $ so it stays literal."""
+    text = str(value)
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    text = text.replace("\n", "\\n")
+    return f'"{text}"'
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["dq"] = dockerfile_quote
+    return env
+
+
+def effective_cuda(release: Release, base: str) -> list[tuple[str, str]]:
+    """The toolkits the compute capabilities must compile with, and where each comes from."""
+    if base == "offline":
+        return [(release.offline.cuda, f"the offline base ({release.offline.debian})")]
+    if base == "auto":
+        return [(release.cuda, f"release {release.name}"),
+                (release.offline.cuda, f"the offline base ({release.offline.debian})")]
+    return [(release.cuda, f"release {release.name}")]
+
+
+def resolve_cuda_cc(release: Release, options: RenderOptions) -> list[str] | str:
+    spec = options.cuda_cc if options.cuda_cc is not None else release.cuda_cc
+    try:
+        archs = cuda_arch.parse(spec, release.cuda_cc)
+        for toolkit, where in effective_cuda(release, options.base):
+            problems = cuda_arch.check(archs, toolkit)
+            if problems:
+                raise UserError(f"{problems[0]} ({where})")
+    except cuda_arch.ArchError as exc:
+        raise UserError(str(exc)) from None
+    return archs
+
+
+def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
+    """(image reference written as the BASE_IMAGE default, human description)."""
+    base = options.base
+    if base in ("auto", "upstream"):
+        return release.upstream_ref, f"{release.upstream_image} (upstream)"
+    off = release.offline
+    if base == "offline":
+        if not options.offline_base_image:
+            raise UserError("the offline base image tag is unknown (render it through `builder`)")
+        return options.offline_base_image, f"Debian {off.debian} with CUDA {off.cuda} (offline base)"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", base):
+        raise UserError(f"--base '{base}' is not auto, upstream, offline or an image reference")
+    return base, f"{base} (custom base)"
+
+
+def make_context(release: Release, variant: Variant, options: RenderOptions) -> SimpleNamespace:
+    archs = resolve_cuda_cc(release, options)
+    toggles = dict(release.toggles)
+    for name in ("xla", "gcp", "hdfs"):
+        if getattr(options, name) is not None:
+            toggles[name] = bool(getattr(options, name))
+    cc_text = archs if isinstance(archs, str) else ",".join(archs)
+    build_env = {
+        "TF_CUDA_COMPUTE_CAPABILITIES": cc_text,
+        "TF_ENABLE_XLA": "1" if toggles["xla"] else "0",
+        "TF_NEED_GCP": "1" if toggles["gcp"] else "0",
+        "TF_NEED_HDFS": "1" if toggles["hdfs"] else "0",
+    }
+    env = dict(release.env)
+    env.update(variant.env)
+    env.setdefault("NVIDIA_TENSORFLOW_VERSION", f"{release.name}-{variant.short}")
+    for name, value in options.env:
+        if name in build_env:
+            raise UserError(f"--env {name} is a build parameter; use the matching option "
+                            "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)")
+        env[name] = value
+    repository = options.repository or release.repository
+    image_ref = f"{repository}:{variant.tag}"
+    base_image, base_description = base_image_for(release, options)
+    year = 2000 + int(release.name.split(".")[0]) if release.name.split(".")[0].isdigit() else 2021
+    labels = {
+        "org.opencontainers.image.title": f"{variant.framework_name} {variant.tag}",
+        "org.opencontainers.image.version": variant.tag,
+        "org.opencontainers.image.description":
+            f"{variant.framework_name} built from source for compute capabilities {cc_text}",
+        **release.labels,
+        **variant.labels,
+        f"{LABEL_PREFIX}.release": release.name,
+        f"{LABEL_PREFIX}.variant": variant.name,
+        f"{LABEL_PREFIX}.framework": variant.framework_name,
+        f"{LABEL_PREFIX}.framework-version": variant.framework_version,
+        f"{LABEL_PREFIX}.cuda-compute-capabilities": cc_text,
+        f"{LABEL_PREFIX}.xla": build_env["TF_ENABLE_XLA"],
+        f"{LABEL_PREFIX}.gcp": build_env["TF_NEED_GCP"],
+        f"{LABEL_PREFIX}.hdfs": build_env["TF_NEED_HDFS"],
+        f"{LABEL_PREFIX}.base": options.base if options.base in BASE_CHOICES else "custom",
+        f"{LABEL_PREFIX}.env-overrides": ",".join(name for name, _ in options.env),
+    }
+    return SimpleNamespace(
+        release=release,
+        variant=variant,
+        image_ref=image_ref,
+        base_image=base_image,
+        base_description=base_description,
+        toolchain_packages=TOOLCHAIN_PACKAGES,
+        cuda_cc=archs,
+        cuda_cc_arg=cc_text,
+        nvbuild_args=[],
+        build_env=build_env,
+        toggles=toggles,
+        env=env,
+        labels=labels,
+        label_prefix=LABEL_PREFIX,
+        year=year,
+        upstream_copyright=release.entrypoint["upstream_copyright"].replace("{year}", str(year)),
+    )
+
+
+def render(release: Release, variant: Variant, options: RenderOptions = RenderOptions()) -> Rendered:
+    """Render every text file of the build context for one release variant."""
+    ctx = make_context(release, variant, options)
+    env = _environment()
+    files = {target: env.get_template(tpl).render(ctx=ctx) for target, tpl in CONTEXT_TEMPLATES.items()}
+    for target, src in CONTEXT_STATIC.items():
+        files[target] = (paths.templates_dir() / src).read_text(encoding="utf-8")
+    meta = {
+        "release": release.name,
+        "variant": variant.name,
+        "image": ctx.image_ref,
+        "base_image": ctx.base_image,
+        "cuda_compute_capabilities": ctx.cuda_cc,
+        "toggles": ctx.toggles,
+        "env": ctx.env,
+        "labels": ctx.labels,
+    }
+    return Rendered(release.name, variant.name, files, meta)
+
+
+def committed_path(root: Path, release: str, variant: str) -> Path:
+    """Where the committed, default-options Dockerfile of a release variant lives."""
+    return root / "dockerfiles" / release / f"{variant}.Dockerfile"
+
+
+def meta_json(rendered: Rendered) -> str:
+    return json.dumps(rendered.meta, indent=2, sort_keys=True)

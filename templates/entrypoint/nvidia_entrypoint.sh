@@ -1,0 +1,16 @@
+#!/bin/bash
+# NGC-style entrypoint: show the parts in /opt/nvidia/entrypoint.d in name order
+# (.txt files are printed, .sh files are sourced), then run the command or a shell.
+set -e
+for part in /opt/nvidia/entrypoint.d/*; do
+  case "$part" in
+    *.txt) cat "$part" ;;
+    *.sh)  # shellcheck disable=SC1090
+           source "$part" ;;
+  esac
+done
+echo
+if [ $# -eq 0 ]; then
+  exec /bin/bash
+fi
+exec "$@"

@@ -30,9 +30,10 @@ app = typer.Typer(
 
 
 def _catalog():
+    """The shipped catalog, or the directory BUILDER_CATALOG names (a private catalog)."""
     from builder import catalog
 
-    return catalog.load()
+    return catalog.load(os.environ.get("BUILDER_CATALOG") or catalog.RELEASES_DIR)
 
 
 def _echo_err(message: str) -> None:

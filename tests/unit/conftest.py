@@ -1,0 +1,44 @@
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from builder import catalog
+
+
+@pytest.fixture
+def make_catalog(tmp_path):
+    """A catalog directory holding the real _common.yaml plus the given files."""
+
+    count = iter(range(1000))
+
+    def make(files: dict[str, str], with_common: bool = True) -> Path:
+        d = tmp_path / f"releases{next(count)}"
+        d.mkdir()
+        if with_common:
+            shutil.copy(catalog.RELEASES_DIR / "_common.yaml", d / "_common.yaml")
+        for name, text in files.items():
+            (d / name).write_text(textwrap.dedent(text))
+        return d
+
+    return make
+
+
+# A minimal valid release on top of _common, for tests to break one field at a time.
+GOOD = """\
+release: "30.01"
+parent: _common
+os: {distro: ubuntu, version: "22.04"}
+python: "3.10"
+cuda: "11.8.0"
+base:
+  upstream: {image: "nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"}
+  offline: {debian: bookworm, cuda: "11.8", python: "3.11"}
+build:
+  cuda_compute_capabilities: ["7.0", "8.0"]
+variants:
+  tf1-py3: null
+  tf2-py3:
+    framework: {version: "2.14.1"}
+"""

@@ -1,0 +1,79 @@
+"""Property: whatever the catalog files hold, loading ends in a valid catalog or a
+CatalogError of located problems; the command line prints them and exits 2, never a traceback."""
+import copy
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builder import catalog, cli
+from builder.errors import CatalogError
+
+from .conftest import GOOD
+
+GOOD_DATA = yaml.safe_load(GOOD)
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 100), st.floats(allow_nan=True),
+                    st.text(max_size=12), st.sampled_from(["7.0", "9.9", "all", "_common", "30.01", "local"]))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+
+
+ALL_PATHS = [p for p in _paths(GOOD_DATA) if p]
+
+
+@st.composite
+def mutated_release(draw):
+    data = copy.deepcopy(GOOD_DATA)
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(ALL_PATHS))
+        node = data
+        for key in path[:-1]:
+            if not isinstance(node, dict):
+                break
+            node = node.setdefault(key, {})
+        if isinstance(node, dict):
+            node[path[-1]] = draw(values)
+    return yaml.safe_dump(data)
+
+
+raw_text = st.one_of(
+    st.text(max_size=200),
+    st.builds(lambda a, b: GOOD[:a] + b + GOOD[a:], st.integers(0, len(GOOD)), st.text(max_size=10)),
+)
+
+
+def _check(make_catalog, capsys, text):
+    directory = make_catalog({"30.01.yaml": text})
+    try:
+        catalog.load(directory)
+    except CatalogError as exc:
+        assert exc.problems and all(p.file and p.message for p in exc.problems)
+    import os
+    os.environ["BUILDER_CATALOG"] = str(directory)
+    try:
+        code = cli.main(["releases"])
+    finally:
+        del os.environ["BUILDER_CATALOG"]
+    err = capsys.readouterr().err
+    assert code in (0, 2)
+    assert "Traceback" not in err and "internal error" not in err
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=mutated_release())
+def test_mutated_releases_never_crash(make_catalog, capsys, text):
+    _check(make_catalog, capsys, text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=raw_text)
+def test_malformed_yaml_never_crashes(make_catalog, capsys, text):
+    _check(make_catalog, capsys, text)

@@ -1,0 +1,107 @@
+"""The `builder` command line, run as users run it: the installed console script."""
+import json
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from builder import catalog
+
+
+def builder(*args, **kw):
+    return subprocess.run(["builder", *args], capture_output=True, text=True, timeout=60, **kw)
+
+
+def assert_one_line_error(result, text):
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_render_writes_a_context_matching_the_release(tmp_path):
+    out = tmp_path / "out"
+    result = builder("render", "--release", "21.08", "--variant", "tf2-py3", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(out / "Dockerfile")
+    text = (out / "Dockerfile").read_text()
+    rel = catalog.load().get("21.08")
+    assert f'TF_CUDA_COMPUTE_CAPABILITIES="{",".join(rel.cuda_cc)}"' in text
+    assert 'TF_ENABLE_XLA="1"' in text and 'TF_NEED_GCP="0"' in text and 'TF_NEED_HDFS="0"' in text
+    for name, value in rel.env.items():
+        assert f'{name}="{value}"' in text
+    for part in ("nvbuild.sh", "nvbuildopts", "cuda_arch.py", "tensorflow-source", "entrypoint/nvidia_entrypoint.sh",
+                 "entrypoint/entrypoint.d/10-banner.sh", "docker-examples/Dockerfile.customtensorflow",
+                 "docker-examples/Dockerfile.addpackages", "nvidia-examples/README.md"):
+        assert (out / part).exists(), part
+    # Rendering again over our own output is fine; the previous context is replaced whole.
+    assert builder("render", "--release", "21.08", "--variant", "tf1-py3", "-o", str(out)).returncode == 0
+    assert 'NVIDIA_TENSORFLOW_VERSION="21.08-tf1"' in (out / "Dockerfile").read_text()
+
+
+def test_render_without_variant_writes_every_variant(tmp_path):
+    result = builder("render", "--release", "21.08", "-o", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.parent.name for p in (tmp_path / "o").glob("*/Dockerfile")) == ["tf1-py3", "tf2-py3"]
+
+
+def test_render_to_stdout():
+    result = builder("render", "-r", "21.08", "-v", "tf2-py3", "--cuda-cc", "70,80", "--no-xla")
+    assert result.returncode == 0 and "RUN ./nvbuild.sh --sm 7.0,8.0" in result.stdout
+    assert 'TF_ENABLE_XLA="0"' in result.stdout
+
+
+@pytest.mark.parametrize("args,text", [
+    (["render", "--release", "21.08", "--variant", "tf2-py3", "--cuda-cc", "9.9"],
+     "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1; supported: 3.5-8.7"),
+    (["render", "--release", "99.99"], "unknown release '99.99' (known: 21.06, 21.08"),
+    (["render", "--release", "21.08", "--variant", "tf9-py3"], "release 21.08 has no variant 'tf9-py3'"),
+    (["render", "--release", "21.08", "--variant", "tf2-py3", "--env", "BAD NAME=1"], "not a valid environment variable name"),
+    (["render", "--release", "21.08", "--variant", "tf2-py3", "--base", "bad base"], "is not auto, upstream, offline"),
+    (["render", "--release", "21.08"], "give --variant to print one"),
+    (["render", "--all", "--release", "21.08"], "--all renders the catalog as it is"),
+    (["render", "--check"], "--check goes with --all"),
+    (["render"], "give --release R"),
+    (["render", "--no-such-flag"], "No such option: --no-such-flag"),
+    (["show", "99.99"], "unknown release '99.99'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_user_errors_are_one_line_and_exit_2(args, text):
+    assert_one_line_error(builder(*args), text)
+
+
+def test_render_never_overwrites_a_foreign_directory(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    result = builder("render", "-r", "21.08", "-v", "tf2-py3", "-o", str(tmp_path))
+    assert_one_line_error(result, "is not empty and was not written by `builder render`")
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_releases_table_and_json():
+    table = builder("releases")
+    assert table.returncode == 0 and re.search(r"^21\.08\s+ubuntu 20\.04\s+3\.8\s+11\.4\.1", table.stdout, re.M)
+    rows = json.loads(builder("releases", "--json").stdout)
+    assert [r["release"] for r in rows] == ["21.06", "21.08", "21.10", "22.12", "23.03", "26.11"]
+    assert rows[1]["variants"] == {"tf1-py3": "TensorFlow 1.15.5", "tf2-py3": "TensorFlow 2.5.0"}
+
+
+def test_show_prints_the_resolved_release():
+    spec = yaml.safe_load(builder("show", "21.08").stdout)
+    assert spec["cuda"] == "11.4.1" and spec["python"] == "3.8"          # own and inherited values
+    assert spec["env"]["TF_AUTOTUNE_THRESHOLD"] == "2"                    # from _common
+    assert json.loads(builder("show", "21.08", "--json").stdout)["build"]["xla"] is True
+
+
+def test_invalid_private_catalog_lists_every_problem(tmp_path):
+    (tmp_path / "a.yaml").write_text('release: "1.0"\nparent: nope\n')
+    (tmp_path / "b.yaml").write_text("release: [\n")
+    result = builder("releases", env={"BUILDER_CATALOG": str(tmp_path), "PATH": __import__("os").environ["PATH"]})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "a.yaml: parent: unknown parent 'nope'" in result.stderr
+    assert re.search(r"b\.yaml: line \d+: malformed YAML", result.stderr)
+
+
+def test_help_works():
+    assert builder("--help").returncode == 0

@@ -1,0 +1,170 @@
+"""Golden-string tests of the renderer (hpccm style): exact fragments of what is rendered."""
+import subprocess
+
+import pytest
+
+from builder import catalog
+from builder.base_recipe import BaseRecipe
+from builder.errors import UserError
+from builder.render import RenderOptions, dockerfile_quote, render
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return catalog.load()
+
+
+def _render(cat, release="21.08", variant="tf2-py3", **kw):
+    rel = cat.get(release)
+    kw.setdefault("offline_base_image", BaseRecipe(rel.offline).tag)
+    return render(rel, rel.variant(variant), RenderOptions(**kw))
+
+
+def test_every_image_starts_from_an_injectable_base(cat):
+    lines = _render(cat).dockerfile.splitlines()
+    code = [line for line in lines if line and not line.startswith("#")]
+    assert code[:2] == ["ARG BASE_IMAGE=nvcr.io/nvidia/cuda:11.4.1-cudnn8-devel-ubuntu20.04", "FROM ${BASE_IMAGE}"]
+
+
+def test_build_parameters_and_nvbuild_line_default(cat):
+    text = _render(cat).dockerfile
+    assert ('ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \\\n'
+            '    TF_ENABLE_XLA="1" \\\n'
+            '    TF_NEED_GCP="0" \\\n'
+            '    TF_NEED_HDFS="0"\n'
+            '\n'
+            'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
+            'WORKDIR /opt/tensorflow\n'
+            'RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6\n') in text
+
+
+def test_build_parameters_follow_options(cat):
+    r = _render(cat, cuda_cc="80,70", xla=False, gcp=True, hdfs=True)
+    assert ('ENV TF_CUDA_COMPUTE_CAPABILITIES="7.0,8.0" \\\n'
+            '    TF_ENABLE_XLA="0" \\\n'
+            '    TF_NEED_GCP="1" \\\n'
+            '    TF_NEED_HDFS="1"\n') in r.dockerfile
+    assert "RUN ./nvbuild.sh --sm 7.0,8.0\n" in r.dockerfile
+    for line in ('dev.tfbuilder.cuda-compute-capabilities="7.0,8.0"', 'dev.tfbuilder.xla="0"',
+                 'dev.tfbuilder.gcp="1"', 'dev.tfbuilder.hdfs="1"'):
+        assert line in r.dockerfile
+
+
+def test_local_is_probed_in_the_image(cat):
+    r = _render(cat, cuda_cc="local")
+    assert "RUN ./nvbuild.sh --sm local\n" in r.dockerfile
+    assert 'TF_CUDA_COMPUTE_CAPABILITIES="local"' in r.dockerfile
+
+
+@pytest.mark.parametrize("cc,base,message", [
+    ("9.9", "auto", "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1"),
+    ("8.7", "auto", "compute capability 8.7 cannot be compiled for CUDA 11.2; supported: 3.5-8.6"),
+    ("8.7", "offline", "(the offline base (bullseye))"),
+    ("3.0", "upstream", "compute capability 3.0 cannot be compiled for CUDA 11.4.1"),
+    ("x", "auto", "'x' is not a compute capability"),
+])
+def test_bad_compute_capabilities(cat, cc, base, message):
+    with pytest.raises(UserError) as exc:
+        _render(cat, cuda_cc=cc, base=base)
+    assert message in str(exc.value)
+
+
+def test_upstream_only_base_allows_what_its_toolkit_compiles(cat):
+    assert "--sm 8.0,8.7" in _render(cat, cuda_cc="8.0,8.7", base="upstream").dockerfile
+
+
+def test_env_defaults_come_after_the_compile_and_labels_last(cat):
+    """Layer order: changing an env default or a label never recompiles the framework."""
+    lines = [line for line in _render(cat).dockerfile.splitlines() if line and line[0].isupper()]
+    nvbuild = next(i for i, line in enumerate(lines) if line.startswith("RUN ./nvbuild.sh"))
+    env7 = next(i for i, line in enumerate(lines) if line.startswith("ENV TF_ADJUST_HUE_FUSED"))
+    assert nvbuild < env7
+    assert lines[-1].startswith("LABEL ") and lines[-2].startswith("ENV NVIDIA_BUILD_ID=")
+
+
+def test_env_overrides_are_quoted_and_recorded(cat):
+    r = _render(cat, env=RenderOptions.parse_env(["TF_AUTOTUNE_THRESHOLD=1", 'MY_VAR=a "b" $HOME\\x']))
+    assert 'TF_AUTOTUNE_THRESHOLD="1"' in r.dockerfile
+    assert 'MY_VAR="a \\"b\\" \\$HOME\\\\x"' in r.dockerfile
+    assert 'dev.tfbuilder.env-overrides="TF_AUTOTUNE_THRESHOLD,MY_VAR"' in r.dockerfile
+    assert r.meta["env"]["MY_VAR"] == 'a "b" $HOME\\x'
+
+
+@pytest.mark.parametrize("pairs,message", [
+    (["NOVALUE"], "--env 'NOVALUE' is not NAME=VALUE"),
+    (["A-B=1"], "--env 'A-B' is not a valid environment variable name"),
+])
+def test_bad_env(pairs, message):
+    with pytest.raises(UserError, match=message):
+        RenderOptions.parse_env(pairs)
+
+
+def test_build_parameters_cannot_be_set_through_env(cat):
+    with pytest.raises(UserError, match="TF_ENABLE_XLA is a build parameter"):
+        _render(cat, env=(("TF_ENABLE_XLA", "0"),))
+
+
+def test_bases(cat):
+    off = _render(cat, base="offline")
+    assert off.dockerfile.count(f"ARG BASE_IMAGE={BaseRecipe(cat.get('21.08').offline).tag}\n") == 1
+    assert 'dev.tfbuilder.base="offline"' in off.dockerfile
+    mine = _render(cat, base="registry.example.com:5000/cuda:11.4@sha256:" + "a" * 64)
+    assert "ARG BASE_IMAGE=registry.example.com:5000/cuda:11.4@sha256:" + "a" * 64 in mine.dockerfile
+    assert 'dev.tfbuilder.base="custom"' in mine.dockerfile
+    with pytest.raises(UserError, match="is not auto, upstream, offline or an image reference"):
+        _render(cat, base="bad base")
+
+
+def test_docker_examples_start_from_the_exact_tag(cat):
+    r = _render(cat, repository="registry.local:5000/ml/tf")
+    for name in ("Dockerfile.customtensorflow", "Dockerfile.addpackages"):
+        assert "ARG BASE_IMAGE=registry.local:5000/ml/tf:21.08-tf2-py3\nFROM ${BASE_IMAGE}\n" in r.files[f"docker-examples/{name}"]
+    custom = r.files["docker-examples/Dockerfile.customtensorflow"]
+    assert ("WORKDIR /opt/tensorflow/tensorflow-source\n"
+            "RUN patch -p1 --forward < /tmp/my-tensorflow-modifications.patch \\\n") in custom
+    assert "WORKDIR /opt/tensorflow\nRUN ./nvbuild.sh\n\nWORKDIR /workspace\n" in custom
+
+
+def test_flags_file_per_api(cat):
+    assert _render(cat, variant="tf1-py3").files["nvbuildopts"].splitlines()[1:] == [
+        "--config=v1", "-c", "opt", "--config=cuda", "--output_filter=MATCH_NOTHING"]
+    assert "--config=v2\n" in _render(cat).files["nvbuildopts"]
+
+
+def test_copyright_follows_the_release(cat):
+    assert "Container image Copyright (c) 2021, NVIDIA CORPORATION.  All rights reserved.\n" \
+        "Copyright 2017-2021 The TensorFlow Authors.  All rights reserved.\n" in \
+        _render(cat).files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+    assert "(c) 2022, NVIDIA CORPORATION & AFFILIATES." in \
+        _render(cat, release="22.12").files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+
+
+def test_release_line_env(cat):
+    assert 'NVIDIA_TENSORFLOW_VERSION="21.08-tf1"' in _render(cat, variant="tf1-py3").dockerfile
+
+
+def test_rendering_is_deterministic(cat):
+    assert _render(cat).files == _render(cat).files
+
+
+def test_shell_parts_are_valid_bash(cat, tmp_path):
+    for name, text in _render(cat).files.items():
+        if name.endswith(".sh"):
+            script = tmp_path / "part.sh"
+            script.write_text(text)
+            result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+            assert result.returncode == 0, (name, result.stderr)
+
+
+def test_dockerfile_quote():
+    assert dockerfile_quote("plain") == '"plain"'
+    assert dockerfile_quote('a"b$c\\d\ne') == '"a\\"b\\$c\\\\d\\ne"'
+
+
+def test_offline_base_tag_is_derived_from_the_recipe(cat):
+    off = cat.get("21.08").offline
+    a, b = BaseRecipe(off), BaseRecipe(off, apt_mirror="http://mirror.example/debian")
+    assert a.tag == b.tag                      # a mirror does not change what is built
+    assert a.tag.startswith("local/cuda-base:bullseye-cuda11.2-py3.9-")
+    assert BaseRecipe(cat.get("22.12").offline).tag != a.tag
+    assert "http://mirror.example/debian bullseye main contrib non-free" in b.dockerfile()

@@ -18,7 +18,6 @@ from builder.catalog import OfflineBase
 BASE_REPOSITORY = "local/cuda-base"
 ROOTFS_REPOSITORY = "local/debian-rootfs"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 # nvcc 11.8 accepts host compilers up to GCC 11; bookworm's default is GCC 12.
 HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11"),
                  "trixie": ("g++ g++-11", "g++-11")}
@@ -26,9 +25,10 @@ HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11")
 
 @dataclass(frozen=True)
 class BaseRecipe:
+    """The recipe of one offline base. Corporate settings are not part of it: they
+    change how packages are fetched, not what is built, so they do not change the tag."""
+
     offline: OfflineBase
-    apt_mirror: str = DEFAULT_MIRROR
-    security_mirror: str = DEFAULT_SECURITY_MIRROR
 
     @property
     def rootfs_image(self) -> str:
@@ -40,15 +40,15 @@ class BaseRecipe:
                                  undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,
-                               apt_mirror=self.apt_mirror, security_mirror=self.security_mirror,
                                host_compiler_packages=packages, nvcc_ccbin=ccbin, recipe_id=recipe_id)
         return env.get_template("base/Dockerfile.j2").render(base=base)
 
     @property
     def recipe_id(self) -> str:
-        """Hash of the recipe; the mirror is excluded because it does not change the result."""
-        canonical = BaseRecipe(self.offline)._render("")
-        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+        """Hash of everything that decides the image: the recipe and the files it copies."""
+        h = hashlib.sha256(self._render("").encode())
+        h.update((paths.templates_dir() / "with-build-settings").read_bytes())
+        return h.hexdigest()[:12]
 
     @property
     def tag(self) -> str:

@@ -18,6 +18,7 @@ try:
 except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
+from builder.engine import Interrupted
 from builder.errors import CatalogError, UserError
 
 app = typer.Typer(
@@ -172,6 +173,205 @@ def render(
         print(dest / "Dockerfile")
 
 
+def _settings(apt_mirror, pip_index, ca_bundle):
+    from builder.buildsettings import BuildSettings
+
+    settings = BuildSettings(apt_mirror=apt_mirror, pip_index=pip_index, ca_bundles=tuple(ca_bundle or ()))
+    settings.validate()
+    return settings
+
+
+def _engine():
+    from builder.engine import DockerEngine
+
+    return DockerEngine()
+
+
+APT_MIRROR = typer.Option(None, "--apt-mirror", help="Debian mirror URL used while building (not kept in the image).")
+PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL, credentials allowed (not kept in the image).")
+CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
+
+
+@app.command()
+def base(
+    release: str = typer.Option(..., "--release", "-r", help="Release whose offline base to build."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Build again even when the tag exists."),
+    apt_mirror: Optional[str] = APT_MIRROR,
+    pip_index: Optional[str] = PIP_INDEX,
+    ca_bundle: Optional[List[Path]] = CA_BUNDLE,
+    print_recipe: bool = typer.Option(False, "--print", help="Print the recipe Dockerfile and its tag; build nothing."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Build (or find) the offline CUDA base of a release: debootstrap + Debian's CUDA toolkit."""
+    from builder.base import ensure_base
+    from builder.base_recipe import BaseRecipe
+
+    rel = _catalog().get(release)
+    recipe = BaseRecipe(rel.offline)
+    if print_recipe:
+        print(recipe.dockerfile(), end="")
+        _echo_err(f"tag: {recipe.tag}")
+        return
+    settings = _settings(apt_mirror, pip_index, ca_bundle)
+    tag, built = ensure_base(_engine(), recipe, settings, rebuild=rebuild, quiet=quiet)
+    if not built:
+        _echo_err(f"base: {tag} exists (recipe unchanged); nothing to do")
+    print(tag)
+
+
+@app.command()
+def build(
+    release: str = typer.Option(..., "--release", "-r", help="Release, e.g. 21.08."),
+    variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant (default tf2-py3 when it exists)."),
+    all_variants: bool = typer.Option(False, "--all", help="Every variant of the release."),
+    cuda_cc: Optional[str] = typer.Option(None, "--cuda-cc", help="Compute capabilities: 7.0,8.0 | 70,80 | all | local."),
+    xla: Optional[bool] = typer.Option(None, "--xla/--no-xla"),
+    gcp: Optional[bool] = typer.Option(None, "--gcp/--no-gcp"),
+    hdfs: Optional[bool] = typer.Option(None, "--hdfs/--no-hdfs"),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="Extra or changed env default NAME=VALUE."),
+    base_: str = typer.Option("auto", "--base", help="auto | upstream | offline | an image reference."),
+    repo: Optional[str] = typer.Option(None, "--repo", help="Image repository (default: the release's)."),
+    tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
+    build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
+    framework_src: Optional[Path] = typer.Option(None, "--framework-src", help="Framework source tree (default framework-src/)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the layer cache."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be built; build nothing."),
+    apt_mirror: Optional[str] = APT_MIRROR,
+    pip_index: Optional[str] = PIP_INDEX,
+    ca_bundle: Optional[List[Path]] = CA_BUNDLE,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Build release images on the Docker engine (tagged only when the build succeeds)."""
+    import re as _re
+
+    from builder import build as b
+    from builder.engine import BuildError, Interrupted
+    from builder.render import render as do_render
+
+    cat = _catalog()
+    rel = cat.get(release)
+    if all_variants and variant:
+        raise UserError("--all and --variant exclude each other")
+    if all_variants and tag:
+        raise UserError("--tag names one image; it cannot go with --all")
+    if variant:
+        variants = [rel.variant(variant)]
+    elif all_variants:
+        variants = list(rel.variants.values())
+    else:
+        variants = [rel.variant("tf2-py3" if "tf2-py3" in rel.variants else next(iter(rel.variants)))]
+    bid = build_id or b.default_build_id()
+    if not _re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", bid):
+        raise UserError(f"--build-id '{bid}' may hold only letters, digits, '_', '.' and '-' (64 at most)")
+    for t in tag or []:
+        if not _re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", t):
+            raise UserError(f"--tag '{t}' is not a valid image reference")
+    if framework_src is not None and not framework_src.is_dir():
+        raise UserError(f"--framework-src {framework_src} is not a directory")
+    b.validate_base_option(base_)
+    settings = _settings(apt_mirror, pip_index, ca_bundle)
+    opts = _options(cuda_cc, xla, gcp, hdfs, env, base_, repo, rel)
+    for v in variants:  # every render problem is reported before anything is built
+        do_render(rel, v, opts)
+    engine = _engine()
+    choice = b.choose_base(engine, rel, base_, dry_run)
+    _echo_err(f"base: {choice.image} ({choice.reason})")
+    if dry_run:
+        for v in variants:
+            image = do_render(rel, v, opts).meta["image"]
+            print(json.dumps({"release": rel.name, "variant": v.name, "base": choice.image,
+                              "base_kind": choice.kind, "build_base": choice.needs_build,
+                              "tags": tag or [image, f"{image}-{bid}"], "build_id": bid}))
+        return
+    b.prepare_base(engine, rel, choice, settings, quiet)
+    outcomes = []
+    for v in variants:
+        try:
+            outcome = b.build_variant(engine, rel, v, opts, base=choice, settings=settings, build_id=bid,
+                                      tags=list(tag or []), nocache=no_cache, framework_src=framework_src,
+                                      quiet=quiet)
+            for ref in outcome.refs:
+                print(ref)
+        except BuildError as exc:
+            _echo_err(exc.report())
+            outcome = b.BuildOutcome(rel.name, v.name, error=exc.message)
+            if not all_variants:
+                raise typer.Exit(1)
+        except Interrupted:
+            raise
+        outcomes.append(outcome)
+    if all_variants:
+        failed = [o for o in outcomes if o.error]
+        _echo_err(f"summary: {len(outcomes) - len(failed)} built, {len(failed)} failed, 0 skipped")
+        for o in outcomes:
+            _echo_err(f"  {o.release}/{o.variant}: " + (f"FAILED ({o.error})" if o.error else
+                                                         f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}"))
+        if failed:
+            raise typer.Exit(1)
+
+
+@app.command("test")
+def test_image(
+    image: str = typer.Argument(..., help="Image to test."),
+    tests: Optional[List[Path]] = typer.Option(None, "--tests", help="More test files or directories (repeatable)."),
+    select: Optional[str] = typer.Option(None, "-k", help="Only tests matching this pytest expression."),
+) -> None:
+    """Run the conformance suite (pytest-testinfra) against a container of IMAGE."""
+    import subprocess
+
+    from builder import conformance, inspect as insp
+
+    labels = insp.labels_of(_engine(), image)
+    suite = Path(conformance.__file__).parent
+    targets = [str(suite)] + [str(t) for t in (tests or [])]
+    for t in tests or []:
+        if not t.exists():
+            raise UserError(f"--tests {t}: no such file or directory")
+    # A derived image re-runs its parent's suite (the same one) plus its own checks.
+    if labels.get("dev.tfbuilder.parent"):
+        targets.append(str(suite / "derived"))
+    cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
+           "-p", "builder.conformance.plugin", "--image", image, "-q", *targets]
+    if select:
+        cmd += ["-k", select]
+    _echo_err(f"test: {image}: {' '.join(targets)}")
+    code = subprocess.call(cmd)
+    if code != 0:
+        raise typer.Exit(code)
+
+
+@app.command()
+def inspect(
+    image: str = typer.Argument(..., help="Image to describe."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """What IMAGE was built from (its labels) and what its framework reports about itself."""
+    from builder import inspect as insp
+
+    report = insp.describe(_engine(), image)
+    if as_json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return
+    for key, value in report.items():
+        if isinstance(value, dict):
+            print(f"{key}:")
+            for k, v in value.items():
+                print(f"  {k}: {v}")
+        else:
+            print(f"{key}: {value}")
+
+
+@app.command()
+def doctor() -> None:
+    """Check the machine: engine, API version, storage driver, BuildKit, disk, tools, GPU."""
+    from builder import doctor as d
+
+    text, healthy = d.report(d.checks())
+    print(text)
+    if not healthy:
+        raise typer.Exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn every expected failure into one line on stderr and an exit code."""
     try:
@@ -184,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except UserError as exc:
         _echo_err(f"error: {exc}")
+        return exc.exit_code
+    except Interrupted as exc:
+        _echo_err(f"interrupted ({exc}); no tag was moved")
         return exc.exit_code
     except click_exc.NoArgsIsHelpError as exc:  # bare `builder`: help on stderr
         _echo_err(exc.ctx.get_help() if exc.ctx else str(exc))

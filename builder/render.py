@@ -45,6 +45,7 @@ CONTEXT_TEMPLATES = {
 CONTEXT_STATIC = {
     "entrypoint/nvidia_entrypoint.sh": "entrypoint/nvidia_entrypoint.sh",
     "entrypoint/entrypoint.d/50-gpu-driver-check.sh": "entrypoint/entrypoint.d/50-gpu-driver-check.sh",
+    "with-build-settings": "with-build-settings",
 }
 
 

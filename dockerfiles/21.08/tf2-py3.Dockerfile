@@ -6,12 +6,17 @@ FROM ${BASE_IMAGE}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
+# Runs a command with the build's corporate settings (apt mirror, pip index, CA bundle)
+# served by the builder for one build; none of them is kept in the image.
+COPY with-build-settings /usr/local/bin/
+ARG BUILD_SETTINGS=""
+
 # Toolchain for nvbuild.sh: host compiler, Python headers and wheel tooling, patch, ccache.
 # nvcc, cuobjdump and the CUDA headers come from the base image. Versions are the base
 # distribution's own (upstream Ubuntu or offline Debian), so they are not pinned here.
 # hadolint ignore=DL3008
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+RUN with-build-settings apt-get update \
+ && DEBIAN_FRONTEND=noninteractive with-build-settings apt-get install -y --no-install-recommends \
       build-essential \
       ca-certificates \
       ccache \

@@ -1,0 +1,127 @@
+"""`builder build`: render a release variant, pick its base, build it on the engine and
+tag it only when the build succeeded.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder import buildcontext, buildsettings, paths
+from builder.base import ensure_base
+from builder.base_recipe import BaseRecipe
+from builder.catalog import Release, Variant
+from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.errors import UserError
+from builder.render import BASE_CHOICES, RenderOptions, render
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BUILDER_CACHE_DIR") or Path.home() / ".cache" / "tfbuilder")
+
+
+def default_build_id() -> str:
+    return time.strftime("%Y%m%d.%H%M%S", time.gmtime())
+
+
+def source_ref() -> str:
+    """The builder checkout's commit (with -dirty when it has uncommitted changes)."""
+    root = paths.project_root()
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return rev.stdout.strip() or "unknown"
+
+
+@dataclass
+class BaseChoice:
+    kind: str      # upstream | offline | custom
+    image: str
+    reason: str
+    needs_build: bool = False
+
+
+@dataclass
+class BuildOutcome:
+    release: str
+    variant: str
+    image_id: str = ""
+    refs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+
+
+def choose_base(engine: DockerEngine, release: Release, base: str, dry_run: bool) -> BaseChoice:
+    recipe = BaseRecipe(release.offline)
+    offline_reason = f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})"
+    if base == "offline":
+        present = engine.image_id(recipe.tag) is not None
+        return BaseChoice("offline", recipe.tag, f"--base offline: {offline_reason}"
+                          + ("" if present else ", to be built"), needs_build=not present)
+    if base in ("auto", "upstream"):
+        upstream = release.upstream_ref
+        if engine.image_id(upstream):
+            return BaseChoice("upstream", upstream, f"upstream base {upstream} is present locally")
+        if not dry_run and engine.pull(upstream):
+            return BaseChoice("upstream", upstream, f"pulled upstream base {upstream}")
+        if base == "upstream":
+            raise UserError(f"upstream base {upstream} is not present and cannot be pulled "
+                            "(use --base offline on a machine without registry access)")
+        present = engine.image_id(recipe.tag) is not None
+        why = "not present locally" + (" (pull not tried: --dry-run)" if dry_run else " and cannot be pulled")
+        return BaseChoice("offline", recipe.tag, f"upstream base {upstream} is {why}; using the {offline_reason}"
+                          + ("" if present else ", to be built"), needs_build=not present)
+    if engine.image_id(base) or (not dry_run and engine.pull(base)):
+        return BaseChoice("custom", base, f"--base {base}")
+    raise UserError(f"base image '{base}' does not exist locally and cannot be pulled")
+
+
+def build_variant(engine: DockerEngine, release: Release, variant: Variant, options: RenderOptions, *,
+                  base: BaseChoice, settings: buildsettings.BuildSettings, build_id: str, tags: list[str],
+                  nocache: bool, framework_src: Path | None, quiet: bool) -> BuildOutcome:
+    """Build one variant on an existing base; tag only on success."""
+    outcome = BuildOutcome(release.name, variant.name)
+    opts = RenderOptions(**{**options.__dict__, "base": base.kind if base.kind != "custom" else base.image,
+                            "offline_base_image": BaseRecipe(release.offline).tag})
+    rendered = render(release, variant, opts)
+    image_ref = rendered.meta["image"]
+    refs = tags or [image_ref, f"{image_ref}-{build_id}"]
+    logs = cache_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{release.name}-{variant.name}-{build_id}.log"
+    with tempfile.TemporaryDirectory(prefix=f"builder-{release.name}-{variant.name}-") as tmp:
+        context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
+        buildargs = {"BASE_IMAGE": base.image, "BUILD_ID": build_id, "BUILD_REF": source_ref(),
+                     "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        suite = release.offline.debian if base.kind == "offline" else None
+        with buildsettings.serve(settings, suite) as url:
+            buildargs["BUILD_SETTINGS"] = url or ""
+            request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
+                                   network_mode="host" if url else None, log_path=log_path, quiet=quiet)
+            result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
+    for ref in refs:
+        engine.tag(result.image_id, ref)
+    outcome.image_id, outcome.refs, outcome.seconds = result.image_id, refs, result.seconds
+    return outcome
+
+
+def prepare_base(engine: DockerEngine, release: Release, choice: BaseChoice,
+                 settings: buildsettings.BuildSettings, quiet: bool) -> None:
+    if choice.needs_build:
+        log(f"base: building {choice.image}")
+        ensure_base(engine, BaseRecipe(release.offline), settings, quiet=quiet, log_dir=cache_dir() / "logs")
+
+
+def validate_base_option(base: str) -> None:
+    if base not in BASE_CHOICES and (" " in base or not base):
+        raise UserError(f"--base '{base}' is not auto, upstream, offline or an image reference")

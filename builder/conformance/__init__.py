@@ -1,0 +1,1 @@
+"""The conformance suite `builder test IMAGE` runs against a container of an image."""

@@ -1,0 +1,67 @@
+"""`builder doctor`: what this machine has for building images, on one screen."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+MIN_FREE_GB = 30  # an offline base (~6 GB) plus a release image and its build cache
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    required: bool = True
+
+
+def _run(*cmd: str) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def checks() -> list[Check]:
+    from builder.engine import DockerEngine
+    from builder.errors import UserError
+
+    result: list[Check] = []
+    try:
+        engine = DockerEngine(timeout=20)
+        info = engine.ping()
+        version = engine.api.version()
+        result.append(Check("engine", True, f"reachable at {engine.where}, Docker {version.get('Version')}"))
+        result.append(Check("API version", True, f"{version.get('ApiVersion')} (client {engine.api.api_version})"))
+        driver = info.get("Driver", "?")
+        result.append(Check("storage driver", driver in ("overlay2", "overlayfs"), driver))
+        root = info.get("DockerRootDir", "/var/lib/docker")
+        free = shutil.disk_usage(root).free / 1e9
+        result.append(Check("free disk", free >= MIN_FREE_GB, f"{free:.0f} GB free under {root} (want {MIN_FREE_GB})"))
+    except UserError as exc:
+        result.append(Check("engine", False, str(exc)))
+    buildx = _run("docker", "buildx", "version")
+    legacy_cli = shutil.which("/usr/bin/docker") is not None
+    result.append(Check("BuildKit", bool(buildx) or legacy_cli,
+                        buildx or ("DOCKER_BUILDKIT=1 /usr/bin/docker build (builder itself uses the legacy builder "
+                                   "through docker-py)" if legacy_cli else "not available"), required=False))
+    for tool, why, required in (("debootstrap", "offline bases", True), ("docker-registry", "registry tests", False),
+                                ("hadolint", "Dockerfile lint", False)):
+        path = shutil.which(tool) or (f"/usr/bin/{tool}" if shutil.which(f"/usr/bin/{tool}") else None)
+        result.append(Check(tool, path is not None, f"{path or 'missing'} ({why})", required))
+    gpus = _run("nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader")
+    result.append(Check("GPU", bool(gpus), gpus.replace("\n", "; ") or "none (GPU-only checks are skipped)",
+                        required=False))
+    return result
+
+
+def report(items: list[Check]) -> tuple[str, bool]:
+    lines = []
+    for c in items:
+        mark = "ok  " if c.ok else ("FAIL" if c.required else "--  ")
+        lines.append(f"{mark} {c.name:<16} {c.detail}")
+    healthy = all(c.ok for c in items if c.required)
+    lines.append("ready to build" if healthy else "not ready: fix the FAIL lines (bash scripts/setup.sh installs what is missing)")
+    return "\n".join(lines), healthy

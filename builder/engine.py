@@ -1,0 +1,304 @@
+"""The container engine behind a small interface (repo2docker's idea), so a BuildKit
+backend can be added without touching callers.
+
+DockerEngine drives docker-py's low-level APIClient: the build stream is read as it
+arrives, any `error` in it raises (docker-py itself does not), the last lines are
+kept for the failure message and the full log goes to a file. Images are built
+untagged and tagged only after success, so a failed or interrupted build never
+moves an existing tag.
+"""
+from __future__ import annotations
+
+import collections
+import re
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+from builder.errors import UserError
+
+STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
+TAIL_LINES = 30
+
+
+class BuildError(Exception):
+    """A build that failed in the engine: the failing step and the last lines of output."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, step: str = "", tail: list[str] | None = None, log_path: Path | None = None):
+        self.message, self.step, self.tail, self.log_path = message, step, tail or [], log_path
+        super().__init__(message)
+
+    def report(self) -> str:
+        lines = [f"build failed: {self.message}"]
+        if self.step:
+            lines.append(f"failing step: {self.step}")
+        if self.tail:
+            lines.append("last lines of its output:")
+            lines += [f"  | {line}" for line in self.tail]
+        if self.log_path:
+            lines.append(f"full log: {self.log_path}")
+        return "\n".join(lines)
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived; exit code 130 or 143 as shells report them."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(signal.Signals(signum).name)
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into Interrupted while a long operation runs."""
+
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@dataclass
+class BuildResult:
+    image_id: str
+    steps: int
+    seconds: float
+    cached_steps: int = 0
+    log_path: Path | None = None
+
+
+@dataclass
+class BuildRequest:
+    context: Path
+    buildargs: dict[str, str] = field(default_factory=dict)
+    nocache: bool = False
+    network_mode: str | None = None
+    log_path: Path | None = None
+    quiet: bool = False
+
+
+class Engine(Protocol):
+    def ping(self) -> dict[str, Any]: ...
+    def build(self, request: BuildRequest) -> BuildResult: ...
+    def tag(self, image_id: str, ref: str) -> None: ...
+    def image_id(self, ref: str) -> str | None: ...
+    def image_labels(self, ref: str) -> dict[str, str]: ...
+    def pull(self, ref: str) -> bool: ...
+    def import_rootfs(self, tar_stream: Any, ref: str) -> str: ...
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """'host:5000/a/b:tag' -> ('host:5000/a/b', 'tag'); no tag means 'latest'."""
+    name, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return name, tag
+
+
+class Progress:
+    """One updating status line on a terminal; plain step lines otherwise."""
+
+    def __init__(self, label: str, stream=sys.stderr, quiet: bool = False):
+        self.label, self.stream, self.quiet = label, stream, quiet
+        self.tty = stream.isatty()
+        self.start = time.monotonic()
+        self.step = ""
+
+    def elapsed(self) -> str:
+        s = int(time.monotonic() - self.start)
+        return f"{s // 60:02d}:{s % 60:02d}"
+
+    def on_step(self, n: int, total: int, instruction: str) -> None:
+        self.step = f"step {n}/{total}: {instruction}"
+        if self.quiet:
+            return
+        if self.tty:
+            line = f"[{self.label} {self.elapsed()}] {self.step}"
+            self.stream.write("\r\033[K" + line[:max(20, 150)])
+        else:
+            self.stream.write(f"{self.label} +{self.elapsed()} {self.step}\n")
+        self.stream.flush()
+
+    def done(self, message: str) -> None:
+        if self.tty and not self.quiet:
+            self.stream.write("\r\033[K")
+        if not self.quiet:
+            self.stream.write(f"{self.label} +{self.elapsed()} {message}\n")
+            self.stream.flush()
+
+
+class DockerEngine:
+    """The Docker engine through docker-py's APIClient (the legacy builder)."""
+
+    def __init__(self, base_url: str | None = None, timeout: int = 600):
+        import docker
+        from docker.utils import kwargs_from_env
+
+        kwargs = kwargs_from_env()
+        if base_url:
+            kwargs["base_url"] = base_url
+        self.where = kwargs.get("base_url", "unix:///var/run/docker.sock")
+        try:
+            self.api = docker.APIClient(timeout=timeout, **kwargs)
+            self.api.ping()
+        except Exception as exc:  # docker raises several unrelated types here
+            raise UserError(f"cannot reach the Docker engine at {self.where} ({type(exc).__name__}); "
+                            "start it with `bash scripts/setup.sh`") from None
+
+    def ping(self) -> dict[str, Any]:
+        return self.api.info()
+
+    def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
+        progress = progress or Progress("build", quiet=request.quiet)
+        tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        containers: list[str] = []
+        image_id = ""
+        steps = cached = 0
+        current = ""
+        log = open(request.log_path, "w", encoding="utf-8") if request.log_path else None
+        stream = None
+        try:
+            with signals_raise():
+                stream = self.api.build(
+                    path=str(request.context), dockerfile="Dockerfile", rm=True, forcerm=True,
+                    nocache=request.nocache, pull=False, buildargs=request.buildargs,
+                    network_mode=request.network_mode, decode=True)
+                for chunk in stream:
+                    if "error" in chunk or "errorDetail" in chunk:
+                        detail = chunk.get("errorDetail") or {}
+                        message = (chunk.get("error") or detail.get("message") or "unknown error").strip()
+                        if log:
+                            log.write(f"ERROR: {message}\n")
+                        raise BuildError(message, current, list(tail), request.log_path)
+                    if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
+                        image_id = chunk["aux"]["ID"]
+                    text = chunk.get("stream")
+                    if not text:
+                        continue
+                    if log:
+                        log.write(text)
+                        log.flush()
+                    for line in text.splitlines():
+                        m = STEP.match(line)
+                        if m:
+                            steps = int(m.group(1))
+                            current = f"step {m.group(1)}/{m.group(2)}: {m.group(3)}"
+                            progress.on_step(int(m.group(1)), int(m.group(2)), m.group(3))
+                            tail.clear()
+                            continue
+                        m = RUNNING_IN.match(line)
+                        if m:
+                            containers.append(m.group(1))
+                        elif line.strip() == "---> Using cache":
+                            cached += 1
+                        elif line.strip():
+                            tail.append(line.rstrip())
+                        done = re.match(r"^Successfully built ([0-9a-f]+)", line)
+                        if done and not image_id:
+                            image_id = done.group(1)
+        except Interrupted:
+            self._abort(stream, containers)
+            progress.done(f"interrupted during {current or 'the build'}; build containers removed")
+            raise
+        except BuildError:
+            self._abort(stream, containers)
+            raise
+        except Exception as exc:
+            self._abort(stream, containers)
+            if exc.__class__.__module__.startswith(("docker", "requests", "urllib3")):
+                raise BuildError(f"the engine failed: {exc}", current, list(tail), request.log_path) from None
+            raise
+        finally:
+            if log:
+                log.close()
+        if not image_id:
+            raise BuildError("the engine reported no image", current, list(tail), request.log_path)
+        seconds = time.monotonic() - progress.start
+        progress.done(f"built {image_id[:19]} ({steps} steps, {cached} from cache)")
+        return BuildResult(image_id, steps, seconds, cached, request.log_path)
+
+    def _abort(self, stream: Any, containers: list[str]) -> None:
+        """Stop reading (the engine cancels a build whose client went away) and remove
+        the containers the build started, which the engine may leave behind."""
+        try:
+            if stream is not None:
+                stream.close()
+        except Exception:
+            pass
+        deadline = time.monotonic() + 10
+        pending = list(containers)
+        while pending and time.monotonic() < deadline:
+            for cid in list(pending):
+                try:
+                    self.api.remove_container(cid, force=True)
+                    pending.remove(cid)
+                except Exception as exc:
+                    if "No such container" in str(exc) or getattr(getattr(exc, "response", None), "status_code", 0) == 404:
+                        pending.remove(cid)
+            if pending:
+                time.sleep(0.5)
+
+    def tag(self, image_id: str, ref: str) -> None:
+        repo, tag = split_ref(ref)
+        if not self.api.tag(image_id, repo, tag, force=True):
+            raise BuildError(f"the engine refused to tag {image_id} as {ref}")
+
+    def image_id(self, ref: str) -> str | None:
+        import docker
+
+        try:
+            return self.api.inspect_image(ref)["Id"]
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            if getattr(exc, "status_code", None) in (400, 404):
+                return None
+            raise
+
+    def inspect(self, ref: str) -> dict[str, Any]:
+        import docker
+
+        try:
+            return self.api.inspect_image(ref)
+        except docker.errors.NotFound:
+            raise UserError(f"no image '{ref}' in the engine") from None
+        except docker.errors.APIError as exc:
+            raise UserError(f"cannot inspect '{ref}': {exc.explanation or exc}") from None
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        return dict(self.inspect(ref).get("Config", {}).get("Labels") or {})
+
+    def pull(self, ref: str) -> bool:
+        """Try to pull; False (not an exception) when the registry cannot be reached."""
+        repo, tag = split_ref(ref)
+        try:
+            for chunk in self.api.pull(repo, tag=tag, stream=True, decode=True):
+                if "error" in chunk:
+                    return False
+        except Exception:
+            return False
+        return self.image_id(ref) is not None
+
+    def import_rootfs(self, tar_path: Path, ref: str) -> str:
+        repo, tag = split_ref(ref)
+        with open(tar_path, "rb") as f:
+            out = self.api.import_image_from_data(f, repository=repo, tag=tag)
+        if isinstance(out, (bytes, str)) and "error" in str(out).lower():
+            raise BuildError(f"docker import failed: {out}")
+        image = self.image_id(ref)
+        if not image:
+            raise BuildError(f"docker import produced no image {ref}: {out}")
+        return image

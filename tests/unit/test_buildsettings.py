@@ -1,0 +1,69 @@
+"""Corporate settings: what the settings server offers and how the in-image wrapper uses it."""
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from builder import buildsettings, paths
+from builder.buildsettings import BuildSettings
+from builder.errors import UserError
+
+WRAPPER = paths.templates_dir() / "with-build-settings"
+PEM = "-----BEGIN CERTIFICATE-----\nTESTCAUNIQUE\n-----END CERTIFICATE-----\n"
+
+
+def test_empty_settings_serve_nothing():
+    with buildsettings.serve(BuildSettings(), "bullseye") as url:
+        assert url is None
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"apt_mirror": "ftp://x"}, "--apt-mirror 'ftp://x' is not an http"),
+    ({"pip_index": "pypi"}, "--pip-index 'pypi' is not an http"),
+    ({"ca_bundles": (Path("/nonexistent.pem"),)}, "--ca-bundle /nonexistent.pem: no such file"),
+])
+def test_bad_settings(kw, msg):
+    with pytest.raises(UserError, match=msg):
+        BuildSettings(**kw).validate()
+
+
+def test_not_a_pem(tmp_path):
+    f = tmp_path / "x.pem"
+    f.write_text("hello")
+    with pytest.raises(UserError, match="not a PEM certificate bundle"):
+        BuildSettings(ca_bundles=(f,)).validate()
+
+
+def _wrapper(url, command, env=None):
+    return subprocess.run(["bash", str(WRAPPER), "bash", "-c", command], capture_output=True, text=True,
+                          env={**os.environ, "BUILD_SETTINGS": url or "", **(env or {})}, timeout=30)
+
+
+def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path):
+    ca = tmp_path / "corp.pem"
+    ca.write_text(PEM)
+    settings = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
+                             ca_bundles=(ca,))
+    with buildsettings.serve(settings, "bookworm", port=18741) as url:
+        assert urllib.request.urlopen(url + "/index").read() == b"ca.crt\nenv\nsources.list\n"
+        out = _wrapper(url, 'echo "$PIP_INDEX_URL"; cat "$PIP_CERT" | grep -c TESTCAUNIQUE; '
+                            'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"')
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "https://u:s3cret@pypi.corp/simple"
+    assert lines[1] == "1"
+    assert lines[2] == "deb http://mirror.corp/debian bookworm main contrib non-free"
+    assert not Path(lines[-1]).exists(), "the settings directory outlived the command"
+
+
+def test_wrapper_keeps_the_exit_code_and_is_a_no_op_without_settings():
+    assert _wrapper(None, "exit 3").returncode == 3
+    out = _wrapper(None, 'echo "[${PIP_INDEX_URL:-}]"')
+    assert out.stdout.strip() == "[]"
+
+
+def test_wrapper_fails_clearly_when_the_server_is_gone():
+    out = _wrapper("http://127.0.0.1:1", "true")
+    assert out.returncode != 0 and "cannot read settings" in out.stderr

@@ -1,6 +1,7 @@
 """File I/O through pluggable file systems, chosen by URL scheme. Local paths always
 work; gs:// and hdfs:// exist only in builds with TF_NEED_GCP=1 / TF_NEED_HDFS=1."""
 import importlib
+import importlib.util
 import os
 
 from tfref.sysconfig import get_build_info

@@ -1,0 +1,88 @@
+"""Integration fixtures: a real Docker engine and images built through the `builder` CLI.
+
+These tests need the engine (scripts/setup.sh starts it); without one they fail rather
+than skip, so a CI machine that lost its engine cannot pass silently.
+"""
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+
+REPO = "itest/tensorflow"
+BUILD_ID = "itest"
+
+
+def run(*cmd, timeout=3600, check=False, **kw):
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, check=check, **kw)
+
+
+def builder(*args, timeout=3600, **kw):
+    return run("builder", *args, timeout=timeout, **kw)
+
+
+def docker(*args, **kw):
+    return run("docker", *args, **kw)
+
+
+def image_id(ref):
+    out = docker("image", "inspect", "--format", "{{.Id}}", ref)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def labels(ref):
+    return json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref).stdout)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.engine)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_up():
+    out = docker("info", "--format", "{{.ServerVersion}}")
+    if out.returncode != 0:
+        pytest.fail("no Docker engine answers: run `bash scripts/setup.sh` first", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("builder-cache")
+    os.environ["BUILDER_CACHE_DIR"] = str(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def offline_base(cache_dir):
+    out = builder("base", "--release", "21.08", "-q")
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def release_image(offline_base):
+    """The 21.08 tf2 image, built the way README's first command builds it."""
+    out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO,
+                  "--build-id", BUILD_ID, "-q")
+    assert out.returncode == 0, out.stderr
+    refs = out.stdout.split()
+    assert refs == [f"{REPO}:21.08-tf2-py3", f"{REPO}:21.08-tf2-py3-{BUILD_ID}"]
+    return refs[0]
+
+
+@pytest.fixture
+def scratch_tag():
+    """A unique tag for one test, removed afterwards."""
+    ref = f"itest/scratch:{uuid.uuid4().hex[:8]}"
+    yield ref
+    docker("rmi", "-f", ref)
+
+
+def build_containers():
+    """Containers the legacy builder creates (they run image ids, not tags)."""
+    out = docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}}")
+    return {line.split()[0] for line in out.stdout.splitlines()
+            if len(line.split()) > 1 and (line.split()[1].startswith("sha256:") or len(line.split()[1]) in (12, 64))}

@@ -180,9 +180,14 @@ fi
 if [ ! -f .tf_configure.bazelrc ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$config_id" ]; then
   log "configure phase"
   if [ "$DRIVER" = tensorflow ]; then
-    yes "" | "$PYTHON" configure.py >/dev/null || fail configure "configure.py exited $?"
+    # `yes` dies of SIGPIPE when configure stops reading: only configure's status counts.
+    yes "" | "$PYTHON" configure.py >/dev/null
+    rc=${PIPESTATUS[1]}
+    [ "$rc" = 0 ] || fail configure "configure.py exited $rc"
   else
-    ./configure || fail configure "./configure exited $?"
+    ./configure
+    rc=$?
+    [ "$rc" = 0 ] || fail configure "./configure exited $rc"
   fi
   echo "$config_id" > "$STAMP"
 else
@@ -222,7 +227,9 @@ else
     fi
   fi
   log "compile phase"
-  make "${make_vars[@]}" all || fail compile "make exited $?"
+  make "${make_vars[@]}" all
+  rc=$?
+  [ "$rc" = 0 ] || fail compile "make exited $rc"
   [ -n "$CACHE_URL" ] && command -v ccache >/dev/null 2>&1 && ccache -s 2>/dev/null | sed 's/^/nvbuild.sh: ccache: /' >&2
   log "package phase"
   make -s WHEEL_DIR="$WHEEL_DIR" wheel || fail package "make wheel exited $?"

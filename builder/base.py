@@ -63,7 +63,7 @@ def ensure_base(engine: DockerEngine, recipe: BaseRecipe, settings: buildsetting
         shutil.copy2(paths.templates_dir() / "with-build-settings", context / "with-build-settings")
         log_path = (log_dir or Path(tempfile.gettempdir())) / f"base-{recipe.tag.split(':')[-1]}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with buildsettings.serve(settings, recipe.offline.debian) as url:
+        with buildsettings.serve(settings) as url:
             request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": url or ""},
                                    network_mode="host" if url else None, log_path=log_path, quiet=quiet)
             result = engine.build(request, Progress("base", quiet=quiet))

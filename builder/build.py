@@ -103,8 +103,7 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
         buildargs = {"BASE_IMAGE": base.image, "BUILD_ID": build_id, "BUILD_REF": source_ref(),
                      "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        suite = release.offline.debian if base.kind == "offline" else None
-        with buildsettings.serve(settings, suite) as url:
+        with buildsettings.serve(settings) as url:
             buildargs["BUILD_SETTINGS"] = url or ""
             request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
                                    network_mode="host" if url else None, log_path=log_path, quiet=quiet)

@@ -42,12 +42,10 @@ class BuildSettings:
             if b"BEGIN CERTIFICATE" not in Path(path).read_bytes():
                 raise UserError(f"--ca-bundle {path}: not a PEM certificate bundle")
 
-    def files(self, debian_suite: str | None) -> dict[str, bytes]:
+    def files(self) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
-        if self.apt_mirror and debian_suite:
-            m = self.apt_mirror.rstrip("/")
-            out["sources.list"] = (f"deb {m} {debian_suite} main contrib non-free\n"
-                                   f"deb {m} {debian_suite}-updates main contrib non-free\n").encode()
+        if self.apt_mirror:
+            out["apt-mirror"] = self.apt_mirror.rstrip("/").encode()
         if self.pip_index:
             out["env"] = f"PIP_INDEX_URL='{self.pip_index}'\n".encode()
         if self.ca_bundles:
@@ -67,7 +65,7 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 @contextmanager
-def serve(settings: BuildSettings, debian_suite: str | None, port: int = DEFAULT_PORT) -> Iterator[str | None]:
+def serve(settings: BuildSettings, port: int = DEFAULT_PORT) -> Iterator[str | None]:
     """Serve the settings on 127.0.0.1:port while the block runs; yields the URL (None when empty)."""
     if not settings:
         yield None
@@ -76,7 +74,7 @@ def serve(settings: BuildSettings, debian_suite: str | None, port: int = DEFAULT
     directory = Path(tempfile.mkdtemp(prefix="build-settings-"))
     directory.chmod(0o700)
     try:
-        for name, data in settings.files(debian_suite).items():
+        for name, data in settings.files().items():
             (directory / name).write_bytes(data)
         handler = lambda *a, **kw: _Quiet(*a, directory=str(directory), **kw)  # noqa: E731
         try:

@@ -239,6 +239,7 @@ def build(
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
+    bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
@@ -270,7 +271,13 @@ def build(
         raise UserError(f"--framework-src {framework_src} is not a directory")
     b.validate_base_option(base_)
     settings = _settings(apt_mirror, pip_index, ca_bundle)
+    if bake_ca and not ca_bundle:
+        raise UserError("--bake-ca needs at least one --ca-bundle")
     opts = _options(cuda_cc, xla, gcp, hdfs, env, base_, repo, rel)
+    if bake_ca:
+        import dataclasses
+
+        opts = dataclasses.replace(opts, baked_ca=tuple(Path(p).read_text() for p in ca_bundle or ()))
     for v in variants:  # every render problem is reported before anything is built
         do_render(rel, v, opts)
     engine = _engine()
@@ -328,7 +335,7 @@ def test_image(
         if not t.exists():
             raise UserError(f"--tests {t}: no such file or directory")
     # A derived image re-runs its parent's suite (the same one) plus its own checks.
-    if labels.get("dev.tfbuilder.parent"):
+    if labels.get("dev.tfbuilder.parent") and (suite / "derived").is_dir():
         targets.append(str(suite / "derived"))
     cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
            "-p", "builder.conformance.plugin", "--image", image, "-q", *targets]

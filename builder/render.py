@@ -61,6 +61,7 @@ class RenderOptions:
     base: str = "auto"
     repository: str | None = None
     offline_base_image: str | None = None  # the offline base's tag, from base.py
+    baked_ca: tuple[str, ...] = ()  # PEM texts to install in the image (--bake-ca)
 
     @staticmethod
     def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -206,6 +207,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         label_prefix=LABEL_PREFIX,
         year=year,
         upstream_copyright=release.entrypoint["upstream_copyright"].replace("{year}", str(year)),
+        baked_ca=bool(options.baked_ca),
     )
 
 
@@ -216,6 +218,8 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
     files = {target: env.get_template(tpl).render(ctx=ctx) for target, tpl in CONTEXT_TEMPLATES.items()}
     for target, src in CONTEXT_STATIC.items():
         files[target] = (paths.templates_dir() / src).read_text(encoding="utf-8")
+    for i, pem in enumerate(options.baked_ca):
+        files[f"extra-ca/extra-ca-{i}.crt"] = pem
     meta = {
         "release": release.name,
         "variant": variant.name,

@@ -62,7 +62,6 @@ ENV TF_ADJUST_HUE_FUSED="1" \
     JUPYTER_PORT="8888" \
     TENSORBOARD_PORT="6006" \
     NVIDIA_TENSORFLOW_VERSION="26.11-tf2"
-
 COPY entrypoint/ /opt/nvidia/
 COPY nvidia-examples/ /workspace/nvidia-examples/
 COPY docker-examples/ /workspace/docker-examples/

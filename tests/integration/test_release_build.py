@@ -29,7 +29,7 @@ def test_offline_base_layout(offline_base):
                  "&& python3 --version && printenv CUDA_VERSION NVIDIA_VISIBLE_DEVICES NVIDIA_DRIVER_CAPABILITIES "
                  "NVIDIA_REQUIRE_CUDA")
     assert out.returncode == 0, out.stderr
-    assert "/usr/bin/nvcc" in out.stdout and "Python 3.9" in out.stdout
+    assert out.stdout.startswith("/usr/local/cuda/bin/nvcc\n/usr/local/cuda/bin/cuobjdump\n") and "Python 3.9" in out.stdout
     assert out.stdout.split()[-4:] == ["11.2", "all", "compute,utility,video", "cuda>=11.2"]
 
 
@@ -90,7 +90,7 @@ def test_toggled_build_changes_binary_build_info_and_file_systems(offline_base, 
                   "--tag", scratch_tag, "-q")
     assert out.returncode == 0, out.stderr
     assert builder("test", scratch_tag).returncode == 0
-    probe = docker("run", "--rm", scratch_tag, "bash", "-c",
+    probe = docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c",
                    "python3 -c 'import json,tfref; i=tfref.sysconfig.get_build_info(); "
                    "print(json.dumps([i[\"cuda_compute_capabilities\"], i[\"is_xla_build\"], i[\"is_gcp_build\"], "
                    "i[\"is_hdfs_build\"], tfref.io.available_schemes()]))' && "

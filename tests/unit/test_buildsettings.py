@@ -11,11 +11,15 @@ from builder.buildsettings import BuildSettings
 from builder.errors import UserError
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
+SOURCES = """deb http://deb.debian.org/debian bookworm main contrib non-free
+deb http://deb.debian.org/debian bookworm-updates main contrib non-free
+deb http://deb.debian.org/debian-security bookworm-security main
+"""
 PEM = "-----BEGIN CERTIFICATE-----\nTESTCAUNIQUE\n-----END CERTIFICATE-----\n"
 
 
 def test_empty_settings_serve_nothing():
-    with buildsettings.serve(BuildSettings(), "bullseye") as url:
+    with buildsettings.serve(BuildSettings()) as url:
         assert url is None
 
 
@@ -46,15 +50,23 @@ def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path):
     ca.write_text(PEM)
     settings = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
                              ca_bundles=(ca,))
-    with buildsettings.serve(settings, "bookworm", port=18741) as url:
-        assert urllib.request.urlopen(url + "/index").read() == b"ca.crt\nenv\nsources.list\n"
+    with buildsettings.serve(settings, port=18741) as url:
+        assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\nenv\n"
+        sources = tmp_path / "sources.list"
+        sources.write_text(SOURCES)
         out = _wrapper(url, 'echo "$PIP_INDEX_URL"; cat "$PIP_CERT" | grep -c TESTCAUNIQUE; '
-                            'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"')
+                            'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"',
+                       env={"WITH_BUILD_SETTINGS_SOURCES": str(sources)})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "https://u:s3cret@pypi.corp/simple"
     assert lines[1] == "1"
-    assert lines[2] == "deb http://mirror.corp/debian bookworm main contrib non-free"
+    # The main archive is swapped for the mirror; suites, components and security stay.
+    assert lines[2:-1] == [
+        "deb http://mirror.corp/debian bookworm main contrib non-free",
+        "deb http://mirror.corp/debian bookworm-updates main contrib non-free",
+        "deb http://deb.debian.org/debian-security bookworm-security main",
+    ]
     assert not Path(lines[-1]).exists(), "the settings directory outlived the command"
 
 

@@ -1,0 +1,86 @@
+"""Corporate settings reach the build but never the image: not a layer, not the config,
+not the history; the CA and the pip credentials not even the build log."""
+import io
+import json
+import subprocess
+import tarfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .conftest import builder, docker
+
+TOKEN = f"S3CRET-{uuid.uuid4().hex}"
+MIRROR = "http://deb.debian.org:80/debian"   # the real archive, spelled so it can be recognised
+
+
+@pytest.fixture(scope="module")
+def test_ca(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ca")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", f"/CN=itest-corp-ca-{uuid.uuid4().hex[:8]}", "-keyout", str(d / "ca.key"),
+                    "-out", str(d / "ca.pem")], check=True, capture_output=True)
+    pem = (d / "ca.pem").read_text()
+    marker = pem.splitlines()[5]  # a line of the certificate body, unique to this CA
+    return d / "ca.pem", marker
+
+
+def new_layers(image: str, base: str) -> set[str]:
+    inspect = lambda ref: json.loads(docker("image", "inspect", ref).stdout)[0]["RootFS"]["Layers"]  # noqa: E731
+    return set(inspect(image)) - set(inspect(base))
+
+
+def scan(image: str, base: str, needles: list[str], tmp: Path) -> list[str]:
+    """Where any needle occurs in the layers the build added, the config or the history."""
+    found = []
+    tar_path = tmp / "image.tar"
+    subprocess.run(["docker", "save", "-o", str(tar_path), image], check=True)
+    wanted = new_layers(image, base)
+    with tarfile.open(tar_path) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))[0]
+        config_bytes = outer.extractfile(manifest["Config"]).read()
+        diff_ids = json.loads(config_bytes)["rootfs"]["diff_ids"]
+        for needle in needles:
+            if needle.encode() in config_bytes:
+                found.append(f"image config: {needle}")
+        for layer_path, diff_id in zip(manifest["Layers"], diff_ids):
+            if diff_id not in wanted:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(outer.extractfile(layer_path).read())) as layer:
+                for member in layer.getmembers():
+                    data = member.name.encode()
+                    if member.isfile():
+                        data += layer.extractfile(member).read()
+                    for needle in needles:
+                        if needle.encode() in data:
+                            found.append(f"layer {diff_id[:19]} {member.name}: {needle}")
+    history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", image).stdout
+    found += [f"history: {n}" for n in needles if n in history]
+    tar_path.unlink()
+    return found
+
+
+def test_settings_are_used_but_not_kept(offline_base, test_ca, scratch_tag, tmp_path, cache_dir):
+    ca, marker = test_ca
+    out = builder("build", "--release", "21.08", "--tag", scratch_tag, "--build-id", "secrets",
+                  "--apt-mirror", MIRROR, "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple",
+                  "--ca-bundle", str(ca), "-q")
+    assert out.returncode == 0, out.stderr
+    log = next((cache_dir / "logs").glob("21.08-tf2-py3-secrets.log")).read_text()
+    assert "deb.debian.org:80" in log, "the apt mirror from the settings was not used"
+    assert TOKEN not in log and marker not in log
+    assert scan(scratch_tag, offline_base, [TOKEN, marker, "deb.debian.org:80", "pypi.invalid"], tmp_path) == []
+
+
+def test_bake_ca_puts_the_ca_in_the_trust_store(offline_base, test_ca, scratch_tag):
+    ca, marker = test_ca
+    out = builder("build", "--release", "21.08", "--tag", scratch_tag, "--ca-bundle", str(ca), "--bake-ca", "-q")
+    assert out.returncode == 0, out.stderr
+    bundle = docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/etc/ssl/certs/ca-certificates.crt")
+    assert marker in bundle.stdout
+
+
+def test_bake_ca_without_a_bundle_is_refused():
+    out = builder("build", "--release", "21.08", "--bake-ca")
+    assert out.returncode == 2 and "--bake-ca needs at least one --ca-bundle" in out.stderr

@@ -21,6 +21,8 @@ from typing import Iterator
 from builder.errors import UserError
 
 DEFAULT_PORT = 8741
+# What this machine trusts; builds trust it too unless --no-host-ca.
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 @dataclass(frozen=True)

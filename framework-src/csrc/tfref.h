@@ -31,6 +31,28 @@ int tfref_cuda_conv2d(const float* x, const float* f, float* y, int batch, int h
 int tfref_cuda_bias_relu(const float* x, const float* bias, float* y, int rows, int cols);
 int tfref_cuda_softmax(const float* x, float* y, int rows, int cols);
 
+// More CPU ops (libtfref_core.so). Pooling is 2-D over NHWC with a square window.
+int tfref_max_pool2d(const float* x, float* y, int batch, int height, int width, int ch, int window, int stride);
+int tfref_avg_pool2d(const float* x, float* y, int batch, int height, int width, int ch, int window, int stride);
+int tfref_batch_norm(const float* x, const float* mean, const float* var, const float* gamma, const float* beta,
+                     float* y, int rows, int cols, float eps);
+int tfref_layer_norm(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols, float eps);
+// op: 0 add, 1 multiply, 2 gelu(a) (b unused)
+int tfref_elementwise(const float* a, const float* b, float* y, long n, int op);
+int tfref_reduce_sum(const float* x, float* y, int rows, int cols);
+int tfref_transpose(const float* x, float* y, int rows, int cols);
+
+// The same on the GPU (libtfref_cuda.so).
+int tfref_cuda_max_pool2d(const float* x, float* y, int batch, int height, int width, int ch, int window, int stride);
+int tfref_cuda_avg_pool2d(const float* x, float* y, int batch, int height, int width, int ch, int window, int stride);
+int tfref_cuda_batch_norm(const float* x, const float* mean, const float* var, const float* gamma, const float* beta,
+                          float* y, int rows, int cols, float eps);
+int tfref_cuda_layer_norm(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols,
+                          float eps);
+int tfref_cuda_elementwise(const float* a, const float* b, float* y, long n, int op);
+int tfref_cuda_reduce_sum(const float* x, float* y, int rows, int cols);
+int tfref_cuda_transpose(const float* x, float* y, int rows, int cols);
+
 // XLA-style fusion (libtfref_xla.so, only when built with TF_ENABLE_XLA=1):
 // relu(x @ w + b) in one pass, without materializing x @ w.
 int tfref_xla_fused_dense(const float* x, const float* w, const float* b, float* y, int m, int k, int n);

@@ -51,6 +51,34 @@ class OpsTest(unittest.TestCase):
             np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-6)
             np.testing.assert_allclose(y.sum(axis=1), 1, rtol=1e-5)
 
+    def test_pooling(self):
+        x = RNG.standard_normal((2, 6, 8, 3))
+        blocks = x.reshape(2, 3, 2, 4, 2, 3)
+        for d in self.devices:
+            np.testing.assert_allclose(tfref.max_pool2d(x, 2, device=d), blocks.max(axis=(2, 4)), rtol=1e-6)
+            np.testing.assert_allclose(tfref.avg_pool2d(x, 2, device=d), blocks.mean(axis=(2, 4)), rtol=1e-5,
+                                       atol=1e-6)
+
+    def test_batch_and_layer_norm(self):
+        x = RNG.standard_normal((5, 7))
+        mean, var, g, b = RNG.standard_normal(7), RNG.random(7) + 0.5, RNG.standard_normal(7), RNG.standard_normal(7)
+        mu, sd = x.mean(axis=1, keepdims=True), x.std(axis=1, keepdims=True)
+        for d in self.devices:
+            np.testing.assert_allclose(tfref.batch_norm(x, mean, var, g, b, eps=1e-3, device=d),
+                                       g * (x - mean) / np.sqrt(var + 1e-3) + b, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(tfref.layer_norm(x, g, b, eps=1e-5, device=d),
+                                       (x - mu) / np.sqrt(sd ** 2 + 1e-5) * g + b, rtol=1e-4, atol=1e-4)
+
+    def test_elementwise_reduce_transpose(self):
+        a, b = RNG.standard_normal((4, 6)), RNG.standard_normal((4, 6))
+        gelu = 0.5 * a * (1 + np.tanh(0.7978845608 * (a + 0.044715 * a ** 3)))
+        for d in self.devices:
+            np.testing.assert_allclose(tfref.add(a, b, device=d), a + b, rtol=1e-6)
+            np.testing.assert_allclose(tfref.multiply(a, b, device=d), a * b, rtol=1e-6)
+            np.testing.assert_allclose(tfref.gelu(a, device=d), gelu, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(tfref.reduce_sum(a, device=d), a.sum(axis=1), rtol=1e-5)
+            np.testing.assert_allclose(tfref.transpose(a, device=d), a.T)
+
     def test_float16_in_float16_out(self):
         a = RNG.standard_normal((4, 4)).astype(np.float16)
         self.assertEqual(tfref.matmul(a, a, device="cpu").dtype, np.float16)

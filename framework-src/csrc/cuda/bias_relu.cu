@@ -2,12 +2,22 @@
 #include "common.cuh"
 
 namespace {
-__global__ void bias_relu_kernel(const float* x, const float* bias, float* y, size_t total, int cols) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) bias_relu_kernel(const float* x, const float* bias, float* y, size_t total,
+                                                          int cols) {
+  const size_t i = size_t(blockIdx.x) * BLOCK + threadIdx.x;
   if (i >= total) return;
   const float v = x[i] + bias[i % cols];
   y[i] = v > 0.f ? v : 0.f;
 }
+
+template <int BLOCK>
+struct BiasRelu {
+  static cudaError_t run(const float* x, const float* b, float* y, size_t total, int cols) {
+    bias_relu_kernel<BLOCK><<<tfref::blocks_for(total, BLOCK), BLOCK>>>(x, b, y, total, cols);
+    return cudaGetLastError();
+  }
+};
 }  // namespace
 
 extern "C" int tfref_cuda_bias_relu(const float* x, const float* bias, float* y, int rows, int cols) {
@@ -20,8 +30,7 @@ extern "C" int tfref_cuda_bias_relu(const float* x, const float* bias, float* y,
   TFREF_CUDA_CHECK(dy.alloc(total));
   TFREF_CUDA_CHECK(cudaMemcpy(dx.ptr, x, sizeof(float) * total, cudaMemcpyHostToDevice));
   TFREF_CUDA_CHECK(cudaMemcpy(db.ptr, bias, sizeof(float) * cols, cudaMemcpyHostToDevice));
-  bias_relu_kernel<<<tfref::blocks_for(total, 256), 256>>>(dx.ptr, db.ptr, dy.ptr, total, cols);
-  TFREF_CUDA_CHECK(cudaGetLastError());
+  TFREF_CUDA_CHECK((tfref::launch_by_size<BiasRelu>(total, dx.ptr, db.ptr, dy.ptr, total, cols)));
   TFREF_CUDA_CHECK(cudaMemcpy(y, dy.ptr, sizeof(float) * total, cudaMemcpyDeviceToHost));
   return TFREF_OK;
 }

@@ -31,5 +31,15 @@ inline int ensure_device() {
 
 inline int blocks_for(size_t n, int threads) { return static_cast<int>((n + threads - 1) / threads); }
 
+// Kernels are specialized by block size; launchers pick the specialization that
+// fits the problem (small problems waste fewer idle threads in small blocks).
+template <template <int> class Launch, typename... Args>
+cudaError_t launch_by_size(size_t work, Args... args) {
+  if (work < (1u << 12)) return Launch<64>::run(args...);
+  if (work < (1u << 16)) return Launch<128>::run(args...);
+  if (work < (1u << 20)) return Launch<256>::run(args...);
+  return Launch<512>::run(args...);
+}
+
 }  // namespace tfref
 #endif  // TFREF_CUDA_COMMON_CUH_

@@ -2,9 +2,10 @@
 #include "common.cuh"
 
 namespace {
-__global__ void conv2d_kernel(const float* x, const float* f, float* y, int batch, int height, int width,
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) conv2d_kernel(const float* x, const float* f, float* y, int batch, int height, int width,
                               int in_ch, int kh, int kw, int out_ch, int stride, int pad, int oh, int ow) {
-  const size_t idx = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t idx = size_t(blockIdx.x) * BLOCK + threadIdx.x;
   const size_t total = size_t(batch) * oh * ow * out_ch;
   if (idx >= total) return;
   const int o = idx % out_ch;
@@ -25,6 +26,16 @@ __global__ void conv2d_kernel(const float* x, const float* f, float* y, int batc
   }
   y[idx] = acc;
 }
+
+template <int BLOCK>
+struct Conv2d {
+  static cudaError_t run(const float* x, const float* f, float* y, int batch, int height, int width, int in_ch,
+                         int kh, int kw, int out_ch, int stride, int pad, int oh, int ow, size_t total) {
+    conv2d_kernel<BLOCK><<<tfref::blocks_for(total, BLOCK), BLOCK>>>(x, f, y, batch, height, width, in_ch, kh, kw,
+                                                                    out_ch, stride, pad, oh, ow);
+    return cudaGetLastError();
+  }
+};
 }  // namespace
 
 extern "C" int tfref_cuda_conv2d(const float* x, const float* f, float* y, int batch, int height, int width,
@@ -43,9 +54,8 @@ extern "C" int tfref_cuda_conv2d(const float* x, const float* f, float* y, int b
   TFREF_CUDA_CHECK(dy.alloc(ny));
   TFREF_CUDA_CHECK(cudaMemcpy(dx.ptr, x, sizeof(float) * nx, cudaMemcpyHostToDevice));
   TFREF_CUDA_CHECK(cudaMemcpy(df.ptr, f, sizeof(float) * nf, cudaMemcpyHostToDevice));
-  conv2d_kernel<<<tfref::blocks_for(ny, 256), 256>>>(dx.ptr, df.ptr, dy.ptr, batch, height, width, in_ch,
-                                                     kh, kw, out_ch, stride, pad, oh, ow);
-  TFREF_CUDA_CHECK(cudaGetLastError());
+  TFREF_CUDA_CHECK((tfref::launch_by_size<Conv2d>(ny, dx.ptr, df.ptr, dy.ptr, batch, height, width, in_ch, kh, kw,
+                                                  out_ch, stride, pad, oh, ow, ny)));
   TFREF_CUDA_CHECK(cudaMemcpy(y, dy.ptr, sizeof(float) * ny, cudaMemcpyDeviceToHost));
   return TFREF_OK;
 }

@@ -2,9 +2,8 @@
 #include "common.cuh"
 
 namespace {
-constexpr int TILE = 16;
-
-__global__ void matmul_kernel(const float* a, const float* b, float* c, int m, int k, int n) {
+template <int TILE>
+__global__ void __launch_bounds__(TILE * TILE) matmul_kernel(const float* a, const float* b, float* c, int m, int k, int n) {
   __shared__ float as[TILE][TILE];
   __shared__ float bs[TILE][TILE];
   const int row = blockIdx.y * TILE + threadIdx.y;
@@ -21,6 +20,14 @@ __global__ void matmul_kernel(const float* a, const float* b, float* c, int m, i
   }
   if (row < m && col < n) c[row * n + col] = acc;
 }
+
+// Tile size by problem size: 8x8 tiles keep small matrices busy, 32x32 reuse more.
+template <int TILE>
+cudaError_t launch(const float* a, const float* b, float* c, int m, int k, int n) {
+  dim3 threads(TILE, TILE), blocks((n + TILE - 1) / TILE, (m + TILE - 1) / TILE);
+  matmul_kernel<TILE><<<blocks, threads>>>(a, b, c, m, k, n);
+  return cudaGetLastError();
+}
 }  // namespace
 
 extern "C" int tfref_cuda_matmul(const float* a, const float* b, float* c, int m, int k, int n) {
@@ -32,9 +39,11 @@ extern "C" int tfref_cuda_matmul(const float* a, const float* b, float* c, int m
   TFREF_CUDA_CHECK(dc.alloc(size_t(m) * n));
   TFREF_CUDA_CHECK(cudaMemcpy(da.ptr, a, sizeof(float) * m * k, cudaMemcpyHostToDevice));
   TFREF_CUDA_CHECK(cudaMemcpy(db.ptr, b, sizeof(float) * k * n, cudaMemcpyHostToDevice));
-  dim3 threads(TILE, TILE), blocks((n + TILE - 1) / TILE, (m + TILE - 1) / TILE);
-  matmul_kernel<<<blocks, threads>>>(da.ptr, db.ptr, dc.ptr, m, k, n);
-  TFREF_CUDA_CHECK(cudaGetLastError());
+  const size_t work = size_t(m) * n;
+  const cudaError_t launched = work < 4096 ? launch<8>(da.ptr, db.ptr, dc.ptr, m, k, n)
+                               : work < (1u << 20) ? launch<16>(da.ptr, db.ptr, dc.ptr, m, k, n)
+                                                  : launch<32>(da.ptr, db.ptr, dc.ptr, m, k, n);
+  TFREF_CUDA_CHECK(launched);
   TFREF_CUDA_CHECK(cudaMemcpy(c, dc.ptr, sizeof(float) * m * n, cudaMemcpyDeviceToHost));
   return TFREF_OK;
 }

@@ -2,9 +2,8 @@
 #include "common.cuh"
 
 namespace {
-constexpr int THREADS = 128;
-
-__global__ void softmax_kernel(const float* x, float* y, int cols) {
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) softmax_kernel(const float* x, float* y, int cols) {
   __shared__ float red[THREADS];
   const float* in = x + size_t(blockIdx.x) * cols;
   float* out = y + size_t(blockIdx.x) * cols;
@@ -29,6 +28,14 @@ __global__ void softmax_kernel(const float* x, float* y, int cols) {
   sum = red[0];
   for (int c = threadIdx.x; c < cols; c += THREADS) out[c] = expf(in[c] - mx) / sum;
 }
+
+template <int THREADS>
+struct Softmax {
+  static cudaError_t run(const float* x, float* y, int rows, int cols) {
+    softmax_kernel<THREADS><<<rows, THREADS>>>(x, y, cols);
+    return cudaGetLastError();
+  }
+};
 }  // namespace
 
 extern "C" int tfref_cuda_softmax(const float* x, float* y, int rows, int cols) {
@@ -39,8 +46,7 @@ extern "C" int tfref_cuda_softmax(const float* x, float* y, int rows, int cols) 
   TFREF_CUDA_CHECK(dx.alloc(total));
   TFREF_CUDA_CHECK(dy.alloc(total));
   TFREF_CUDA_CHECK(cudaMemcpy(dx.ptr, x, sizeof(float) * total, cudaMemcpyHostToDevice));
-  softmax_kernel<<<rows, THREADS>>>(dx.ptr, dy.ptr, cols);
-  TFREF_CUDA_CHECK(cudaGetLastError());
+  TFREF_CUDA_CHECK((tfref::launch_by_size<Softmax>(size_t(cols) * 64, dx.ptr, dy.ptr, rows, cols)));
   TFREF_CUDA_CHECK(cudaMemcpy(y, dy.ptr, sizeof(float) * total, cudaMemcpyDeviceToHost));
   return TFREF_OK;
 }

@@ -13,6 +13,13 @@ SIGNATURES = {
     "bias_relu": [F, F, F, I, I],
     "softmax": [F, F, I, I],
     "fused_dense": [F, F, F, F, I, I, I],
+    "max_pool2d": [F, F, I, I, I, I, I, I],
+    "avg_pool2d": [F, F, I, I, I, I, I, I],
+    "batch_norm": [F, F, F, F, F, F, I, I, ctypes.c_float],
+    "layer_norm": [F, F, F, F, I, I, ctypes.c_float],
+    "elementwise": [F, F, F, ctypes.c_long, I],
+    "reduce_sum": [F, F, I, I],
+    "transpose": [F, F, I, I],
 }
 STATUS = {-1: "bad argument", -2: "CUDA error", -3: "no CUDA device"}
 

@@ -80,3 +80,96 @@ def softmax(x, device=None) -> np.ndarray:
     lib, prefix = _backend(device)
     _lib.call(lib, prefix + "softmax", "softmax", _ptr(x32), _ptr(out), x32.size // cols, cols)
     return out.astype(_out_dtype(x), copy=False)
+
+
+def _pool(name, x, window, stride, device):
+    x32 = _f32(x)
+    if x32.ndim != 4:
+        raise ValueError(f"{name} wants NHWC input, got shape {x32.shape}")
+    n, h, w, c = x32.shape
+    stride = stride or window
+    oh, ow = (h - window) // stride + 1, (w - window) // stride + 1
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"{name}: window {window} does not fit {h}x{w}")
+    out = np.empty((n, oh, ow, c), np.float32)
+    lib, prefix = _backend(device)
+    _lib.call(lib, prefix + name, name, _ptr(x32), _ptr(out), n, h, w, c, window, stride)
+    return out.astype(_out_dtype(x), copy=False)
+
+
+def max_pool2d(x, window: int = 2, stride: int = None, device=None) -> np.ndarray:
+    return _pool("max_pool2d", x, window, stride, device)
+
+
+def avg_pool2d(x, window: int = 2, stride: int = None, device=None) -> np.ndarray:
+    return _pool("avg_pool2d", x, window, stride, device)
+
+
+def batch_norm(x, mean, variance, gamma, beta, eps: float = 1e-3, device=None) -> np.ndarray:
+    """Inference batch normalization over the last dimension."""
+    x32 = _f32(x)
+    cols = x32.shape[-1]
+    params = [_f32(p) for p in (mean, variance, gamma, beta)]
+    if any(p.shape != (cols,) for p in params):
+        raise ValueError(f"batch_norm parameters must have shape ({cols},)")
+    out = np.empty_like(x32)
+    lib, prefix = _backend(device)
+    _lib.call(lib, prefix + "batch_norm", "batch_norm", _ptr(x32), *[_ptr(p) for p in params], _ptr(out),
+              x32.size // cols, cols, eps)
+    return out.astype(_out_dtype(x), copy=False)
+
+
+def layer_norm(x, gamma, beta, eps: float = 1e-5, device=None) -> np.ndarray:
+    x32, g, b = _f32(x), _f32(gamma), _f32(beta)
+    cols = x32.shape[-1]
+    if g.shape != (cols,) or b.shape != (cols,):
+        raise ValueError(f"layer_norm gamma and beta must have shape ({cols},)")
+    out = np.empty_like(x32)
+    lib, prefix = _backend(device)
+    _lib.call(lib, prefix + "layer_norm", "layer_norm", _ptr(x32), _ptr(g), _ptr(b), _ptr(out),
+              x32.size // cols, cols, eps)
+    return out.astype(_out_dtype(x), copy=False)
+
+
+def _elementwise(a, b, op, device):
+    a32 = _f32(a)
+    b32 = _f32(b) if b is not None else None
+    if b32 is not None and b32.shape != a32.shape:
+        raise ValueError(f"shapes {a32.shape} and {b32.shape} differ")
+    out = np.empty_like(a32)
+    lib, prefix = _backend(device)
+    _lib.call(lib, prefix + "elementwise", "elementwise", _ptr(a32), _ptr(b32) if b32 is not None else None,
+              _ptr(out), a32.size, op)
+    return out.astype(_out_dtype(*([a] if b is None else [a, b])), copy=False)
+
+
+def add(a, b, device=None) -> np.ndarray:
+    return _elementwise(a, b, 0, device)
+
+
+def multiply(a, b, device=None) -> np.ndarray:
+    return _elementwise(a, b, 1, device)
+
+
+def gelu(x, device=None) -> np.ndarray:
+    return _elementwise(x, None, 2, device)
+
+
+def reduce_sum(x, device=None) -> np.ndarray:
+    """Sum over the last dimension."""
+    x32 = _f32(x)
+    cols = x32.shape[-1]
+    out = np.empty(x32.shape[:-1] or (1,), np.float32)
+    lib, prefix = _backend(device)
+    _lib.call(lib, prefix + "reduce_sum", "reduce_sum", _ptr(x32), _ptr(out), x32.size // cols, cols)
+    return out.reshape(x32.shape[:-1]).astype(_out_dtype(x), copy=False)
+
+
+def transpose(x, device=None) -> np.ndarray:
+    x32 = _f32(x)
+    if x32.ndim != 2:
+        raise ValueError("transpose takes a 2-D array")
+    out = np.empty((x32.shape[1], x32.shape[0]), np.float32)
+    lib, prefix = _backend(device)
+    _lib.call(lib, prefix + "transpose", "transpose", _ptr(x32), _ptr(out), *x32.shape)
+    return out.astype(_out_dtype(x), copy=False)

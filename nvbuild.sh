@@ -197,6 +197,23 @@ fi
 
 record_source
 
+# --- compile cache: a shared HTTP cache; any trouble with it means a plain compile ------
+if [ -n "$CACHE_URL" ]; then
+  if ! "$PYTHON" - "${CACHE_URL%%|*}" <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1].rstrip("/") + "/.ping", timeout=3)
+except urllib.error.HTTPError:
+    pass  # any HTTP answer means the server is there
+except Exception:
+    sys.exit(1)
+PY
+  then
+    log "warning: compile cache ${CACHE_URL%%|*} does not answer; compiling without it"
+    CACHE_URL=""
+  fi
+fi
+
 # --- compile, package, install ------------------------------------------------------------
 rm -rf "$WHEEL_DIR"
 mkdir -p "$WHEEL_DIR"
@@ -216,21 +233,43 @@ if [ "$DRIVER" = tensorflow ]; then
     || fail package "build_pip_package exited $?"
 else
   make_vars=(-j"$(nproc)")
+  cache_log=""
   if [ -n "$CACHE_URL" ]; then
-    if command -v ccache >/dev/null 2>&1; then
-      export CCACHE_REMOTE_STORAGE="$CACHE_URL" CCACHE_REMOTE_ONLY=true CCACHE_DIR=/tmp/ccache
-      export CCACHE_BASEDIR=$SRC CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
+    if command -v ccache >/dev/null 2>&1 && ccache --version | grep -q http-storage; then
+      remote=$CACHE_URL
+      # A slow or full server costs a bounded wait and a miss, never a failed build.
+      case "$remote" in *"|"*) ;; *) remote="$remote|connect-timeout=2000|operation-timeout=20000" ;; esac
+      cache_log=$(mktemp /tmp/ccache-log.XXXXXX)
+      export CCACHE_REMOTE_STORAGE=$remote CCACHE_REMOTE_ONLY=true CCACHE_DIR=/tmp/ccache
+      export CCACHE_BASEDIR=$SRC CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content CCACHE_LOGFILE=$cache_log
       make_vars+=(COMPILER_LAUNCHER=ccache)
-      ccache -z >/dev/null 2>&1 || true
     else
-      log "warning: --cache given but ccache is not installed; compiling without a cache"
+      log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
     fi
   fi
   log "compile phase"
   make "${make_vars[@]}" all
   rc=$?
   [ "$rc" = 0 ] || fail compile "make exited $rc"
-  [ -n "$CACHE_URL" ] && command -v ccache >/dev/null 2>&1 && ccache -s 2>/dev/null | sed 's/^/nvbuild.sh: ccache: /' >&2
+  if [ -n "$cache_log" ]; then
+    # Which translation units were really compiled, and which came from the cache.
+    "$PYTHON" - "$cache_log" <<'PY' >&2
+import re, sys
+units, results = {}, {}
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"^\[\S+ (\d+)\s*\] (Source file|Result): (.*)$", line)
+    if m and m.group(2) == "Source file":
+        units[m.group(1)] = m.group(3).strip()
+    elif m:
+        results.setdefault(m.group(1), set()).add(m.group(3).strip())
+hit = lambda r: bool(r & {"direct_cache_hit", "preprocessed_cache_hit"})
+compiled = sorted(u for p, u in units.items() if not hit(results.get(p, set())))
+print(f"nvbuild.sh: compile cache: {len(units) - len(compiled)} of {len(units)} translation units from the cache")
+for unit in compiled:
+    print(f"nvbuild.sh: compiled: {unit}")
+PY
+    rm -f "$cache_log"
+  fi
   log "package phase"
   make -s WHEEL_DIR="$WHEEL_DIR" wheel || fail package "make wheel exited $?"
 fi

@@ -88,7 +88,8 @@ def choose_base(engine: DockerEngine, release: Release, base: str, dry_run: bool
 
 def build_variant(engine: DockerEngine, release: Release, variant: Variant, options: RenderOptions, *,
                   base: BaseChoice, settings: buildsettings.BuildSettings, build_id: str, tags: list[str],
-                  nocache: bool, framework_src: Path | None, quiet: bool) -> BuildOutcome:
+                  nocache: bool, framework_src: Path | None, quiet: bool,
+                  compile_cache: str | None = None) -> BuildOutcome:
     """Build one variant on an existing base; tag only on success."""
     outcome = BuildOutcome(release.name, variant.name)
     opts = RenderOptions(**{**options.__dict__, "base": base.kind if base.kind != "custom" else base.image,
@@ -105,8 +106,10 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
                      "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with buildsettings.serve(settings) as url:
             buildargs["BUILD_SETTINGS"] = url or ""
+            buildargs["COMPILE_CACHE"] = compile_cache or ""
             request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
-                                   network_mode="host" if url else None, log_path=log_path, quiet=quiet)
+                                   network_mode="host" if (url or compile_cache) else None,
+                                   log_path=log_path, quiet=quiet)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     for ref in refs:
         engine.tag(result.image_id, ref)

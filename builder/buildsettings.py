@@ -1,18 +1,29 @@
-"""Corporate build settings (apt mirror, pip index, extra CA bundle), served to one
-build over loopback and fetched by the in-image `with-build-settings` wrapper.
+"""Corporate build settings (apt mirror, pip index, extra CA bundle), served to builds
+over loopback and fetched by the in-image `with-build-settings` wrapper.
 
 Build args end up in image history and the legacy builder has no secret mounts, so the
 settings travel this way instead: the build runs on the host network, the wrapper reads
-them into /tmp for one RUN and deletes them. The URL is fixed (not a random port) so
-that it never changes a layer's cache key.
+them into /tmp for one RUN and deletes them.
+
+One small daemon serves every concurrent build on a fixed port; each distinct set of
+settings lives under a path named by its hash, so the URL a build sees (and with it
+every layer's cache key) is the same each time the same settings are used. A build
+holds a shared lock on its settings while it runs; the daemon deletes settings nobody
+holds (secrets included) and exits when it has none left.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import http.server
+import os
 import shutil
 import socketserver
-import tempfile
-import threading
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +32,22 @@ from typing import Iterator
 from builder.errors import UserError
 
 DEFAULT_PORT = 8741
+MAGIC = b"tfbuilder-settings\n"
 # What this machine trusts; builds trust it too unless --no-host-ca.
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def port() -> int:
+    return int(os.environ.get("BUILDER_SETTINGS_PORT", DEFAULT_PORT))
+
+
+def state_dir() -> Path:
+    from builder.build import cache_dir
+
+    d = cache_dir() / "settings"
+    d.mkdir(parents=True, exist_ok=True)
+    d.chmod(0o700)
+    return d
 
 
 @dataclass(frozen=True)
@@ -55,10 +80,31 @@ class BuildSettings:
         out["index"] = ("\n".join(sorted(out)) + "\n").encode()
         return out
 
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for name, data in sorted(self.files().items()):
+            h.update(name.encode() + b"\0" + data + b"\0")
+        return h.hexdigest()[:16]
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
+
+# --- the daemon ----------------------------------------------------------------------
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/.builder-settings":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(MAGIC)))
+            self.end_headers()
+            self.wfile.write(MAGIC)
+            return
+        if self.path.rstrip("/").count("/") < 2:  # no listings of the settings tree
+            self.send_error(404)
+            return
+        super().do_GET()
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -66,30 +112,109 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
+def _collect(state: Path) -> int:
+    """Delete settings no build holds; return how many are still held."""
+    held = 0
+    for lock in state.glob("*.lock"):
+        try:
+            with open(lock, "a") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held += 1
+                    continue
+                shutil.rmtree(state / lock.stem, ignore_errors=True)
+                lock.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
+    for d in state.iterdir():  # settings whose lock vanished
+        if d.is_dir() and not (state / f"{d.name}.lock").exists():
+            shutil.rmtree(d, ignore_errors=True)
+    return held
+
+
+def daemon(state: Path, listen_port: int) -> None:
+    handler = lambda *a, **kw: _Handler(*a, directory=str(state), **kw)  # noqa: E731
+    server = _Server(("127.0.0.1", listen_port), handler)
+    import threading
+
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    idle_since = None
+    try:
+        while True:
+            time.sleep(1)
+            if _collect(state):
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > 5:
+                return
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _daemon_answers(listen_port: int) -> bool | None:
+    """True: our daemon; False: nothing listens; None: something else owns the port."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{listen_port}/.builder-settings", timeout=2) as r:
+            return r.read() == MAGIC
+    except urllib.error.HTTPError:
+        return None
+    except OSError:
+        return False
+
+
+def _ensure_daemon(state: Path, listen_port: int) -> None:
+    answer = _daemon_answers(listen_port)
+    if answer is True:
+        return
+    if answer is None:
+        raise UserError(f"port {listen_port} is taken by something else; set BUILDER_SETTINGS_PORT to a free port")
+    subprocess.Popen([sys.executable, "-m", "builder.buildsettings", str(state), str(listen_port)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+    for _ in range(50):
+        if _daemon_answers(listen_port):
+            return
+        time.sleep(0.1)
+    raise UserError(f"cannot serve build settings on 127.0.0.1:{listen_port}; set BUILDER_SETTINGS_PORT to a free port")
+
+
 @contextmanager
-def serve(settings: BuildSettings, port: int = DEFAULT_PORT) -> Iterator[str | None]:
-    """Serve the settings on 127.0.0.1:port while the block runs; yields the URL (None when empty)."""
+def serve(settings: BuildSettings, listen_port: int | None = None) -> Iterator[str | None]:
+    """Make the settings available while the block runs; yields their URL (None when empty)."""
     if not settings:
         yield None
         return
     settings.validate()
-    directory = Path(tempfile.mkdtemp(prefix="build-settings-"))
-    directory.chmod(0o700)
+    listen_port = listen_port or port()
+    state = state_dir()
+    digest = settings.digest()
+    lock_path = state / f"{digest}.lock"
+    while True:  # take the shared lock on a lock file the daemon has not just removed
+        lock = open(lock_path, "a")
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if lock_path.exists() and os.fstat(lock.fileno()).st_ino == lock_path.stat().st_ino:
+            break
+        lock.close()
     try:
-        for name, data in settings.files().items():
-            (directory / name).write_bytes(data)
-        handler = lambda *a, **kw: _Quiet(*a, directory=str(directory), **kw)  # noqa: E731
-        try:
-            server = _Server(("127.0.0.1", port), handler)
-        except OSError as exc:
-            raise UserError(f"cannot serve build settings on 127.0.0.1:{port} ({exc.strerror}); "
-                            "is another build running? set BUILDER_SETTINGS_PORT") from None
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.shutdown()
-            server.server_close()
+        target = state / digest
+        if not (target / "index").exists():
+            tmp = state / f".{digest}.{os.getpid()}"
+            tmp.mkdir(mode=0o700)
+            for name, data in settings.files().items():
+                (tmp / name).write_bytes(data)
+            try:
+                os.rename(tmp, target)
+            except OSError:  # another build wrote the same settings first
+                shutil.rmtree(tmp, ignore_errors=True)
+        _ensure_daemon(state, listen_port)
+        yield f"http://127.0.0.1:{listen_port}/{digest}"
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+if __name__ == "__main__":
+    daemon(Path(sys.argv[1]), int(sys.argv[2]))

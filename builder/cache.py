@@ -36,6 +36,12 @@ def parse_size(text: str) -> int:
     return int(value * SIZE_UNITS[unit])
 
 
+def default_dir() -> Path:
+    from builder.build import cache_dir
+
+    return cache_dir() / "compile-cache"
+
+
 @dataclass(frozen=True)
 class CacheServer:
     directory: Path
@@ -56,6 +62,24 @@ class CacheServer:
     def url(self) -> str:
         host = "127.0.0.1" if self.listen in ("0.0.0.0", "127.0.0.1") else self.listen
         return f"http://{host}:{self.port}"
+
+    def save(self) -> None:
+        import json
+
+        (self.state / "server.json").write_text(json.dumps(
+            {"port": self.port, "listen": self.listen, "max_size": self.max_size,
+             "max_object_size": self.max_object_size}))
+
+    @classmethod
+    def load(cls, directory: Path) -> "CacheServer":
+        """The server as last started for this directory (defaults when never started)."""
+        import json
+
+        try:
+            saved = json.loads((Path(directory) / ".server" / "server.json").read_text())
+        except (OSError, ValueError):
+            saved = {}
+        return cls(Path(directory), **saved)
 
     def nginx_conf(self) -> str:
         user = "user root;\n" if os.geteuid() == 0 else ""
@@ -128,6 +152,7 @@ def serve(server: CacheServer, detach: bool = False) -> str:
         d.mkdir(parents=True, exist_ok=True)
     conf = server.state / "nginx.conf"
     conf.write_text(server.nginx_conf())
+    server.save()
     check = subprocess.run([exe, "-t", "-q", "-c", str(conf), "-p", str(server.state)], capture_output=True, text=True)
     if check.returncode != 0:
         raise UserError(f"nginx refused the configuration: {check.stderr.strip().splitlines()[-1]}")
@@ -208,6 +233,8 @@ def stats(server: CacheServer) -> dict:
             if len(parts) < 2:
                 continue
             method, status = parts[0], parts[1]
+            if parts[-1] == "/.ping":  # the server's own readiness probe
+                continue
             if method in ("GET", "HEAD"):
                 gets += 1
                 hits += status == "200"

@@ -247,6 +247,7 @@ def build(
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
+    compile_cache: Optional[str] = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
@@ -277,6 +278,8 @@ def build(
     if framework_src is not None and not framework_src.is_dir():
         raise UserError(f"--framework-src {framework_src} is not a directory")
     b.validate_base_option(base_)
+    if compile_cache and not compile_cache.startswith(("http://", "https://")):
+        raise UserError(f"--compile-cache '{compile_cache}' is not an http:// or https:// URL")
     settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
     if bake_ca and not ca_bundle:
         raise UserError("--bake-ca needs at least one --ca-bundle")
@@ -303,7 +306,7 @@ def build(
         try:
             outcome = b.build_variant(engine, rel, v, opts, base=choice, settings=settings, build_id=bid,
                                       tags=list(tag or []), nocache=no_cache, framework_src=framework_src,
-                                      quiet=quiet)
+                                      quiet=quiet, compile_cache=compile_cache)
             for ref in outcome.refs:
                 print(ref)
         except BuildError as exc:
@@ -386,6 +389,124 @@ def doctor() -> None:
         raise typer.Exit(1)
 
 
+@app.command()
+def derive(
+    from_: str = typer.Option(..., "--from", help="The built image to start from."),
+    tag: str = typer.Option(..., "--tag", "-t", help="Tag of the derived image."),
+    patch: Optional[List[Path]] = typer.Option(None, "--patch", help="Patch for tensorflow-source (patch -p1; repeatable)."),
+    apt: Optional[List[str]] = typer.Option(None, "--apt", help="Debian package to add (repeatable)."),
+    pip: Optional[List[str]] = typer.Option(None, "--pip", help="pip requirement to add (repeatable)."),
+    nvbuild_args: Optional[str] = typer.Option(None, "--nvbuild-args", help="Arguments for nvbuild.sh, e.g. \"--sm 8.6\"."),
+    compile_cache: Optional[str] = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the layer cache."),
+    no_test: bool = typer.Option(False, "--no-test", help="Tag without running the conformance suite first."),
+    apt_mirror: Optional[str] = APT_MIRROR,
+    pip_index: Optional[str] = PIP_INDEX,
+    ca_bundle: Optional[List[Path]] = CA_BUNDLE,
+    host_ca: bool = HOST_CA,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Derive an image: patch and rebuild the framework with nvbuild.sh, and/or add packages.
+    Patches are tried on the parent's source first; the image is tested, then tagged."""
+    import re as _re
+    import subprocess
+
+    from builder import derive as dv
+    from builder.build import cache_dir
+    from builder.engine import BuildError
+
+    spec = dv.DeriveSpec(parent=from_, patches=list(patch or []), apt=list(apt or []), pip=list(pip or []),
+                         nvbuild_args=dv.parse_nvbuild_args(nvbuild_args))
+    spec.validate()
+    if not _re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", tag):
+        raise UserError(f"--tag '{tag}' is not a valid image reference")
+    if compile_cache and not compile_cache.startswith(("http://", "https://")):
+        raise UserError(f"--compile-cache '{compile_cache}' is not an http:// or https:// URL")
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+    engine = _engine()
+    from builder import inspect as insp
+
+    insp.labels_of(engine, from_)  # a builder image, or a clear error
+    try:
+        dv.check_patches(engine, from_, spec.patches)
+    except dv.PatchError as exc:
+        _echo_err(f"error: {exc}")
+        for line in exc.details.splitlines():
+            _echo_err(f"  {line}")
+        raise typer.Exit(2)
+    logs = cache_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"derive-{tag.replace('/', '_').replace(':', '_')}.log"
+    try:
+        image_id = dv.build(engine, spec, from_, settings, compile_cache, no_cache, log_path, quiet)
+    except BuildError as exc:
+        _echo_err(exc.report())
+        raise typer.Exit(1)
+    if not no_test:
+        from builder import conformance
+
+        suite = Path(conformance.__file__).parent
+        cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
+               "-p", "builder.conformance.plugin", "--image", image_id, "-q", str(suite), str(suite / "derived")]
+        if subprocess.call(cmd, stdout=sys.stderr) != 0:
+            _echo_err(f"error: the derived image {image_id[:19]} failed its conformance tests; {tag} was not moved")
+            raise typer.Exit(1)
+    engine.tag(image_id, tag)
+    print(tag)
+
+
+cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+CACHE_DIR = typer.Option(None, "--dir", help="Cache directory (default ~/.cache/tfbuilder/compile-cache).")
+
+
+@cache_app.command("serve")
+def cache_serve(
+    directory: Optional[Path] = CACHE_DIR,
+    port: int = typer.Option(8742, "--port", help="TCP port."),
+    listen: str = typer.Option("127.0.0.1", "--listen", help="Address to listen on (0.0.0.0 for other machines)."),
+    max_size: str = typer.Option("20G", "--max-size", help="Keep the store under this size, oldest objects first."),
+    max_object_size: str = typer.Option("512m", "--max-object-size", help="Largest object accepted (nginx syntax)."),
+    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return."),
+) -> None:
+    """Serve the compile cache; builds use it with --compile-cache URL (printed on stdout)."""
+    from builder import cache
+
+    if not 0 < port < 65536:
+        raise UserError(f"--port {port} is not a TCP port")
+    server = cache.CacheServer(directory or cache.default_dir(), port, listen, cache.parse_size(max_size),
+                               max_object_size)
+    url = cache.serve(server, detach=detach)
+    if detach:
+        print(url)
+
+
+@cache_app.command("stats")
+def cache_stats(directory: Optional[Path] = CACHE_DIR,
+                as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Size of the cache and its hit rate."""
+    from builder import cache
+
+    s = cache.stats(cache.CacheServer.load(directory or cache.default_dir()))
+    if as_json:
+        print(json.dumps(s, indent=2))
+        return
+    print(f"{s['directory']}: {'running at ' + s['url'] if s['running'] else 'not running'}")
+    print(f"  {s['objects']} objects, {s['size_bytes'] / 1e6:.1f} MB")
+    print(f"  {s['lookups']} lookups: {s['hits']} hits, {s['misses']} misses (hit rate {s['hit_rate']:.0%}); "
+          f"{s['stores']} stores, {s['store_errors']} refused")
+
+
+@cache_app.command("stop")
+def cache_stop(directory: Optional[Path] = CACHE_DIR) -> None:
+    """Stop a detached cache server."""
+    from builder import cache
+
+    if not cache.stop(cache.CacheServer.load(directory or cache.default_dir())):
+        raise UserError("no cache server is running for that directory")
+    _echo_err("cache server stopped")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn every expected failure into one line on stderr and an exit code."""
     try:
@@ -428,3 +549,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

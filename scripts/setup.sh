@@ -17,6 +17,8 @@ if [ "$want_engine" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
   [ -x /usr/bin/docker-registry ] || need_pkgs+=(docker-registry)
   command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+  [ -x /usr/sbin/nginx ] || need_pkgs+=(nginx)        # the shared compile cache server
+  command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
@@ -24,7 +26,14 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   fi
   log "installing ${need_pkgs[*]} from Debian's archive"
   apt-get update -qq
+  # Install services without starting them: the builder starts nginx and the registry
+  # itself, on its own ports, when it needs them.
+  policy=/usr/sbin/policy-rc.d
+  had_policy=0; [ -e "$policy" ] && had_policy=1
+  [ "$had_policy" = 1 ] || printf '#!/bin/sh\nexit 101\n' > "$policy"
+  chmod +x "$policy"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  [ "$had_policy" = 1 ] || rm -f "$policy"
 fi
 
 if [ "$want_engine" = 1 ]; then
@@ -40,9 +49,13 @@ if [ "$want_engine" = 1 ]; then
   log "docker engine $(docker version --format '{{.Server.Version}}') is up"
 fi
 
-if ! python3 -c "import builder.cli, hypothesis" >/dev/null 2>&1 || ! command -v builder >/dev/null 2>&1 \
-   || ! command -v hadolint >/dev/null 2>&1; then
-  log "installing the builder (pip install -e '.[test]')"
+# (Re)install when the importable builder is not this checkout's: a machine can hold
+# several clones, and the tests must run the code of the one they are in.
+here_pkg="$(pwd)/builder"
+installed_pkg=$(cd / && python3 -c "import builder, os; print(os.path.dirname(os.path.realpath(builder.__file__)))" 2>/dev/null || true)
+if [ "$installed_pkg" != "$(realpath "$here_pkg")" ] || ! python3 -c "import hypothesis, testinfra" >/dev/null 2>&1 \
+   || ! command -v builder >/dev/null 2>&1 || ! command -v hadolint >/dev/null 2>&1; then
+  log "installing the builder from $(pwd) (pip install -e '.[test]')"
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 fi
 log "ready: $(command -v builder)"

@@ -49,7 +49,9 @@ ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \
 
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 WORKDIR /opt/tensorflow
-RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6
+# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
+ARG COMPILE_CACHE=""
+RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # Environment defaults (user guide section 7 and the release's own).
 ENV TF_ADJUST_HUE_FUSED="1" \

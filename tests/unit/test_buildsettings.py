@@ -50,7 +50,8 @@ def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path):
     ca.write_text(PEM)
     settings = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
                              ca_bundles=(ca,))
-    with buildsettings.serve(settings, port=18741) as url:
+    with buildsettings.serve(settings, 18741) as url:
+        assert url.startswith("http://127.0.0.1:18741/")
         assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\nenv\n"
         sources = tmp_path / "sources.list"
         sources.write_text(SOURCES)
@@ -79,3 +80,34 @@ def test_wrapper_keeps_the_exit_code_and_is_a_no_op_without_settings():
 def test_wrapper_fails_clearly_when_the_server_is_gone():
     out = _wrapper("http://127.0.0.1:1", "true")
     assert out.returncode != 0 and "cannot read settings" in out.stderr
+
+
+def test_concurrent_builds_share_the_daemon_and_settings_vanish_after(tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = BuildSettings(pip_index="https://a.example/simple"), BuildSettings(pip_index="https://b.example/simple")
+    with buildsettings.serve(a, 18742) as url_a, buildsettings.serve(a, 18742) as url_a2, \
+            buildsettings.serve(b, 18742) as url_b:
+        assert url_a == url_a2 != url_b                      # same settings, same URL (cache keys stay put)
+        assert b"a.example" in urllib.request.urlopen(url_a + "/env").read()
+        assert b"b.example" in urllib.request.urlopen(url_b + "/env").read()
+        state = tmp_path / "cache" / "settings"
+    import time
+    for _ in range(50):                                      # the daemon removes what nobody holds
+        if not any(p.is_dir() for p in state.iterdir()):
+            break
+        time.sleep(0.2)
+    assert not any(p.is_dir() for p in state.iterdir())
+
+
+def test_a_foreign_server_on_the_port_is_reported():
+    import http.server
+    import threading
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 18743), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(UserError, match="port 18743 is taken by something else"):
+            with buildsettings.serve(BuildSettings(pip_index="https://x.example/simple"), 18743):
+                pass
+    finally:
+        httpd.shutdown()

@@ -1,0 +1,30 @@
+"""Checks of a derived image on top of its parent's suite: what it says it added is there."""
+import json
+
+import pytest
+
+LABEL = "dev.tfbuilder"
+
+
+@pytest.fixture(scope="module")
+def derived(labels):
+    if not labels.get(f"{LABEL}.parent"):
+        pytest.skip("not a derived image")
+    return labels
+
+
+def test_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):
+    recorded = json.loads(derived[f"{LABEL}.patches"])
+    assert build_info["patches"] == recorded
+    for p in recorded:
+        f = host.file(f"/opt/tensorflow/patches/{p['name']}")
+        assert f.is_file and host.check_output(f"sha256sum {f.path}").split()[0] == p["sha256"]
+    assert bool(build_info["modified_files"]) == bool(recorded)
+
+
+def test_added_packages_are_installed(derived, host):
+    for pkg in filter(None, derived.get(f"{LABEL}.apt-packages", "").split()):
+        assert host.package(pkg.split("=")[0]).is_installed, pkg
+    for req in filter(None, derived.get(f"{LABEL}.pip-packages", "").split()):
+        name = req.split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("~")[0].split("!")[0]
+        assert host.run(f"python3 -m pip show {name}").rc == 0, req

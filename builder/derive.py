@@ -1,0 +1,164 @@
+"""`builder derive`: an image FROM a built one, with patches applied and the framework
+rebuilt by the parent's own nvbuild.sh, and/or extra packages. Patches are tried on the
+parent's source in a throwaway container before anything is built.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import jinja2
+
+from builder import buildsettings, cuda_arch, paths
+from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.errors import UserError
+from builder.render import dockerfile_quote
+
+LABEL = "dev.tfbuilder"
+APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
+PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?$")
+
+
+class PatchError(UserError):
+    """A patch that does not apply; `details` holds the rejected hunks."""
+
+    def __init__(self, message: str, details: str):
+        super().__init__(message)
+        self.details = details
+
+
+@dataclass
+class DeriveSpec:
+    parent: str
+    patches: list[Path] = field(default_factory=list)
+    apt: list[str] = field(default_factory=list)
+    pip: list[str] = field(default_factory=list)
+    nvbuild_args: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if not (self.patches or self.apt or self.pip or self.nvbuild_args):
+            raise UserError("nothing to derive: give --patch, --apt, --pip or --nvbuild-args")
+        names = set()
+        for p in self.patches:
+            if not p.is_file():
+                raise UserError(f"--patch {p}: no such file")
+            if p.name in names:
+                raise UserError(f"--patch {p}: two patches are named {p.name}")
+            names.add(p.name)
+            if not re.fullmatch(r"[A-Za-z0-9._+-]+", p.name):
+                raise UserError(f"--patch {p}: use a file name of letters, digits, '.', '_', '+' and '-'")
+        for pkg in self.apt:
+            if not APT_NAME.match(pkg):
+                raise UserError(f"--apt '{pkg}' is not a Debian package name")
+        for pkg in self.pip:
+            if not PIP_SPEC.match(pkg):
+                raise UserError(f"--pip '{pkg}' is not a pip requirement (name[extras][==version])")
+        for arg in self.nvbuild_args:
+            if arg in ("--configonly", "-h", "--help"):
+                raise UserError(f"--nvbuild-args: '{arg}' would not build the framework")
+
+    @property
+    def sm(self) -> str | None:
+        """The --sm list given in --nvbuild-args, if any."""
+        args = self.nvbuild_args
+        for i, a in enumerate(args):
+            if a == "--sm" and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith("--sm="):
+                return a.split("=", 1)[1]
+        return None
+
+
+def parse_nvbuild_args(text: str | None) -> list[str]:
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:
+        raise UserError(f"--nvbuild-args: {exc}") from None
+
+
+def patch_records(patches: list[Path]) -> list[dict]:
+    return [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in patches]
+
+
+def check_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> None:
+    """Apply the patches, in order, to the parent's source in a throwaway container."""
+    if not patches:
+        return
+    with tempfile.TemporaryDirectory(prefix="builder-patches-") as tmp:
+        for p in patches:
+            shutil.copy2(p, Path(tmp) / p.name)
+        script = ("cd /opt/tensorflow/tensorflow-source || exit 3; for p in \"$@\"; do "
+                  "out=$(patch -p1 --forward --batch < \"/patches/$p\" 2>&1); rc=$?; "
+                  "if [ $rc != 0 ]; then echo \"FAILED $p\"; echo \"$out\"; "
+                  "for r in $(find . -name '*.rej'); do echo \"--- rejected hunks in ${r%.rej}:\"; cat \"$r\"; done; "
+                  "exit 10; fi; done; echo ALL-APPLIED")
+        code, output = engine.run_capture(parent, ["bash", "-c", script, "check", *[p.name for p in patches]],
+                                          binds={tmp: "/patches"})
+    if code == 3:
+        raise UserError(f"{parent} has no /opt/tensorflow/tensorflow-source to patch")
+    if code != 0 or "ALL-APPLIED" not in output:
+        m = re.search(r"^FAILED (\S+)", output, re.M)
+        name = m.group(1) if m else "a patch"
+        hunks = re.findall(r"Hunk #\d+ FAILED at \d+", output)
+        detail = output.split("\n", 1)[1] if m else output
+        raise PatchError(f"patch {name} does not apply to the source in {parent}"
+                         + (f": {', '.join(hunks)}" if hunks else ""), detail.strip())
+
+
+def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict) -> str:
+    """The derived Dockerfile: a pure function of the spec and what the parent says."""
+    sm = spec.sm
+    cuda_cc = None
+    if sm and sm not in ("all", "local"):
+        try:
+            cuda_cc = ",".join(cuda_arch.parse(sm))  # type: ignore[arg-type]
+        except cuda_arch.ArchError as exc:
+            raise UserError(f"--nvbuild-args --sm: {exc}") from None
+    records = patch_records(spec.patches)
+    previous = json.loads(parent_labels.get(f"{LABEL}.patches") or "[]")
+    labels = {
+        f"{LABEL}.parent": parent_ref,
+        f"{LABEL}.parent-id": parent_id,
+        f"{LABEL}.patches": json.dumps(previous + records, separators=(",", ":")),
+        f"{LABEL}.apt-packages": " ".join(spec.apt),
+        f"{LABEL}.pip-packages": " ".join(spec.pip),
+        f"{LABEL}.nvbuild-args": " ".join(spec.nvbuild_args),
+    }
+    if cuda_cc:
+        labels[f"{LABEL}.cuda-compute-capabilities"] = cuda_cc
+    d = SimpleNamespace(parent_ref=parent_ref, patches=records, rebuild=bool(spec.patches or spec.nvbuild_args),
+                        nvbuild_args=[shlex.quote(a) for a in spec.nvbuild_args], cuda_cc=cuda_cc,
+                        apt=spec.apt, pip=[shlex.quote(p) for p in spec.pip], labels=labels)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["dq"] = dockerfile_quote
+    return env.get_template("derived/Dockerfile.j2").render(d=d)
+
+
+def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: buildsettings.BuildSettings,
+          compile_cache: str | None, nocache: bool, log_path: Path, quiet: bool) -> str:
+    """Build the derived image untagged and return its id."""
+    info = engine.inspect(parent_ref)
+    dockerfile = render(spec, parent_ref, info["Id"], dict(info["Config"].get("Labels") or {}))
+    with tempfile.TemporaryDirectory(prefix="builder-derive-") as tmp:
+        ctx = Path(tmp)
+        (ctx / "Dockerfile").write_text(dockerfile)
+        if spec.patches:
+            (ctx / "patches").mkdir()
+            for p in spec.patches:
+                shutil.copy2(p, ctx / "patches" / p.name)
+        with buildsettings.serve(settings) as url:
+            host_net = bool(url) or bool(compile_cache)
+            request = BuildRequest(context=ctx, buildargs={"BASE_IMAGE": parent_ref, "BUILD_SETTINGS": url or "",
+                                                           "COMPILE_CACHE": compile_cache or ""},
+                                   nocache=nocache, network_mode="host" if host_net else None,
+                                   log_path=log_path, quiet=quiet)
+            result = engine.build(request, Progress("derive", quiet=quiet))
+    return result.image_id

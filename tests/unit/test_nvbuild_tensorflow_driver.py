@@ -131,17 +131,36 @@ def test_configure_bazel_package_install_in_order(tree):
     assert info["framework_name"] == "TensorFlow" and info["version"] == "2.5.0"
 
 
-def test_cache_flags_and_no_reconfigure_when_nothing_changed(tree):
-    proc, calls = tree("--sm", "8.6", "--noclean", "--cache", "http://cache.local:8080/bazel")
+@pytest.fixture
+def http_cache():
+    """Something answering HTTP on loopback, as a cache server would."""
+    import http.server
+    import threading
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/bazel"
+    httpd.shutdown()
+
+
+def test_cache_flags_and_no_reconfigure_when_nothing_changed(tree, http_cache):
+    proc, calls = tree("--sm", "8.6", "--noclean", "--cache", http_cache)
     assert proc.returncode == 0, proc.stderr
     bazel = next(c for c in calls if c[0] == "bazel")
-    assert "--remote_cache=http://cache.local:8080/bazel" in bazel and "--remote_local_fallback" in bazel
+    assert f"--remote_cache={http_cache}" in bazel and "--remote_local_fallback" in bazel
     assert ["bazel", "clean", "--expunge"] not in calls
     proc, calls = tree("--sm", "8.6", "--noclean")
     assert proc.returncode == 0 and "configuration unchanged" in proc.stderr
     assert [c[0] for c in calls] == ["bazel", "build_pip_package"]
     proc, calls = tree("--sm", "8.0", "--noclean")
     assert calls[0][0] == "configure.py" and calls[0][1]["TF_CUDA_COMPUTE_CAPABILITIES"] == "8.0"
+
+
+def test_an_unreachable_cache_means_a_plain_build_with_a_warning(tree):
+    proc, calls = tree("--sm", "8.6", "--cache", "http://127.0.0.1:1/bazel")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: compile cache http://127.0.0.1:1/bazel does not answer; compiling without it" in proc.stderr
+    assert not any(a.startswith("--remote_cache") for a in next(c for c in calls if c[0] == "bazel"))
 
 
 def test_configonly_and_phase_named_failures(tree):

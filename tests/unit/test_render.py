@@ -35,7 +35,9 @@ def test_build_parameters_and_nvbuild_line_default(cat):
             '\n'
             'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
             'WORKDIR /opt/tensorflow\n'
-            'RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6\n') in text
+            '# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.\n'
+            'ARG COMPILE_CACHE=""\n'
+            'RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n') in text
 
 
 def test_build_parameters_follow_options(cat):
@@ -44,7 +46,7 @@ def test_build_parameters_follow_options(cat):
             '    TF_ENABLE_XLA="0" \\\n'
             '    TF_NEED_GCP="1" \\\n'
             '    TF_NEED_HDFS="1"\n') in r.dockerfile
-    assert "RUN ./nvbuild.sh --sm 7.0,8.0\n" in r.dockerfile
+    assert 'RUN ./nvbuild.sh --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
     for line in ('dev.tfbuilder.cuda-compute-capabilities="7.0,8.0"', 'dev.tfbuilder.xla="0"',
                  'dev.tfbuilder.gcp="1"', 'dev.tfbuilder.hdfs="1"'):
         assert line in r.dockerfile
@@ -52,7 +54,7 @@ def test_build_parameters_follow_options(cat):
 
 def test_local_is_probed_in_the_image(cat):
     r = _render(cat, cuda_cc="local")
-    assert "RUN ./nvbuild.sh --sm local\n" in r.dockerfile
+    assert 'RUN ./nvbuild.sh --sm local ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
     assert 'TF_CUDA_COMPUTE_CAPABILITIES="local"' in r.dockerfile
 
 

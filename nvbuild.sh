@@ -36,6 +36,11 @@ USAGE
 }
 
 log() { echo "nvbuild.sh: $*" >&2; }
+
+# One locale for every build: compiler output, and the compile cache's keys (ccache
+# hashes the locale), must not depend on where in the image's layers the build runs.
+export LC_ALL=C.UTF-8
+unset LANG LANGUAGE
 fail() {  # fail PHASE MESSAGE: every failure names its phase
   log "$1 phase failed: $2"
   exit 1
@@ -218,6 +223,7 @@ fi
 rm -rf "$WHEEL_DIR"
 mkdir -p "$WHEEL_DIR"
 start=$(date +%s)
+compile_start=$(date +%s.%N)
 if [ "$DRIVER" = tensorflow ]; then
   api=${API:-}
   bazel_flags=("${extra_flags[@]}")
@@ -251,6 +257,7 @@ else
   make "${make_vars[@]}" all
   rc=$?
   [ "$rc" = 0 ] || fail compile "make exited $rc"
+  log "compile phase took $(awk -v a="$compile_start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')s"
   if [ -n "$cache_log" ]; then
     # Which translation units were really compiled, and which came from the cache.
     "$PYTHON" - "$cache_log" <<'PY' >&2

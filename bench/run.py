@@ -40,7 +40,8 @@ RELEASE, VARIANT = "21.08", "tf2-py3"
 IMAGE = f"{REPO}:{RELEASE}-{VARIANT}"
 WASTE_PATTERNS = (r"^var/lib/apt/lists/.+", r"^var/cache/apt/.+\.bin$", r"^var/cache/apt/archives/.+\.deb$",
                   r"^root/\.cache/.+", r"^tmp/.+", r"(^|/)__pycache__/.+\.pyc$",
-                  r"^opt/tensorflow/tensorflow-source/build/.+", r"^usr/share/doc/.+")
+                  r"^opt/tensorflow/tensorflow-source/build/.+")
+# Not counted: /usr/share/doc (packages' copyright files, which Debian requires to ship).
 
 
 def sh(cmd: list[str], env: dict | None = None, check: bool = True) -> tuple[float, subprocess.CompletedProcess]:

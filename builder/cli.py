@@ -196,6 +196,12 @@ CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for th
 HOST_CA = typer.Option(True, "--host-ca/--no-host-ca",
                        help="Let the build's downloads trust what this machine trusts (its CA bundle; not kept).")
 
+USERNAME = typer.Option(None, "--username", help="Registry user name (the password never goes on the command line).")
+USERNAME_ENV = typer.Option(None, "--username-env", help="Environment variable holding the registry user name.")
+PASSWORD_ENV = typer.Option(None, "--password-env", help="Environment variable holding the registry password or token.")
+PASSWORD_STDIN = typer.Option(False, "--password-stdin", help="Read the registry password from standard input.")
+
+
 
 @app.command()
 def base(
@@ -248,6 +254,11 @@ def build(
     host_ca: bool = HOST_CA,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
     compile_cache: Optional[str] = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve)."),
+    push_to: Optional[str] = typer.Option(None, "--push", help="Push the built tags to this registry (HOST[:PORT][/NS])."),
+    username: Optional[str] = USERNAME,
+    username_env: Optional[str] = USERNAME_ENV,
+    password_env: Optional[str] = PASSWORD_ENV,
+    password_stdin: bool = PASSWORD_STDIN,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
@@ -280,6 +291,12 @@ def build(
     b.validate_base_option(base_)
     if compile_cache and not compile_cache.startswith(("http://", "https://")):
         raise UserError(f"--compile-cache '{compile_cache}' is not an http:// or https:// URL")
+    creds = None
+    if push_to:
+        from builder import registry as reg
+
+        reg.target_ref("x:y", push_to, None)  # validate the registry before building
+        creds = reg.credentials_from(username, username_env, password_env, password_stdin)
     settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
     if bake_ca and not ca_bundle:
         raise UserError("--bake-ca needs at least one --ca-bundle")
@@ -309,6 +326,9 @@ def build(
                                       quiet=quiet, compile_cache=compile_cache)
             for ref in outcome.refs:
                 print(ref)
+            if push_to:
+                for ref in outcome.refs:
+                    _push(ref, push_to, None, creds, 4, quiet, False)
         except BuildError as exc:
             _echo_err(exc.report())
             outcome = b.BuildOutcome(rel.name, v.name, error=exc.message)
@@ -453,6 +473,40 @@ def derive(
             raise typer.Exit(1)
     engine.tag(image_id, tag)
     print(tag)
+
+
+def _push(image: str, registry: str, tag: Optional[str], creds, tries: int, quiet: bool, as_json: bool) -> None:
+    from builder import registry as reg
+
+    ref = reg.target_ref(image, registry, tag)
+    try:
+        result = reg.Pusher(_engine(), tries=tries, quiet=quiet).push(image, ref, creds)
+    except reg.PushError as exc:
+        _echo_err(f"error: {exc}")
+        raise typer.Exit(1)
+    print(reg.write_report(result) if as_json else result.pinned)
+
+
+@app.command()
+def push(
+    image: str = typer.Argument(..., help="Local image to push."),
+    registry: str = typer.Option(..., "--registry", help="HOST[:PORT][/NAMESPACE] of the registry."),
+    tag: Optional[str] = typer.Option(None, "--tag", help="Tag in the registry (default: the image's)."),
+    username: Optional[str] = USERNAME,
+    username_env: Optional[str] = USERNAME_ENV,
+    password_env: Optional[str] = PASSWORD_ENV,
+    password_stdin: bool = PASSWORD_STDIN,
+    tries: int = typer.Option(4, "--tries", help="Attempts for transient failures (backoff between)."),
+    as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Push IMAGE to a registry, verify the digest through the registry API, print REF@DIGEST."""
+    from builder import registry as reg
+
+    if tries < 1:
+        raise UserError("--tries must be at least 1")
+    creds = reg.credentials_from(username, username_env, password_env, password_stdin)
+    _push(image, registry, tag, creds, tries, quiet, as_json)
 
 
 cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)

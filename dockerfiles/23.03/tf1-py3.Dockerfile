@@ -26,6 +26,7 @@ RUN with-build-settings apt-get update \
       python3-pip \
       python3-setuptools \
       python3-wheel \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 # A ccache with HTTP remote storage (4.4+) for `nvbuild.sh --cache`: older distributions

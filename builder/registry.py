@@ -1,0 +1,268 @@
+"""Pushing to a private registry, and proving what arrived.
+
+docker-py reports push failures inside the stream instead of raising, so every chunk
+is checked; transient failures (refused or reset connections, 5xx) are retried with
+backoff a bounded number of times; afterwards the manifest is read back through the
+registry's HTTP API v2 and its digest compared with the one the engine reported.
+Credentials come from the Docker config (and its credential helpers), from environment
+variables the user names, or from standard input: never from the command line, and
+they are never printed or logged.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.engine import DockerEngine, Progress, signals_raise, split_ref
+from builder.errors import UserError
+
+TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
+                       r"\b50[0234]\b|service unavailable|bad gateway|no such host|server gave HTTP response",
+                       re.IGNORECASE)
+AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied|401", re.IGNORECASE)
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.oci.image.index.v1+json",
+])
+CERTS_D = Path("/etc/docker/certs.d")
+
+
+class PushError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass
+class Credentials:
+    username: str
+    password: str = field(repr=False)
+
+    def auth_config(self) -> dict:
+        return {"username": self.username, "password": self.password}
+
+
+@dataclass
+class PushResult:
+    ref: str
+    digest: str
+    bytes_uploaded: int = 0
+    layers_pushed: int = 0
+    layers_skipped: int = 0
+    attempts: int = 1
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.ref}@{self.digest}"
+
+
+def target_ref(image: str, registry: str, tag: str | None) -> str:
+    """IMAGE retagged under REGISTRY (HOST[:PORT][/NAMESPACE]); the repository's last
+    path component is kept: local/tensorflow:21.08 -> host:5000/ns/tensorflow:21.08."""
+    if not re.fullmatch(r"[A-Za-z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*", registry):
+        raise UserError(f"--registry '{registry}' is not HOST[:PORT][/NAMESPACE]")
+    repo, image_tag = split_ref(image.split("@")[0])
+    name = repo.rsplit("/", 1)[-1]
+    final_tag = tag or image_tag
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", final_tag):
+        raise UserError(f"--tag '{final_tag}' is not a valid image tag")
+    return f"{registry.rstrip('/')}/{name}:{final_tag}"
+
+
+def registry_host(ref: str) -> str:
+    return ref.split("/", 1)[0]
+
+
+def credentials_from(username: str | None, username_env: str | None, password_env: str | None,
+                     password_stdin: bool) -> Credentials | None:
+    import os
+
+    if password_stdin and password_env:
+        raise UserError("--password-stdin and --password-env exclude each other")
+    user = username or (os.environ.get(username_env) if username_env else None)
+    if username_env and not os.environ.get(username_env):
+        raise UserError(f"--username-env {username_env}: that variable is not set")
+    if password_env:
+        if password_env not in os.environ:
+            raise UserError(f"--password-env {password_env}: that variable is not set")
+        password = os.environ[password_env]
+    elif password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise UserError("--password-stdin: nothing on standard input")
+    else:
+        if user:
+            raise UserError("a username needs a password: --password-env NAME or --password-stdin")
+        return None
+    if not user:
+        raise UserError("a password needs a username: --username or --username-env NAME")
+    return Credentials(user, password)
+
+
+def config_credentials(host: str) -> Credentials | None:
+    """What the user's Docker config (or its credential helper) holds for the registry."""
+    try:
+        from docker import auth
+
+        found = auth.resolve_authconfig(auth.load_config(), host)
+    except Exception:
+        return None
+    if found and found.get("Username") and found.get("Password"):
+        return Credentials(found["Username"], found["Password"])
+    if found and found.get("username") and found.get("password"):
+        return Credentials(found["username"], found["password"])
+    return None
+
+
+def _ssl_context(host: str) -> ssl.SSLContext:
+    """Trust what the engine trusts for this registry: /etc/docker/certs.d/HOST/ca.crt."""
+    context = ssl.create_default_context()
+    ca = CERTS_D / host / "ca.crt"
+    if ca.exists():
+        context.load_verify_locations(cafile=str(ca))
+    return context
+
+
+def _registry_get(url: str, host: str, creds: Credentials | None, headers: dict) -> urllib.request.addinfourl:
+    request = urllib.request.Request(url, headers=headers, method="HEAD")
+    if creds:
+        token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    return urllib.request.urlopen(request, timeout=30, context=_ssl_context(host))
+
+
+def manifest_digest(ref: str, creds: Credentials | None) -> str:
+    """The digest the registry serves for REF's manifest (HTTPS first, then plain HTTP)."""
+    host = registry_host(ref)
+    path, tag = split_ref(ref[len(host) + 1:])
+    headers = {"Accept": MANIFEST_TYPES}
+    last: Exception | None = None
+    for scheme in ("https", "http"):
+        try:
+            with _registry_get(f"{scheme}://{host}/v2/{path}/manifests/{tag}", host, creds, headers) as r:
+                digest = r.headers.get("Docker-Content-Digest", "")
+                if not digest:
+                    raise PushError(f"the registry at {host} sent no Docker-Content-Digest for {ref}")
+                return digest
+        except urllib.error.HTTPError as exc:
+            if exc.code == 401:
+                raise UserError(f"registry {host} refused the credentials when reading {ref} back") from None
+            raise PushError(f"reading {ref} back from the registry failed: HTTP {exc.code}") from None
+        except (urllib.error.URLError, ssl.SSLError, OSError) as exc:
+            last = exc
+    raise PushError(f"cannot read {ref} back from the registry: {last}")
+
+
+class Pusher:
+    def __init__(self, engine: DockerEngine, tries: int = 4, backoff: float = 2.0, quiet: bool = False):
+        self.engine, self.tries, self.backoff, self.quiet = engine, tries, backoff, quiet
+
+    def login(self, host: str, creds: Credentials) -> None:
+        """Fail fast, with one line, on a wrong password (nothing is stored)."""
+        import docker
+
+        try:
+            self.engine.api.login(creds.username, password=creds.password, registry=host, reauth=True)
+        except docker.errors.APIError as exc:
+            text = str(exc.explanation or exc)
+            if AUTH.search(text):
+                raise UserError(f"registry {host} refused the credentials for user '{creds.username}'") from None
+            if TRANSIENT.search(text):
+                return  # the push retries and reports connection trouble itself
+            raise UserError(f"cannot log in to {host}: {text.splitlines()[0]}") from None
+
+    def _push_once(self, ref: str, creds: Credentials | None, progress: Progress) -> PushResult:
+        repo, tag = split_ref(ref)
+        layers: dict[str, dict] = {}
+        digest = ""
+        try:
+            stream = self.engine.api.push(repo, tag=tag, stream=True, decode=True,
+                                          auth_config=creds.auth_config() if creds else None)
+            for chunk in stream:
+                if "error" in chunk or "errorDetail" in chunk:
+                    message = (chunk.get("error") or chunk.get("errorDetail", {}).get("message") or "").strip()
+                    if AUTH.search(message):
+                        raise UserError(f"registry {registry_host(ref)} refused the push of {ref}: "
+                                        f"{message.splitlines()[0]}")
+                    raise PushError(message, transient=bool(TRANSIENT.search(message)))
+                status, layer = chunk.get("status", ""), chunk.get("id", "")
+                aux = chunk.get("aux")
+                if isinstance(aux, dict) and aux.get("Digest"):
+                    digest = aux["Digest"]
+                if not layer or layer == tag:
+                    m = re.search(r"digest: (sha256:[0-9a-f]{64})", status)
+                    if m:
+                        digest = m.group(1)
+                    continue
+                entry = layers.setdefault(layer, {"bytes": 0, "state": ""})
+                if status == "Pushing":
+                    detail = chunk.get("progressDetail") or {}
+                    entry["bytes"] = max(entry["bytes"], int(detail.get("current") or 0))
+                    entry["total"] = int(detail.get("total") or 0)
+                elif status in ("Pushed", "Layer already exists", "Mounted from"):
+                    entry["state"] = status
+                    if not self.quiet:
+                        progress.on_step(len([e for e in layers.values() if e["state"]]), len(layers),
+                                         f"{layer}: {status.lower()}")
+                elif status.startswith("Mounted from"):
+                    entry["state"] = "Layer already exists"
+        except (UserError, PushError):
+            raise
+        except Exception as exc:  # connection errors surface as requests/docker exceptions
+            raise PushError(f"{type(exc).__name__}: {exc}", transient=True) from None
+        if not digest:
+            raise PushError(f"the engine reported no digest for {ref}")
+        pushed = [e for e in layers.values() if e["state"] == "Pushed"]
+        skipped = [e for e in layers.values() if e["state"] == "Layer already exists"]
+        return PushResult(ref, digest, sum(max(e["bytes"], e.get("total", 0)) for e in pushed), len(pushed),
+                          len(skipped))
+
+    def push(self, image: str, ref: str, creds: Credentials | None) -> PushResult:
+        if self.engine.image_id(image) is None:
+            raise UserError(f"no image '{image}' in the engine")
+        host = registry_host(ref)
+        creds = creds or config_credentials(host)
+        if creds:
+            self.login(host, creds)
+        self.engine.tag(image, ref)
+        progress = Progress(f"push {ref}", quiet=self.quiet)
+        attempt = 0
+        with signals_raise():
+            while True:
+                attempt += 1
+                try:
+                    result = self._push_once(ref, creds, progress)
+                    break
+                except PushError as exc:
+                    if not exc.transient or attempt >= self.tries:
+                        tries = f" after {attempt} tries" if attempt > 1 else ""
+                        raise PushError(f"push of {ref} failed{tries}: {str(exc).splitlines()[0]}") from None
+                    wait = self.backoff * 2 ** (attempt - 1)
+                    print(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); retrying in {wait:.0f}s",
+                          file=sys.stderr, flush=True)
+                    time.sleep(wait)
+        result.attempts = attempt
+        served = manifest_digest(ref, creds)
+        if served != result.digest:
+            raise PushError(f"the registry serves {served} for {ref}, but the engine pushed {result.digest}")
+        progress.done(f"pushed {result.layers_pushed} layers ({result.bytes_uploaded / 1e6:.1f} MB), "
+                      f"{result.layers_skipped} already there; digest verified")
+        return result
+
+
+def write_report(result: PushResult) -> str:
+    return json.dumps({"ref": result.ref, "digest": result.digest, "bytes_uploaded": result.bytes_uploaded,
+                       "layers_pushed": result.layers_pushed, "layers_skipped": result.layers_skipped,
+                       "attempts": result.attempts})

@@ -1,0 +1,81 @@
+"""Docker's registry (Debian's docker-registry) run by the tests on loopback: plain HTTP,
+or htpasswd authentication over TLS from a CA the tests create, which the engine trusts
+through /etc/docker/certs.d."""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+import ssl
+from pathlib import Path
+
+import bcrypt
+
+REGISTRY = "/usr/bin/docker-registry"
+CERTS_D = Path("/etc/docker/certs.d")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_ca_and_cert(d: Path) -> tuple[Path, Path, Path]:
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)  # noqa: E731
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=itest registry CA",
+        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
+    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
+    run("openssl", "x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
+        "-CAcreateserial", "-days", "2", "-extfile", str(d / "san.cnf"), "-out", str(d / "server.crt"))
+    return d / "ca.crt", d / "server.crt", d / "server.key"
+
+
+class Registry:
+    def __init__(self, root: Path, tls: bool = False, user: str | None = None, password: str | None = None):
+        self.root, self.tls, self.user, self.password = root, tls, user, password
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.storage = root / "storage"
+        self.proc: subprocess.Popen | None = None
+        lines = ["version: 0.1", "log: {level: warn}", "storage:", f"  filesystem: {{rootdirectory: {self.storage}}}",
+                 "  delete: {enabled: true}", "http:", f"  addr: {self.host}"]
+        if tls:
+            self.ca, cert, key = make_ca_and_cert(root)
+            lines += ["  tls:", f"    certificate: {cert}", f"    key: {key}"]
+            trust = CERTS_D / self.host
+            trust.mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.ca, trust / "ca.crt")
+        if user:
+            hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()
+            (root / "htpasswd").write_text(f"{user}:{hashed}\n")
+            lines += ["auth:", "  htpasswd:", "    realm: itest", f"    path: {root / 'htpasswd'}"]
+        (root / "config.yml").write_text("\n".join(lines) + "\n")
+
+    def start(self) -> "Registry":
+        self.proc = subprocess.Popen([REGISTRY, "serve", str(self.root / "config.yml")],
+                                     stdout=open(self.root / "registry.log", "ab"), stderr=subprocess.STDOUT)
+        scheme = "https" if self.tls else "http"
+        context = ssl.create_default_context(cafile=str(self.ca)) if self.tls else None
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{scheme}://{self.host}/v2/", timeout=1, context=context)
+                return self
+            except urllib.error.HTTPError:
+                return self  # 401 from an authenticating registry: it is up
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"registry on {self.host} did not start: {(self.root / 'registry.log').read_text()[-500:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(CERTS_D / self.host, ignore_errors=True)

@@ -1,0 +1,159 @@
+"""Pushing to real registries (Debian's docker-registry on loopback): digests verified
+through the registry API, efficient pushes, wrong credentials, a registry that goes
+away mid-way, a round trip through a pull, and no secret in what was pushed."""
+import json
+import os
+import re
+import subprocess
+import urllib.request
+import ssl
+import uuid
+
+import pytest
+
+from .conftest import builder, docker, image_id
+from .registries import Registry
+
+USER = "itest"
+PASSWORD = f"pw-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module")
+def plain_registry(tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("registry-plain")).start()
+    yield reg
+    reg.cleanup()
+
+
+@pytest.fixture(scope="module")
+def secure_registry(tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("registry-tls"), tls=True, user=USER, password=PASSWORD).start()
+    yield reg
+    reg.cleanup()
+
+
+def creds_env():
+    return {**os.environ, "REG_USER": USER, "REG_PASSWORD": PASSWORD}
+
+
+def api_digest(reg: Registry, name: str, tag: str, auth: bool = False) -> str:
+    scheme = "https" if reg.tls else "http"
+    req = urllib.request.Request(f"{scheme}://{reg.host}/v2/{name}/manifests/{tag}", method="HEAD", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    if auth:
+        import base64
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+    context = ssl.create_default_context(cafile=str(reg.ca)) if reg.tls else None
+    with urllib.request.urlopen(req, context=context, timeout=30) as r:
+        return r.headers["Docker-Content-Digest"]
+
+
+@pytest.fixture(scope="module")
+def derived_small(release_image):
+    """A derived image whose only new layer is small: what an efficient push uploads."""
+    tag = "itest/derived-small:jq"
+    out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", tag, "--no-test", "-q")
+    assert out.returncode == 0, out.stderr
+    yield tag
+    docker("rmi", "-f", tag)
+
+
+def test_push_to_plain_registry_prints_the_verified_digest(release_image, plain_registry):
+    out = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    ref = f"{plain_registry.host}/ml/tensorflow:21.08-tf2-py3"
+    assert report["ref"] == ref and re.fullmatch(r"sha256:[0-9a-f]{64}", report["digest"])
+    assert api_digest(plain_registry, "ml/tensorflow", "21.08-tf2-py3") == report["digest"]
+    assert report["layers_pushed"] > 0 and report["bytes_uploaded"] > 100e6
+
+
+def test_derived_push_uploads_only_its_new_layers(release_image, derived_small, plain_registry):
+    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    assert parent.returncode == 0, parent.stderr
+    out = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    parent_layers = len(json.loads(docker("image", "inspect", release_image).stdout)[0]["RootFS"]["Layers"])
+    derived_layers = len(json.loads(docker("image", "inspect", derived_small).stdout)[0]["RootFS"]["Layers"])
+    assert report["layers_skipped"] == parent_layers
+    assert report["layers_pushed"] == derived_layers - parent_layers
+    history = docker("history", "--no-trunc", "--format", "{{.Size}}", derived_small).stdout.split()
+    assert report["bytes_uploaded"] < 50e6          # jq's layer, not the 4 GB parent
+
+
+def test_wrong_password_is_one_line_and_exit_2(release_image, secure_registry):
+    env = {**creds_env(), "REG_PASSWORD": "not-the-password"}
+    out = builder("push", release_image, "--registry", secure_registry.host, "--username-env", "REG_USER",
+                  "--password-env", "REG_PASSWORD", env=env)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines == [f"error: registry {secure_registry.host} refused the credentials for user '{USER}'"]
+    assert "not-the-password" not in out.stdout + out.stderr
+
+
+def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_registry):
+    out = subprocess.run(["builder", "push", derived_small, "--registry", f"{secure_registry.host}/team",
+                          "--username", USER, "--password-stdin", "-q"], input=PASSWORD + "\n",
+                         capture_output=True, text=True, timeout=3600)
+    assert out.returncode == 0, out.stderr
+    ref, digest = out.stdout.strip().split("@")
+    assert ref == f"{secure_registry.host}/team/derived-small:jq"
+    assert api_digest(secure_registry, "team/derived-small", "jq", auth=True) == digest
+    assert PASSWORD not in out.stdout + out.stderr
+    # Round trip: forget the pushed image locally, pull it back, same digest, still conforming.
+    docker("rmi", ref)
+    docker("rmi", derived_small)
+    login = subprocess.run(["docker", "login", secure_registry.host, "-u", USER, "--password-stdin"],
+                           input=PASSWORD, capture_output=True, text=True)
+    assert login.returncode == 0, login.stderr
+    try:
+        pulled = docker("pull", ref)
+        assert pulled.returncode == 0, pulled.stderr
+        repo_digests = json.loads(docker("image", "inspect", ref).stdout)[0]["RepoDigests"]
+        assert f"{secure_registry.host}/team/derived-small@{digest}" in repo_digests
+        assert builder("test", ref).returncode == 0
+    finally:
+        docker("logout", secure_registry.host)
+        docker("tag", ref, derived_small)
+
+
+def test_registry_down_fails_after_retries_then_resumes(release_image, derived_small, tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("registry-flaky")).start()
+    try:
+        first = builder("push", release_image, "--registry", reg.host, "--json", "-q")
+        assert first.returncode == 0, first.stderr
+        reg.stop()
+        down = builder("push", derived_small, "--registry", reg.host, "--tries", "2", "-q")
+        assert down.returncode == 1
+        assert re.search(rf"error: push of {re.escape(reg.host)}/derived-small:jq failed after 2 tries: ", down.stderr)
+        assert "retrying in" in down.stderr
+        reg.start()
+        again = builder("push", derived_small, "--registry", reg.host, "--json", "-q")
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["layers_skipped"] >= json.loads(first.stdout)["layers_pushed"]
+    finally:
+        reg.cleanup()
+
+
+def test_nothing_secret_reached_the_registry_or_the_logs(secure_registry, cache_dir):
+    """Scan every blob the authenticating registry stored (layers, configs, manifests:
+    history lives in the config) and the builder's logs for the password."""
+    needle = PASSWORD.encode()
+    found = []
+    for path in secure_registry.storage.rglob("data"):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.stat().st_size < 500e6 and needle in data:
+                found.append(str(path))
+            elif path.stat().st_size >= 500e6:
+                with open(path, "rb") as f:
+                    while chunk := f.read(64 << 20):
+                        if needle in chunk:
+                            found.append(str(path))
+                            break
+    for log in (cache_dir / "logs").glob("*"):
+        if needle in log.read_bytes():
+            found.append(str(log))
+    assert found == []
+    assert any(secure_registry.storage.rglob("data")), "nothing was pushed to scan"

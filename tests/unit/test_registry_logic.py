@@ -1,0 +1,66 @@
+"""Pure parts of pushing: target references, where credentials come from, which errors retry."""
+import io
+import re
+
+import pytest
+
+from builder import registry as reg
+from builder.errors import UserError
+
+
+@pytest.mark.parametrize("image,registry,tag,expected", [
+    ("local/tensorflow:21.08-tf2-py3", "localhost:5000", None, "localhost:5000/tensorflow:21.08-tf2-py3"),
+    ("local/tensorflow:21.08-tf2-py3", "reg.corp:443/ml/team", "v1", "reg.corp:443/ml/team/tensorflow:v1"),
+    ("tensorflow", "127.0.0.1:5000/x", None, "127.0.0.1:5000/x/tensorflow:latest"),
+])
+def test_target_ref(image, registry, tag, expected):
+    assert reg.target_ref(image, registry, tag) == expected
+
+
+@pytest.mark.parametrize("registry,tag,msg", [
+    ("bad host", None, "is not HOST[:PORT][/NAMESPACE]"),
+    ("host:5000/UPPER", None, "is not HOST[:PORT][/NAMESPACE]"),
+    ("host:5000", "-bad", "is not a valid image tag"),
+])
+def test_bad_targets(registry, tag, msg):
+    with pytest.raises(UserError, match=re.escape(msg)):
+        reg.target_ref("a/b:c", registry, tag)
+
+
+def test_credentials_from_env_and_stdin(monkeypatch):
+    monkeypatch.setenv("U", "alice")
+    monkeypatch.setenv("P", "s3cret")
+    creds = reg.credentials_from(None, "U", "P", False)
+    assert (creds.username, creds.password) == ("alice", "s3cret")
+    assert "s3cret" not in repr(creds)
+    monkeypatch.setattr("sys.stdin", io.StringIO("from-stdin\n"))
+    assert reg.credentials_from("bob", None, None, True).password == "from-stdin"
+    assert reg.credentials_from(None, None, None, False) is None
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("bob", None, None, False), "a username needs a password"),
+    ((None, None, "P", False), "a password needs a username"),
+    (("bob", None, "NOPE", False), "--password-env NOPE: that variable is not set"),
+    (("bob", None, "P", True), "exclude each other"),
+])
+def test_credential_mistakes(monkeypatch, args, msg):
+    monkeypatch.setenv("P", "x")
+    monkeypatch.delenv("NOPE", raising=False)
+    with pytest.raises(UserError, match=msg):
+        reg.credentials_from(*args)
+
+
+@pytest.mark.parametrize("message,transient", [
+    ("Get http://127.0.0.1:5000/v2/: dial tcp 127.0.0.1:5000: connect: connection refused", True),
+    ("received unexpected HTTP status: 503 Service Unavailable", True),
+    ("write tcp: connection reset by peer", True),
+    ("manifest invalid: manifest invalid", False),
+])
+def test_transient_classification(message, transient):
+    assert bool(reg.TRANSIENT.search(message)) == transient
+
+
+def test_auth_errors_are_recognised():
+    assert reg.AUTH.search("unauthorized: authentication required")
+    assert reg.AUTH.search("no basic auth credentials")

@@ -13,6 +13,8 @@ because absolute times on a shared 2-core machine mean little on their own):
   env-only      a build changing one env default: must not recompile the framework
   patch         one-file patch rebuilt: through a warm shared compile cache, and the
                 NGC way (no cache: full recompile); compile-phase seconds and ratio
+  push          a derived image pushed after its parent: bytes uploaded against the size
+                of its new layers (Debian's docker-registry on loopback)
   size          image size, layer count, bytes wasted (package lists, caches, build
                 trees, files written in one layer and deleted or replaced in a later one)
 """
@@ -113,6 +115,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def push_figures(figure, cache: Path) -> None:
+    """Push the release image, then a derived one: what does the second upload?"""
+    root = Path(tempfile.mkdtemp(prefix="bench-registry-"))
+    host = f"127.0.0.1:{free_port()}"
+    (root / "config.yml").write_text(f"version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: "
+                                     f"{{rootdirectory: {root}/data}}\nhttp:\n  addr: {host}\n")
+    registry = subprocess.Popen(["/usr/bin/docker-registry", "serve", str(root / "config.yml")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        t_parent, out = sh(["builder", "push", IMAGE, "--registry", host, "--json", "-q"])
+        parent = json.loads(out.stdout)
+        derived = f"{REPO}:with-jq"
+        sh(["builder", "derive", "--from", IMAGE, "--apt", "jq", "--tag", derived, "--no-test", "-q"])
+        t_derived, out = sh(["builder", "push", derived, "--registry", host, "--json", "-q"])
+        pushed = json.loads(out.stdout)
+        n_parent = len(json.loads(sh(["docker", "image", "inspect", IMAGE])[1].stdout)[0]["RootFS"]["Layers"])
+        sizes = json.loads(sh(["docker", "image", "inspect", derived])[1].stdout)[0]["Size"] - \
+            json.loads(sh(["docker", "image", "inspect", IMAGE])[1].stdout)[0]["Size"]
+        figure("push of the release image", round(t_parent, 1), "s", f"builder push {IMAGE} --registry {host}",
+               f"{parent['bytes_uploaded'] / 1e6:.0f} MB in {parent['layers_pushed']} layers")
+        figure("push of a derived image after its parent", round(t_derived, 1), "s",
+               f"builder push {derived} --registry {host}",
+               f"uploaded {pushed['bytes_uploaded'] / 1e6:.2f} MB (compressed) in {pushed['layers_pushed']} layers "
+               f"for {sizes / 1e6:.2f} MB of new layers (uncompressed); skipped {pushed['layers_skipped']} "
+               f"of the parent's {n_parent}")
+    finally:
+        registry.terminate()
+        registry.wait(10)
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="runs of the short measurements (median)")
@@ -192,6 +227,8 @@ def main() -> int:
            "target <= 15%")
     figure("compile cache hit rate over the run", f"{stats['hit_rate']:.0%}", "", "builder cache stats",
            f"{stats['hits']} hits / {stats['lookups']} lookups")
+
+    push_figures(figure, cache)
 
     report = image_report(IMAGE)
     figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", f"docker image inspect {IMAGE}")

@@ -37,6 +37,10 @@ class BuildError(Exception):
 
     def report(self) -> str:
         lines = [f"build failed: {self.message}"]
+        if "no space left on device" in self.message.lower() or any(
+                "no space left on device" in line.lower() for line in self.tail):
+            lines.append("the engine ran out of disk space: free some (docker system prune, or remove old "
+                         "images) and build again; no tag was moved")
         if self.step:
             lines.append(f"failing step: {self.step}")
         if self.tail:
@@ -47,8 +51,9 @@ class BuildError(Exception):
         return "\n".join(lines)
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived; exit code 130 or 143 as shells report them."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived; exit code 130 or 143 as shells report them. A
+    BaseException, like KeyboardInterrupt, so no `except Exception` can swallow it."""
 
     def __init__(self, signum: int):
         self.signum = signum

@@ -236,23 +236,28 @@ class Pusher:
         creds = creds or config_credentials(host)
         if creds:
             self.login(host, creds)
+        previous = self.engine.image_id(ref)  # a failed or interrupted push moves no tag
         self.engine.tag(image, ref)
         progress = Progress(f"push {ref}", quiet=self.quiet)
         attempt = 0
-        with signals_raise():
-            while True:
-                attempt += 1
-                try:
-                    result = self._push_once(ref, creds, progress)
-                    break
-                except PushError as exc:
-                    if not exc.transient or attempt >= self.tries:
-                        tries = f" after {attempt} tries" if attempt > 1 else ""
-                        raise PushError(f"push of {ref} failed{tries}: {str(exc).splitlines()[0]}") from None
-                    wait = self.backoff * 2 ** (attempt - 1)
-                    print(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); retrying in {wait:.0f}s",
-                          file=sys.stderr, flush=True)
-                    time.sleep(wait)
+        try:
+            with signals_raise():
+                while True:
+                    attempt += 1
+                    try:
+                        result = self._push_once(ref, creds, progress)
+                        break
+                    except PushError as exc:
+                        if not exc.transient or attempt >= self.tries:
+                            tries = f" after {attempt} tries" if attempt > 1 else ""
+                            raise PushError(f"push of {ref} failed{tries}: {str(exc).splitlines()[0]}") from None
+                        wait = self.backoff * 2 ** (attempt - 1)
+                        print(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); retrying in {wait:.0f}s",
+                              file=sys.stderr, flush=True)
+                        time.sleep(wait)
+        except BaseException:
+            self._restore(ref, previous)
+            raise
         result.attempts = attempt
         served = manifest_digest(ref, creds)
         if served != result.digest:
@@ -260,6 +265,16 @@ class Pusher:
         progress.done(f"pushed {result.layers_pushed} layers ({result.bytes_uploaded / 1e6:.1f} MB), "
                       f"{result.layers_skipped} already there; digest verified")
         return result
+
+
+    def _restore(self, ref: str, previous: str | None) -> None:
+        try:
+            if previous:
+                self.engine.tag(previous, ref)
+            else:
+                self.engine.api.remove_image(ref, noprune=True)
+        except Exception:
+            pass
 
 
 def write_report(result: PushResult) -> str:

@@ -113,6 +113,10 @@ def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_reg
         repo_digests = json.loads(docker("image", "inspect", ref).stdout)[0]["RepoDigests"]
         assert f"{secure_registry.host}/team/derived-small@{digest}" in repo_digests
         assert builder("test", ref).returncode == 0
+        # Credentials from the user's Docker config (written by `docker login`), none given here.
+        again = builder("push", ref, "--registry", f"{secure_registry.host}/team", "--tag", "from-config", "-q")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.strip().endswith(digest)
     finally:
         docker("logout", secure_registry.host)
         docker("tag", ref, derived_small)

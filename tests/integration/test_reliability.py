@@ -1,0 +1,98 @@
+"""The fault battery: interrupts during a push, concurrent builds, an unreachable engine,
+conflicting options. (Interrupts during a build, registry faults, secrets and patch
+failures have their tests beside the features; docs/RELIABILITY.md lists them all.)"""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from .conftest import REPO, builder, docker, image_id, labels
+from .registries import Registry
+
+
+def test_unreachable_engine_is_one_line_exit_2(tmp_path):
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    for args in (["build", "--release", "21.08"], ["push", "x:y", "--registry", "localhost:5000"],
+                 ["test", "x:y"], ["base", "--release", "21.08"]):
+        out = builder(*args, env=env)
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.strip().splitlines() == [
+            f"error: cannot reach the Docker engine at unix://{tmp_path}/no-engine.sock (DockerException); "
+            "start it with `bash scripts/setup.sh`"], out.stderr
+    doctor = builder("doctor", env=env)
+    assert doctor.returncode == 1 and "FAIL engine" in doctor.stdout
+
+
+@pytest.mark.parametrize("args,text", [
+    (["build", "--release", "21.08", "--all", "--variant", "tf2-py3"], "--all and --variant exclude each other"),
+    (["build", "--release", "21.08", "--all", "--tag", "a/b:c"], "--tag names one image"),
+    (["build", "--release", "21.08", "--bake-ca"], "--bake-ca needs at least one --ca-bundle"),
+    (["build", "--release", "21.08", "--env", "TF_ENABLE_XLA=0"], "TF_ENABLE_XLA is a build parameter"),
+    (["push", "a:b", "--registry", "localhost:5000", "--password-stdin", "--password-env", "X"],
+     "exclude each other"),
+    (["render", "--all", "--release", "21.08"], "--all renders the catalog as it is"),
+])
+def test_conflicting_options_change_nothing(args, text):
+    before = docker("images", "-q", "--no-trunc").stdout
+    out = builder(*args)
+    assert out.returncode == 2 and text in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert docker("images", "-q", "--no-trunc").stdout == before
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_path_factory, sig, code):
+    reg = Registry(tmp_path_factory.mktemp(f"registry-int{code}")).start()
+    ref = f"{reg.host}/tensorflow:21.08-tf2-py3"
+    try:
+        proc = subprocess.Popen(["builder", "push", release_image, "--registry", reg.host],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:   # wait until layers are on their way
+            if any(reg.storage.rglob("data")) or list(reg.storage.rglob("_uploads")):
+                break
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == code, err
+        assert "no tag was moved" in err
+        assert image_id(ref) is None                      # the local registry tag was taken back
+        req = urllib.request.Request(f"http://{reg.host}/v2/tensorflow/manifests/21.08-tf2-py3", method="HEAD")
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(req, timeout=10)
+        assert exc.value.code == 404                      # nothing was published under the tag
+    finally:
+        reg.cleanup()
+
+
+def test_two_variants_built_at_once_both_tag_correctly(offline_base):
+    procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--variant", v, "--repo", "itest/concurrent",
+                               "--build-id", f"c-{v}", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for v in ("tf1-py3", "tf2-py3")]
+    results = [p.communicate(timeout=1800) + (p.returncode,) for p in procs]
+    for out, err, rc in results:
+        assert rc == 0, err
+    for v, short in (("tf1-py3", "tf1"), ("tf2-py3", "tf2")):
+        lab = labels(f"itest/concurrent:21.08-{v}")
+        assert lab["dev.tfbuilder.variant"] == v and lab["com.nvidia.build.id"] == f"c-{v}"
+        env = json.loads(docker("image", "inspect", "--format", "{{json .Config.Env}}", f"itest/concurrent:21.08-{v}").stdout)
+        assert f"NVIDIA_TENSORFLOW_VERSION=21.08-{short}" in env
+
+
+def test_two_builds_of_the_same_tag_end_with_one_consistent_image(offline_base, scratch_tag):
+    procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--tag", scratch_tag, "--build-id", f"same-{i}",
+                               "--env", f"RACE_MARKER={i}", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in (1, 2)]
+    for p in procs:
+        _, err = p.communicate(timeout=1800)
+        assert p.returncode == 0, err
+    lab = labels(scratch_tag)
+    env = json.loads(docker("image", "inspect", "--format", "{{json .Config.Env}}", scratch_tag).stdout)
+    winner = lab["com.nvidia.build.id"].split("-")[1]
+    assert f"RACE_MARKER={winner}" in env and f"NVIDIA_BUILD_ID=same-{winner}" in env

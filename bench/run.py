@@ -138,7 +138,7 @@ def push_figures(figure, cache: Path) -> None:
                f"{parent['bytes_uploaded'] / 1e6:.0f} MB in {parent['layers_pushed']} layers")
         figure("push of a derived image after its parent", round(t_derived, 1), "s",
                f"builder push {derived} --registry {host}",
-               f"uploaded {pushed['bytes_uploaded'] / 1e6:.2f} MB (compressed) in {pushed['layers_pushed']} layers "
+               f"uploaded {pushed['bytes_uploaded'] / 1e6:.2f} MB (as the engine counts it) in {pushed['layers_pushed']} layers "
                f"for {sizes / 1e6:.2f} MB of new layers (uncompressed); skipped {pushed['layers_skipped']} "
                f"of the parent's {n_parent}")
     finally:

@@ -333,7 +333,7 @@ def build(
             _echo_err(exc.report())
             outcome = b.BuildOutcome(rel.name, v.name, error=exc.message)
             if not all_variants:
-                raise typer.Exit(1)
+                raise typer.Exit(2 if exc.disk_full else 1)  # a full disk is the user's to fix
         except Interrupted:
             raise
         outcomes.append(outcome)

@@ -24,6 +24,8 @@ from builder.errors import UserError
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
 TAIL_LINES = 30
+# How a full disk shows up: the kernel's ENOSPC, apt's own check, quotas.
+DISK_FULL = re.compile(r"no space left on device|enough free space|disk quota exceeded", re.IGNORECASE)
 
 
 class BuildError(Exception):
@@ -35,10 +37,13 @@ class BuildError(Exception):
         self.message, self.step, self.tail, self.log_path = message, step, tail or [], log_path
         super().__init__(message)
 
+    @property
+    def disk_full(self) -> bool:
+        return any(DISK_FULL.search(text) for text in [self.message, *self.tail])
+
     def report(self) -> str:
         lines = [f"build failed: {self.message}"]
-        if "no space left on device" in self.message.lower() or any(
-                "no space left on device" in line.lower() for line in self.tail):
+        if self.disk_full:
             lines.append("the engine ran out of disk space: free some (docker system prune, or remove old "
                          "images) and build again; no tag was moved")
         if self.step:

@@ -96,3 +96,49 @@ def test_two_builds_of_the_same_tag_end_with_one_consistent_image(offline_base, 
     env = json.loads(docker("image", "inspect", "--format", "{{json .Config.Env}}", scratch_tag).stdout)
     winner = lab["com.nvidia.build.id"].split("-")[1]
     assert f"RACE_MARKER={winner}" in env and f"NVIDIA_BUILD_ID=same-{winner}" in env
+
+
+@pytest.fixture
+def tiny_engine():
+    """A second, throwaway Docker engine whose data root is a 300 MB tmpfs: a disk that fills."""
+    import shutil
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="tfb-tiny-", dir="/tmp")  # short: unix socket paths are limited
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300m", "tmpfs", root], check=True)
+    sock = f"unix://{root}/d.sock"
+    log = open(f"/tmp/{os.path.basename(root)}.log", "w")
+    proc = subprocess.Popen(["dockerd", "--data-root", f"{root}/data", "--exec-root", f"{root}/x", "--pidfile",
+                             f"{root}/pid", "-H", sock, "--bridge=none", "--iptables=false",
+                             "--storage-driver=overlay2"], stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "DOCKER_HOST": sock}
+    try:
+        for _ in range(100):
+            if subprocess.run(["docker", "info"], env=env, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the throwaway engine did not start: {open(log.name).read()[-1000:]}")
+        save = subprocess.Popen(["docker", "save", "local/debian-rootfs:bullseye"], stdout=subprocess.PIPE)
+        load = subprocess.run(["docker", "load"], stdin=save.stdout, env=env, capture_output=True, text=True)
+        save.wait()
+        assert load.returncode == 0, load.stderr
+        yield env
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        subprocess.run(["umount", "-l", root], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_full_disk_reported_by_the_engine(offline_base, tiny_engine):
+    """The toolchain step fills the small disk: one clear report, exit 2, no tag."""
+    out = builder("build", "--release", "21.08", "--base", "local/debian-rootfs:bullseye", "--tag", "tiny/full:1",
+                  "-q", env=tiny_engine)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "the engine ran out of disk space" in out.stderr and "no tag was moved" in out.stderr
+    listed = subprocess.run(["docker", "images", "-q", "tiny/full:1"], env=tiny_engine, capture_output=True, text=True)
+    assert listed.stdout.strip() == ""

@@ -10,8 +10,6 @@ import hashlib
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-import jinja2
-
 from builder import paths
 from builder.catalog import OfflineBase
 
@@ -36,8 +34,9 @@ class BaseRecipe:
 
     def _render(self, recipe_id: str) -> str:
         packages, ccbin = HOST_COMPILER.get(self.offline.debian, ("g++", None))
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        from builder.render import template_env
+
+        env = template_env()
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,
                                host_compiler_packages=packages, nvcc_ccbin=ccbin, recipe_id=recipe_id)

@@ -193,6 +193,37 @@ def _engine():
 APT_MIRROR = typer.Option(None, "--apt-mirror", help="Debian mirror URL used while building (not kept in the image).")
 PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL, credentials allowed (not kept in the image).")
 CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
+COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
+NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
+IMAGE_REF = r"[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+
+
+def _check_ref(ref: str, what: str) -> None:
+    import re as _re
+
+    if not _re.fullmatch(IMAGE_REF, ref):
+        raise UserError(f"{what} '{ref}' is not a valid image reference")
+
+
+def _check_compile_cache(url: Optional[str]) -> None:
+    if url and not url.startswith(("http://", "https://")):
+        raise UserError(f"--compile-cache '{url}' is not an http:// or https:// URL")
+
+
+def _conformance(image: str, extra: list[str], select: Optional[str] = None, stdout=None) -> int:
+    """Run the conformance suite (plus extra test paths) against IMAGE; return pytest's code."""
+    import subprocess
+
+    from builder import conformance
+
+    suite = Path(conformance.__file__).parent
+    cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
+           "-p", "builder.conformance.plugin", "--image", image, "-q", str(suite), *extra]
+    if select:
+        cmd += ["-k", select]
+    return subprocess.call(cmd, stdout=stdout)
+
+
 HOST_CA = typer.Option(True, "--host-ca/--no-host-ca",
                        help="Let the build's downloads trust what this machine trusts (its CA bundle; not kept).")
 
@@ -246,14 +277,14 @@ def build(
     tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
     framework_src: Optional[Path] = typer.Option(None, "--framework-src", help="Framework source tree (default framework-src/)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the layer cache."),
+    no_cache: bool = NO_CACHE,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be built; build nothing."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
-    compile_cache: Optional[str] = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve)."),
+    compile_cache: Optional[str] = COMPILE_CACHE,
     push_to: Optional[str] = typer.Option(None, "--push", help="Push the built tags to this registry (HOST[:PORT][/NS])."),
     username: Optional[str] = USERNAME,
     username_env: Optional[str] = USERNAME_ENV,
@@ -284,13 +315,11 @@ def build(
     if not _re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", bid):
         raise UserError(f"--build-id '{bid}' may hold only letters, digits, '_', '.' and '-' (64 at most)")
     for t in tag or []:
-        if not _re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", t):
-            raise UserError(f"--tag '{t}' is not a valid image reference")
+        _check_ref(t, "--tag")
     if framework_src is not None and not framework_src.is_dir():
         raise UserError(f"--framework-src {framework_src} is not a directory")
     b.validate_base_option(base_)
-    if compile_cache and not compile_cache.startswith(("http://", "https://")):
-        raise UserError(f"--compile-cache '{compile_cache}' is not an http:// or https:// URL")
+    _check_compile_cache(compile_cache)
     creds = None
     if push_to:
         from builder import registry as reg
@@ -354,25 +383,19 @@ def test_image(
     select: Optional[str] = typer.Option(None, "-k", help="Only tests matching this pytest expression."),
 ) -> None:
     """Run the conformance suite (pytest-testinfra) against a container of IMAGE."""
-    import subprocess
-
     from builder import conformance, inspect as insp
 
     labels = insp.labels_of(_engine(), image)
     suite = Path(conformance.__file__).parent
-    targets = [str(suite)] + [str(t) for t in (tests or [])]
     for t in tests or []:
         if not t.exists():
             raise UserError(f"--tests {t}: no such file or directory")
+    extra = [str(t) for t in tests or []]
     # A derived image re-runs its parent's suite (the same one) plus its own checks.
     if labels.get("dev.tfbuilder.parent") and (suite / "derived").is_dir():
-        targets.append(str(suite / "derived"))
-    cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
-           "-p", "builder.conformance.plugin", "--image", image, "-q", *targets]
-    if select:
-        cmd += ["-k", select]
-    _echo_err(f"test: {image}: {' '.join(targets)}")
-    code = subprocess.call(cmd)
+        extra.append(str(suite / "derived"))
+    _echo_err(f"test: {image}: {' '.join([str(suite), *extra])}")
+    code = _conformance(image, extra, select)
     if code != 0:
         raise typer.Exit(code)
 
@@ -417,8 +440,8 @@ def derive(
     apt: Optional[List[str]] = typer.Option(None, "--apt", help="Debian package to add (repeatable)."),
     pip: Optional[List[str]] = typer.Option(None, "--pip", help="pip requirement to add (repeatable)."),
     nvbuild_args: Optional[str] = typer.Option(None, "--nvbuild-args", help="Arguments for nvbuild.sh, e.g. \"--sm 8.6\"."),
-    compile_cache: Optional[str] = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the layer cache."),
+    compile_cache: Optional[str] = COMPILE_CACHE,
+    no_cache: bool = NO_CACHE,
     no_test: bool = typer.Option(False, "--no-test", help="Tag without running the conformance suite first."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
@@ -428,9 +451,6 @@ def derive(
 ) -> None:
     """Derive an image: patch and rebuild the framework with nvbuild.sh, and/or add packages.
     Patches are tried on the parent's source first; the image is tested, then tagged."""
-    import re as _re
-    import subprocess
-
     from builder import derive as dv
     from builder.build import cache_dir
     from builder.engine import BuildError
@@ -438,10 +458,8 @@ def derive(
     spec = dv.DeriveSpec(parent=from_, patches=list(patch or []), apt=list(apt or []), pip=list(pip or []),
                          nvbuild_args=dv.parse_nvbuild_args(nvbuild_args))
     spec.validate()
-    if not _re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", tag):
-        raise UserError(f"--tag '{tag}' is not a valid image reference")
-    if compile_cache and not compile_cache.startswith(("http://", "https://")):
-        raise UserError(f"--compile-cache '{compile_cache}' is not an http:// or https:// URL")
+    _check_ref(tag, "--tag")
+    _check_compile_cache(compile_cache)
     settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
     engine = _engine()
     from builder import inspect as insp
@@ -465,10 +483,8 @@ def derive(
     if not no_test:
         from builder import conformance
 
-        suite = Path(conformance.__file__).parent
-        cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
-               "-p", "builder.conformance.plugin", "--image", image_id, "-q", str(suite), str(suite / "derived")]
-        if subprocess.call(cmd, stdout=sys.stderr) != 0:
+        derived_suite = str(Path(conformance.__file__).parent / "derived")
+        if _conformance(image_id, [derived_suite], stdout=sys.stderr) != 0:
             _echo_err(f"error: the derived image {image_id[:19]} failed its conformance tests; {tag} was not moved")
             raise typer.Exit(1)
     engine.tag(image_id, tag)

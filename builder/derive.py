@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-import jinja2
-
-from builder import buildsettings, cuda_arch, paths
+from builder import buildsettings, cuda_arch
 from builder.engine import BuildRequest, DockerEngine, Progress
 from builder.errors import UserError
-from builder.render import dockerfile_quote
+from builder.render import template_env
 
 LABEL = "dev.tfbuilder"
 APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
@@ -136,10 +134,7 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     d = SimpleNamespace(parent_ref=parent_ref, patches=records, rebuild=bool(spec.patches or spec.nvbuild_args),
                         nvbuild_args=[shlex.quote(a) for a in spec.nvbuild_args], cuda_cc=cuda_cc,
                         apt=spec.apt, pip=[shlex.quote(p) for p in spec.pip], labels=labels)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters["dq"] = dockerfile_quote
-    return env.get_template("derived/Dockerfile.j2").render(d=d)
+    return template_env().get_template("derived/Dockerfile.j2").render(d=d)
 
 
 def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: buildsettings.BuildSettings,

@@ -101,33 +101,17 @@ class BuildRequest:
 
 
 class Engine(Protocol):
+    """What callers need from a container engine; DockerEngine is the docker-py one."""
+
     def ping(self) -> dict[str, Any]: ...
     def build(self, request: BuildRequest) -> BuildResult: ...
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600) -> tuple[int, str]:
-        """Run a throwaway container (entrypoint bypassed); return exit code and output."""
-        host_config = self.api.create_host_config(
-            binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()})
-        container = self.api.create_container(image, command=command[1:], entrypoint=command[:1],
-                                              host_config=host_config)
-        cid = container["Id"]
-        try:
-            with signals_raise():
-                self.api.start(cid)
-                code = self.api.wait(cid, timeout=timeout)["StatusCode"]
-            output = self.api.logs(cid, stdout=True, stderr=True).decode(errors="replace")
-        finally:
-            try:
-                self.api.remove_container(cid, force=True)
-            except Exception:
-                pass
-        return code, output
-
+                    timeout: int = 600) -> tuple[int, str]: ...
     def tag(self, image_id: str, ref: str) -> None: ...
     def image_id(self, ref: str) -> str | None: ...
     def image_labels(self, ref: str) -> dict[str, str]: ...
     def pull(self, ref: str) -> bool: ...
-    def import_rootfs(self, tar_stream: Any, ref: str) -> str: ...
+    def import_rootfs(self, tar_path: Path, ref: str) -> str: ...
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -101,7 +101,8 @@ def dockerfile_quote(value: Any) -> str:
     return f'"{text}"'
 
 
-def _environment() -> jinja2.Environment:
+def template_env() -> jinja2.Environment:
+    """The one Jinja2 environment for every template: StrictUndefined, the `dq` filter."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
         undefined=jinja2.StrictUndefined,
@@ -203,7 +204,6 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         ccache_pip=CCACHE_PIP,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
-        nvbuild_args=[],
         build_env=build_env,
         toggles=toggles,
         env=env,
@@ -218,7 +218,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
 def render(release: Release, variant: Variant, options: RenderOptions = RenderOptions()) -> Rendered:
     """Render every text file of the build context for one release variant."""
     ctx = make_context(release, variant, options)
-    env = _environment()
+    env = template_env()
     files = {target: env.get_template(tpl).render(ctx=ctx) for target, tpl in CONTEXT_TEMPLATES.items()}
     for target, src in CONTEXT_STATIC.items():
         files[target] = (paths.templates_dir() / src).read_text(encoding="utf-8")

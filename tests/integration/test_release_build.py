@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BUILD_ID, REPO, build_containers, builder, docker, image_id, labels, run
+from .conftest import BUILD_ID, REPO, build_containers, builder, docker, image_id, labels
 
 ROOT = Path(__file__).resolve().parents[2]
 

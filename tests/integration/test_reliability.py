@@ -3,7 +3,6 @@ conflicting options. (Interrupts during a build, registry faults, secrets and pa
 failures have their tests beside the features; docs/RELIABILITY.md lists them all.)"""
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -12,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import REPO, builder, docker, image_id, labels
+from .conftest import builder, docker, image_id, labels
 from .registries import Registry
 
 

@@ -6,11 +6,9 @@ configure step receives and which flags and targets reach bazel and build_pip_pa
 and that the phases run in order; nothing more: no TensorFlow is compiled here.
 """
 import json
-import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest

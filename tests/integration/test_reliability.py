@@ -97,18 +97,28 @@ def test_two_builds_of_the_same_tag_end_with_one_consistent_image(offline_base, 
     assert f"RACE_MARKER={winner}" in env and f"NVIDIA_BUILD_ID=same-{winner}" in env
 
 
+BRIDGE = "tfbtiny0"
+
+
 @pytest.fixture
 def tiny_engine():
-    """A second, throwaway Docker engine whose data root is a 300 MB tmpfs: a disk that fills."""
+    """A second, throwaway Docker engine whose data root is a 300 MB tmpfs: a disk that fills.
+
+    It gets a bridge of its own: with --bridge=none, dockerd deletes the host's docker0 and
+    breaks the main engine's networking. Its address is from TEST-NET-1, which is never
+    routed; nothing is sent to it (builds run on the host network)."""
     import shutil
     import tempfile
 
     root = tempfile.mkdtemp(prefix="tfb-tiny-", dir="/tmp")  # short: unix socket paths are limited
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300m", "tmpfs", root], check=True)
+    subprocess.run(["ip", "link", "add", "name", BRIDGE, "type", "bridge"], check=True)
+    subprocess.run(["ip", "addr", "add", "192.0.2.1/24", "dev", BRIDGE], check=True)
+    subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True)
     sock = f"unix://{root}/d.sock"
     log = open(f"/tmp/{os.path.basename(root)}.log", "w")
     proc = subprocess.Popen(["dockerd", "--data-root", f"{root}/data", "--exec-root", f"{root}/x", "--pidfile",
-                             f"{root}/pid", "-H", sock, "--bridge=none", "--iptables=false",
+                             f"{root}/pid", "-H", sock, "-b", BRIDGE, "--iptables=false", "--ip-masq=false",
                              "--storage-driver=overlay2"], stdout=log, stderr=subprocess.STDOUT)
     env = {**os.environ, "DOCKER_HOST": sock}
     try:
@@ -130,7 +140,10 @@ def tiny_engine():
         except subprocess.TimeoutExpired:
             proc.kill()
         subprocess.run(["umount", "-l", root], capture_output=True)
+        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+        assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0, \
+            "the throwaway engine took the main engine's docker0 with it"
 
 
 def test_full_disk_reported_by_the_engine(offline_base, tiny_engine):

@@ -141,7 +141,7 @@ class Progress:
             return
         if self.tty:
             line = f"[{self.label} {self.elapsed()}] {self.step}"
-            self.stream.write("\r\033[K" + line[:max(20, 150)])
+            self.stream.write("\r\033[K" + line[:150])  # one terminal line
         else:
             self.stream.write(f"{self.label} +{self.elapsed()} {self.step}\n")
         self.stream.flush()

@@ -174,3 +174,14 @@ def test_cache_server_down_degrades_to_a_normal_compile(release_image, tmp_path,
     log = (cache_dir / "logs" / f"derive-{scratch_tag.replace('/', '_').replace(':', '_')}.log").read_text()
     assert f"warning: compile cache {dead} does not answer; compiling without it" in log
     assert marker(scratch_tag) == fresh_value
+
+
+def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_step(release_image, scratch_tag):
+    """--nvbuild-args "--sm 8.6": the derived image's label and env follow what was compiled
+    (its conformance run checks labels against the framework's build info and cuobjdump)."""
+    out = builder("derive", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--tag", scratch_tag, "-q")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lab = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", scratch_tag).stdout)
+    assert lab["dev.tfbuilder.cuda-compute-capabilities"] == "8.6"
+    info = json.loads(docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout)
+    assert info["cuda_compute_capabilities"] == ["sm_86", "compute_86"]

@@ -4,24 +4,20 @@ tag it only when the build succeeded.
 from __future__ import annotations
 
 import os
+import dataclasses
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder import buildcontext, buildsettings, paths
-from builder.base import ensure_base
+from builder.base import ensure_base, log
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
 from builder.engine import BuildRequest, DockerEngine, Progress
 from builder.errors import UserError
 from builder.render import BASE_CHOICES, RenderOptions, render
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def cache_dir() -> Path:
@@ -92,8 +88,8 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
                   compile_cache: str | None = None) -> BuildOutcome:
     """Build one variant on an existing base; tag only on success."""
     outcome = BuildOutcome(release.name, variant.name)
-    opts = RenderOptions(**{**options.__dict__, "base": base.kind if base.kind != "custom" else base.image,
-                            "offline_base_image": BaseRecipe(release.offline).tag})
+    opts = dataclasses.replace(options, base=base.kind if base.kind != "custom" else base.image,
+                               offline_base_image=BaseRecipe(release.offline).tag)
     rendered = render(release, variant, opts)
     image_ref = rendered.meta["image"]
     refs = tags or [image_ref, f"{image_ref}-{build_id}"]

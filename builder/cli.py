@@ -392,7 +392,7 @@ def test_image(
             raise UserError(f"--tests {t}: no such file or directory")
     extra = [str(t) for t in tests or []]
     # A derived image re-runs its parent's suite (the same one) plus its own checks.
-    if labels.get("dev.tfbuilder.parent") and (suite / "derived").is_dir():
+    if labels.get(f"{insp.LABEL}.parent") and (suite / "derived").is_dir():
         extra.append(str(suite / "derived"))
     _echo_err(f"test: {image}: {' '.join([str(suite), *extra])}")
     code = _conformance(image, extra, select)

@@ -17,9 +17,8 @@ from types import SimpleNamespace
 from builder import buildsettings, cuda_arch
 from builder.engine import BuildRequest, DockerEngine, Progress
 from builder.errors import UserError
-from builder.render import template_env
+from builder.render import LABEL_PREFIX as LABEL, template_env
 
-LABEL = "dev.tfbuilder"
 APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
 PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?$")
 

@@ -6,8 +6,8 @@ import json
 import subprocess
 
 from builder.errors import UserError
+from builder.render import LABEL_PREFIX as LABEL
 
-LABEL = "dev.tfbuilder"
 REPORT_CMD = ("import json, tfref; i = tfref.sysconfig.get_build_info(); "
               "i['cuda_library'] = tfref.sysconfig.get_cuda_library(); print(json.dumps(i))")
 

@@ -3,13 +3,15 @@ is always removed, and what the image says about itself (labels, env, build info
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import uuid
 
 import pytest
 
-LABEL = "dev.tfbuilder"
+from builder.inspect import REPORT_CMD
+from builder.render import LABEL_PREFIX as LABEL
 
 
 def pytest_addoption(parser):
@@ -93,8 +95,7 @@ def host(container):
 @pytest.fixture(scope="session")
 def build_info(host) -> dict:
     """What the installed framework reports about itself, asked now, in the container."""
-    out = host.run("cd / && python3 -c 'import json, tfref; i = tfref.sysconfig.get_build_info(); "
-                   "i[\"cuda_library\"] = tfref.sysconfig.get_cuda_library(); print(json.dumps(i))'")
+    out = host.run(f"cd / && python3 -c {shlex.quote(REPORT_CMD)}")
     assert out.rc == 0, out.stderr
     return json.loads(out.stdout)
 

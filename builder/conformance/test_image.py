@@ -6,8 +6,8 @@ import re
 import pytest
 
 from builder.conformance.plugin import gpu_visible
+from builder.render import LABEL_PREFIX as LABEL
 
-LABEL = "dev.tfbuilder"
 SECTION_6 = ("TF_CUDA_COMPUTE_CAPABILITIES", "TF_ENABLE_XLA", "TF_NEED_GCP", "TF_NEED_HDFS")
 
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-LABEL = "dev.tfbuilder"
+from builder.render import LABEL_PREFIX as LABEL
 
 
 @pytest.fixture(scope="module")

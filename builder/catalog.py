@@ -19,18 +19,30 @@ from builder import cuda_arch
 from builder.errors import CatalogError, Problem
 
 RELEASES_DIR = Path(__file__).parent / "releases"
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+# Whole-string patterns: use them with fullmatch (they also end in \Z, so that `.match`
+# elsewhere cannot accept a trailing newline the way `$` does).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*\Z")
 # Docker tag grammar: up to 128 of [A-Za-z0-9_.-], not starting with . or -.
-TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+# PyPI distribution names (PEP 508) and public PEP 440 versions, as pins write them.
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+VERSION = r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+PIN = re.compile(rf"({PACKAGE_NAME.pattern})==({VERSION})")
+# A requirement without a marker: a name, optionally with version bounds ("cffi>=1.4.0").
+SPECIFIER = rf"(?:===?|~=|!=|<=?|>=?)\s*{VERSION}(?:\.\*)?"
+REQUIREMENT = re.compile(rf"({PACKAGE_NAME.pattern})(?:\s*{SPECIFIER}(?:\s*,\s*{SPECIFIER})*)?")
+PYTHON_VERSION = re.compile(r"3\.[0-9]{1,2}")
+COMPONENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 DEBIAN_SUITES = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
 
 # Allowed keys at each level; anything else is reported (a typo must not pass silently).
 TOP_KEYS = {"release", "abstract", "parent", "repository", "os", "python", "cuda", "components",
-            "base", "build", "env", "labels", "expose", "entrypoint", "variants"}
+            "base", "build", "env", "labels", "expose", "entrypoint", "variants", "gpu_wheels", "horovod"}
 BUILD_KEYS = {"cuda_compute_capabilities", "xla", "gcp", "hdfs", "nvbuildopts"}
 VARIANT_KEYS = {"tag", "framework", "env", "labels"}
-FRAMEWORK_KEYS = {"name", "version", "api"}
+FRAMEWORK_KEYS = {"name", "version", "api", "package", "pythons", "pins"}
+HOROVOD_KEYS = {"version", "requires"}
 ENTRYPOINT_KEYS = {"title", "copyright_holder", "upstream_copyright", "shm_recommend"}
 TOGGLES = ("xla", "gcp", "hdfs")
 
@@ -42,6 +54,25 @@ class OfflineBase:
     python: str
 
 
+def canonical_name(name: str) -> str:
+    """PEP 503 normalized distribution name: 'Typing_Extensions' -> 'typing-extensions'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def python_key(version: str) -> tuple[int, ...]:
+    """Sort key for "3.9" < "3.10"."""
+    return tuple(int(p) for p in version.split("."))
+
+
+@dataclass(frozen=True)
+class HorovodSpec:
+    """Horovod built from its sdist in the image; `requires` are its install_requires,
+    locked with the framework (the build runs without build isolation)."""
+
+    version: str
+    requires: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -51,6 +82,11 @@ class Variant:
     api: int
     env: dict[str, str]
     labels: dict[str, str]
+    # The upstream wheel: its pip distribution (None: the catalog names none), the Pythons
+    # it is published for, and the known-good exact pins installed with it.
+    package: str | None = None
+    pythons: tuple[str, ...] = ()
+    pins: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
@@ -81,6 +117,9 @@ class Release:
     entrypoint: dict[str, str]
     variants: dict[str, Variant]
     resolved: dict[str, Any] = field(repr=False, compare=False)
+    # component -> exact pip requirement of NVIDIA's PyPI wheel ("nvidia-cudnn-cu11==8.5.0.96")
+    gpu_wheels: dict[str, str] = field(default_factory=dict)
+    horovod: HorovodSpec | None = None
 
     def variant(self, name: str) -> Variant:
         from builder.errors import UserError
@@ -242,7 +281,7 @@ class _Checker:
         out: dict[str, str] = {}
         for name, value in self.mapping(key).items():
             where = f"{key}.{name}"
-            if check_names and not (isinstance(name, str) and ENV_NAME.match(name)):
+            if check_names and not (isinstance(name, str) and ENV_NAME.fullmatch(name)):
                 self.add(where, f"'{name}' is not a valid environment variable name")
                 continue
             if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -264,6 +303,8 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
     c.mapping("os", {"distro", "version"})
     distro, os_version = c.string("os.distro"), c.string("os.version")
     python = c.string("python")
+    if python is not None and not PYTHON_VERSION.fullmatch(python):
+        c.add("python", f"'{python}' is not a Python version such as \"3.9\"")
     cuda = c.string("cuda")
     if cuda is not None:
         try:
@@ -283,6 +324,8 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
     if suite is not None and suite not in DEBIAN_SUITES:
         c.add("base.offline.debian", f"unknown Debian suite '{suite}' (known: {', '.join(DEBIAN_SUITES)})")
     off_cuda, off_python = c.string("base.offline.cuda"), c.string("base.offline.python")
+    if off_python is not None and not PYTHON_VERSION.fullmatch(off_python):
+        c.add("base.offline.python", f"'{off_python}' is not a Python version such as \"3.9\"")
 
     build = c.mapping("build", BUILD_KEYS)
     toggles = {t: c.boolean(f"build.{t}") for t in TOGGLES}
@@ -325,7 +368,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
         c.add("variants", "missing required field (at least one variant)")
     for vname, vraw in vdata.items():
         key = f"variants.{vname}"
-        if not isinstance(vname, str) or not VARIANT_NAME.match(vname):
+        if not isinstance(vname, str) or not VARIANT_NAME.fullmatch(vname):
             c.add(key, "variant names are lower-case letters, digits, '.' and '-'")
             continue
         c.mapping(key, VARIANT_KEYS)
@@ -336,12 +379,20 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
         if api is not None and api not in (1, 2):
             c.add(f"{key}.framework.api", f"must be 1 or 2, got {api!r}")
         tag = c.string(f"{key}.tag", required=False) or f"{rel}-{vname}"
-        if not TAG.match(tag):
+        if not TAG.fullmatch(tag):
             c.add(f"{key}.tag", f"'{tag}' is not a valid image tag")
+        if fversion is not None and not re.fullmatch(VERSION, fversion):
+            c.add(f"{key}.framework.version", f"'{fversion}' is not a version such as \"2.5.0\"")
+        package, pythons, pins = _check_wheel(c, f"{key}.framework")
         venv = c.string_map(f"{key}.env", check_names=True)
         vlabels = c.string_map(f"{key}.labels")
         if fname and fversion and api in (1, 2):
-            variants[vname] = Variant(vname, tag, fname, fversion, int(api), venv, vlabels)
+            variants[vname] = Variant(vname, tag, fname, fversion, int(api), venv, vlabels,
+                                      package, pythons, pins)
+    gpu_wheels = _check_gpu_wheels(c)
+    horovod = _check_horovod(c)
+    for vname, v in variants.items():
+        _check_duplicates(c, f"variants.{vname}.framework", v, gpu_wheels, horovod)
 
     if len(problems) > before:
         return None
@@ -352,8 +403,118 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
         components=components, upstream_image=upstream, upstream_digest=digest,
         offline=OfflineBase(suite, off_cuda, off_python), cuda_cc=cc, toggles=toggles,
         nvbuildopts=list(nvbuildopts), env=env, labels=labels, expose=list(expose),
-        entrypoint=entrypoint, variants=variants, resolved=data,
+        entrypoint=entrypoint, variants=variants, resolved=data, gpu_wheels=gpu_wheels, horovod=horovod,
     )
+
+
+def _string_list(c: _Checker, key: str, what: str) -> list[tuple[str, str]] | None:
+    """(key path, string) for each item of the list at `key`; None when absent."""
+    value = c.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        c.add(key, f"must be a list of {what}, got {type(value).__name__}")
+        return None
+    out = []
+    for i, item in enumerate(value):
+        where = f"{key}[{i}]"
+        if isinstance(item, float):
+            c.add(where, f"write it as a quoted string, e.g. \"{item}\"")
+        elif not isinstance(item, str):
+            c.add(where, f"must be a string ({what}), got {type(item).__name__} {item!r}")
+        else:
+            out.append((where, item))
+    return out
+
+
+def _check_wheel(c: _Checker, key: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
+    """framework.package / pythons / pins: the upstream wheel and its known-good pins."""
+    package = c.string(f"{key}.package", required=False)
+    if package is not None and not PACKAGE_NAME.fullmatch(package):
+        c.add(f"{key}.package", f"'{package}' is not a PyPI distribution name")
+        package = None
+    pythons: list[str] = []
+    for where, item in _string_list(c, f"{key}.pythons", 'Python versions such as "3.9"') or []:
+        if not PYTHON_VERSION.fullmatch(item):
+            c.add(where, f"'{item}' is not a Python version such as \"3.9\"")
+        elif item in pythons:
+            c.add(where, f"Python {item} is listed twice")
+        else:
+            pythons.append(item)
+    if c.get(f"{key}.package") is not None and c.get(f"{key}.pythons") in (None, []):
+        c.add(f"{key}.pythons", "missing required field (the Pythons the package has wheels for, "
+                                "e.g. [\"3.8\", \"3.9\"])")
+    if c.get(f"{key}.package") is None and (c.get(f"{key}.pythons") or c.get(f"{key}.pins")):
+        c.add(f"{key}.package", "missing required field (pythons and pins belong to a package, "
+                                "e.g. package: tensorflow)")
+    pins: list[str] = []
+    seen: dict[str, str] = {}
+    for where, item in _string_list(c, f"{key}.pins", 'exact pins such as "numpy==1.19.5"') or []:
+        m = PIN.fullmatch(item)
+        if not m:
+            c.add(where, f"'{item}' is not an exact pin such as \"numpy==1.19.5\"")
+            continue
+        name = canonical_name(m.group(1))
+        if name in seen:
+            c.add(where, f"{m.group(1)} is pinned twice ({seen[name]} and {item})")
+            continue
+        seen[name] = item
+        pins.append(item)
+    return package, tuple(sorted(pythons, key=python_key)), tuple(pins)
+
+
+def _check_gpu_wheels(c: _Checker) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in c.mapping("gpu_wheels").items():
+        where = f"gpu_wheels.{name}"
+        if not isinstance(name, str) or not COMPONENT_NAME.fullmatch(name):
+            c.add(where, "component names are lower-case letters, digits, '_' and '-' (e.g. cudnn)")
+        elif not isinstance(value, str) or not PIN.fullmatch(value):
+            c.add(where, f"must be an exact pip requirement such as \"nvidia-cudnn-cu11==8.5.0.96\", got {value!r}")
+        else:
+            out[name] = value
+    return out
+
+
+def _check_horovod(c: _Checker) -> HorovodSpec | None:
+    if c.get("horovod") is None:
+        return None
+    if not c.mapping("horovod", HOROVOD_KEYS):
+        if c.get("horovod") == {}:
+            c.add("horovod", "give {version, requires}, or null for no Horovod")
+        return None
+    version = c.string("horovod.version")
+    if version is not None and not re.fullmatch(VERSION, version):
+        c.add("horovod.version", f"'{version}' is not a version such as \"0.22.1\"")
+        version = None
+    requires = []
+    listed = _string_list(c, "horovod.requires", 'requirements such as "cloudpickle"')
+    if listed is None and c.get("horovod.requires") is None:
+        c.add("horovod.requires", "missing required field (its install_requires, e.g. [cloudpickle, psutil])")
+    for where, item in listed or []:
+        if not REQUIREMENT.fullmatch(item):
+            c.add(where, f"'{item}' is not a requirement such as \"cffi\" or \"cffi>=1.4.0\"")
+        else:
+            requires.append(item)
+    return HorovodSpec(version, tuple(requires)) if version else None
+
+
+def _check_duplicates(c: _Checker, key: str, variant: Variant, gpu_wheels: dict[str, str],
+                      horovod: HorovodSpec | None) -> None:
+    """One distribution is named once across the framework, its pins, the GPU wheels and
+    Horovod's requirements: two versions of one package cannot both be locked."""
+    owners: dict[str, str] = {}
+    entries = [(variant.package, f"{key}.package")] if variant.package else []
+    entries += [(PIN.fullmatch(p).group(1), f"{key}.pins") for p in variant.pins]
+    entries += [(PIN.fullmatch(w).group(1), f"gpu_wheels.{n}") for n, w in gpu_wheels.items()]
+    entries += [(REQUIREMENT.fullmatch(r).group(1), "horovod.requires") for r in (horovod.requires if horovod else ())]
+    for name, where in entries:
+        norm = canonical_name(name)
+        if norm in owners and owners[norm] != where:
+            problem = Problem(c.file, where, f"{name} is also named in {owners[norm]}")
+            if problem not in c.problems:  # release-level clashes are seen once per variant
+                c.problems.append(problem)
+        owners.setdefault(norm, where)
 
 
 def load(directory: Path | str = RELEASES_DIR) -> Catalog:

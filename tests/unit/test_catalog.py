@@ -40,11 +40,51 @@ def test_guide_section_7_env_defaults_with_documented_values(real):
 def test_children_state_only_differences(real):
     # 21.10 names only tf2 but inherits tf1 from 21.08; 26.11 drops tf1 with null.
     assert real.get("21.10").variants["tf1-py3"].framework_version == "1.15.5"
-    assert real.get("21.10").variants["tf2-py3"].framework_version == "2.6.0"
+    assert real.get("21.10").variants["tf2-py3"].framework_version == "2.6.5"
     assert list(real.get("26.11").variants) == ["tf2-py3"]
     assert real.get("22.12").components == {}
-    assert real.get("22.12").offline.debian == "bookworm"
     assert real.get("26.11").env["TF_AUTOTUNE_THRESHOLD"] == "2"   # from _common, three levels up
+    # 21.08 inherits 21.06's wheel data; 21.10 changes Horovod's version and keeps its requires.
+    assert real.get("21.08").variants["tf2-py3"].pins == real.get("21.06").variants["tf2-py3"].pins
+    assert real.get("21.10").horovod == catalog.HorovodSpec("0.23.0", ("cloudpickle", "psutil", "pyyaml", "cffi"))
+
+
+def test_upstream_wheels_of_the_shipped_releases(real):
+    wheels = {(r.name, v.name): (v.package, v.framework_version, v.pythons)
+              for r in real.releases.values() for v in r.variants.values()}
+    tf1 = ("tensorflow", "1.15.5", ("3.5", "3.6", "3.7"))
+    assert wheels == {
+        ("21.06", "tf1-py3"): tf1, ("21.08", "tf1-py3"): tf1, ("21.10", "tf1-py3"): tf1,
+        ("22.12", "tf1-py3"): tf1, ("23.03", "tf1-py3"): tf1,
+        ("21.06", "tf2-py3"): ("tensorflow", "2.5.0", ("3.6", "3.7", "3.8", "3.9")),
+        ("21.08", "tf2-py3"): ("tensorflow", "2.5.0", ("3.6", "3.7", "3.8", "3.9")),
+        ("21.10", "tf2-py3"): ("tensorflow", "2.6.5", ("3.7", "3.8", "3.9")),
+        ("22.12", "tf2-py3"): ("tensorflow", "2.10.1", ("3.7", "3.8", "3.9", "3.10")),
+        ("23.03", "tf2-py3"): ("tensorflow", "2.11.0", ("3.7", "3.8", "3.9", "3.10")),
+        ("26.11", "tf2-py3"): ("tensorflow", "2.14.1", ("3.9", "3.10", "3.11")),
+    }
+    assert {r.name: r.horovod.version for r in real.releases.values()} == {
+        "21.06": "0.22.1", "21.08": "0.22.1", "21.10": "0.23.0", "22.12": "0.26.1", "23.03": "0.26.1",
+        "26.11": "0.28.1"}
+    assert real.get("21.08").gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.5.0.96", "nccl": "nvidia-nccl-cu11==2.13.4"}
+    assert real.get("26.11").gpu_wheels["cudnn"] == "nvidia-cudnn-cu11==8.7.0.84"
+    pins = real.get("21.08").variants["tf2-py3"].pins
+    for pin in ("numpy==1.19.5", "protobuf==3.20.3", "h5py==3.1.0", "grpcio==1.34.1", "six==1.15.0",
+                "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0",
+                "absl-py==0.15.0", "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0"):
+        assert pin in pins
+    assert any(p.startswith("tensorboard==2.11.") for p in pins)
+
+
+def test_releases_without_cp311_wheels_keep_an_offline_python_they_can_install(real):
+    # TF 2.10/2.11 have no cp311 wheel: 22.12 and 23.03 stay on Debian 11 (Python 3.9, CUDA 11.2),
+    # whose toolkit stops at 8.6, so 23.03 carries no 9.0.
+    for name in ("22.12", "23.03"):
+        r = real.get(name)
+        assert (r.offline.debian, r.offline.cuda, r.offline.python) == ("bullseye", "11.2", "3.9")
+        assert r.offline.python in r.variants["tf2-py3"].pythons
+    assert "9.0" not in real.get("23.03").cuda_cc
+    assert real.get("26.11").offline.python == "3.11" and "9.0" in real.get("26.11").cuda_cc
 
 
 def test_abstract_releases_are_not_listed(real):
@@ -65,6 +105,74 @@ def _problems(make_catalog, files):
 def test_a_good_minimal_release_loads(make_catalog):
     cat = catalog.load(make_catalog({"30.01.yaml": GOOD}))
     assert cat.get("30.01").variants["tf2-py3"].tag == "30.01-tf2-py3"
+    # The wheel keys are optional: no package, no Pythons, no pins, no GPU wheels, no Horovod.
+    v = cat.get("30.01").variants["tf2-py3"]
+    assert (v.package, v.pythons, v.pins) == (None, (), ())
+    assert (cat.get("30.01").gpu_wheels, cat.get("30.01").horovod) == ({}, None)
+
+
+WHEELS = GOOD.replace('framework: {version: "2.14.1"}', """framework:
+      version: "2.14.1"
+      package: tensorflow
+      pythons: ["3.11", "3.10"]
+      pins: ["numpy==1.26.4", "protobuf==4.24.4"]
+gpu_wheels: {cudnn: "nvidia-cudnn-cu11==8.7.0.84", nccl: "nvidia-nccl-cu11==2.16.5"}
+horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}""")
+
+
+def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
+    r = catalog.load(make_catalog({"30.01.yaml": WHEELS})).get("30.01")
+    v = r.variants["tf2-py3"]
+    assert (v.package, v.pythons, v.pins) == ("tensorflow", ("3.10", "3.11"), ("numpy==1.26.4", "protobuf==4.24.4"))
+    assert r.gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.7.0.84", "nccl": "nvidia-nccl-cu11==2.16.5"}
+    assert r.horovod == catalog.HorovodSpec("0.28.1", ("cloudpickle", "cffi>=1.4.0"))
+    with pytest.raises(Exception):
+        v.pins = ()  # frozen
+    child = 'release: "30.02"\nparent: "30.01"\nhorovod: null\n'
+    assert catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.02.yaml": child})).get("30.02").horovod is None
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ('"numpy==1.26.4"', '"numpy>=1.26"', "variants.tf2-py3.framework.pins[0]: 'numpy>=1.26' is not an exact pin"),
+    ('"numpy==1.26.4"', '"numpy==1.26.4\\n"', "variants.tf2-py3.framework.pins[0]: 'numpy==1.26.4\n' is not an exact pin"),
+    ('"numpy==1.26.4"', '"numpy==1.26.4 ; os_name"', "variants.tf2-py3.framework.pins[0]:"),
+    ('"numpy==1.26.4"', '"numpy==1.26.4 --hash=sha256:00"', "variants.tf2-py3.framework.pins[0]:"),
+    ('"numpy==1.26.4"', '"numpy==1.26.4; rm -rf /"', "variants.tf2-py3.framework.pins[0]:"),
+    ('"numpy==1.26.4"', '"protobuf==4.24.3"', "variants.tf2-py3.framework.pins[1]: protobuf is pinned twice"),
+    ('"numpy==1.26.4"', '"TensorFlow==2.14.1"', "variants.tf2-py3.framework.pins: TensorFlow is also named in variants.tf2-py3.framework.package"),
+    ('pins: ["numpy==1.26.4", "protobuf==4.24.4"]', 'pins: "numpy==1.26.4"', "variants.tf2-py3.framework.pins: must be a list"),
+    ('package: tensorflow', 'package: "tensor flow"', "variants.tf2-py3.framework.package: 'tensor flow' is not a PyPI distribution name"),
+    ('package: tensorflow', 'package: "tensorflow\\n"', "variants.tf2-py3.framework.package:"),
+    ('      package: tensorflow\n', '', "variants.tf2-py3.framework.package: missing required field"),
+    ('pythons: ["3.11", "3.10"]', 'pythons: [3.11, 3.10]', 'variants.tf2-py3.framework.pythons[0]: write it as a quoted string, e.g. "3.11"'),
+    ('pythons: ["3.11", "3.10"]', 'pythons: ["3.11", "3"]', "variants.tf2-py3.framework.pythons[1]: '3' is not a Python version"),
+    ('pythons: ["3.11", "3.10"]', 'pythons: ["3.11", "3.11"]', "variants.tf2-py3.framework.pythons[1]: Python 3.11 is listed twice"),
+    ('pythons: ["3.11", "3.10"]', 'pythons: []', "variants.tf2-py3.framework.pythons: missing required field"),
+    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'cudnn: "nvidia-cudnn-cu11>=8"', "gpu_wheels.cudnn: must be an exact pip requirement"),
+    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'cudnn: 8', "gpu_wheels.cudnn: must be an exact pip requirement"),
+    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'CuDNN: "nvidia-cudnn-cu11==8.7.0.84"', "gpu_wheels.CuDNN: component names"),
+    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'cudnn: "numpy==1.26.4"', "gpu_wheels.cudnn: numpy is also named in variants.tf2-py3.framework.pins"),
+    ('version: "0.28.1", requires', 'version: latest, requires', "horovod.version: 'latest' is not a version"),
+    ('version: "0.28.1", requires', 'version: "x1", requires', "horovod.version: 'x1' is not a version"),
+    ('requires: [cloudpickle, "cffi>=1.4.0"]', 'requires: [cloudpickle, "cffi>=1.4.0; os_name"]', "horovod.requires[1]:"),
+    ('requires: [cloudpickle, "cffi>=1.4.0"]', 'requires: cloudpickle', "horovod.requires: must be a list"),
+    (', requires: [cloudpickle, "cffi>=1.4.0"]', '', "horovod.requires: missing required field"),
+    ('horovod: {version', 'horovod: {vers', "horovod.vers: unknown key"),
+    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: [0.28.1]', "horovod: must be a mapping"),
+    ('gpu_wheels: {', 'gpu_wheel: {', "gpu_wheel: unknown key"),
+    ('package: tensorflow', 'package: tensorflow\n      python: ["3.11"]', "variants.tf2-py3.framework.python: unknown key"),
+])
+def test_each_wheel_key_problem_is_reported(make_catalog, old, new, expected):
+    assert old in WHEELS
+    text = WHEELS.replace(old, new, 1)
+    problems = _problems(make_catalog, {"30.01.yaml": text})
+    assert any(p.startswith(f"30.01.yaml: {expected}") for p in problems), problems
+
+
+def test_whole_string_matches_refuse_a_trailing_newline(make_catalog):
+    text = GOOD.replace("  tf2-py3:\n", '  "tf2-py3\\n":\n')
+    problems = _problems(make_catalog, {"30.01.yaml": text})
+    assert any("variant names are lower-case" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("old,new,expected", [
@@ -81,6 +189,9 @@ def test_a_good_minimal_release_loads(make_catalog):
     ('build:\n', 'build:\n  ccs: [1]\n', "30.01.yaml: build.ccs: unknown key"),
     ('offline: {debian: bookworm', 'offline: {debian: buster', "30.01.yaml: base.offline.debian: unknown Debian suite 'buster'"),
     ('{version: "2.14.1"}', '{version: "2.14.1", api: 3}', "30.01.yaml: variants.tf2-py3.framework.api: must be 1 or 2, got 3"),
+    ('python: "3.10"', 'python: "3.10\\n"', "30.01.yaml: python: '3.10\n' is not a Python version"),
+    ('python: "3.11"}', 'python: "3"}', "30.01.yaml: base.offline.python: '3' is not a Python version"),
+    ('{version: "2.14.1"}', '{version: "2.14.1-nv"}', "30.01.yaml: variants.tf2-py3.framework.version: '2.14.1-nv' is not a version"),
 ])
 def test_each_problem_is_reported_with_file_and_key(make_catalog, old, new, expected):
     assert old in GOOD

@@ -6,15 +6,24 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder import catalog, cli
+from builder import catalog, cli, lock
 from builder.errors import CatalogError
 
 from .conftest import GOOD
 
 GOOD_DATA = yaml.safe_load(GOOD)
+# The same release with every wheel key: the upstream package, its Pythons and pins, the GPU
+# wheels and Horovod, so mutations reach their validation too.
+WHEEL_DATA = copy.deepcopy(GOOD_DATA)
+WHEEL_DATA["variants"]["tf2-py3"]["framework"].update(
+    package="tensorflow", pythons=["3.10", "3.11"], pins=["numpy==1.26.4", "protobuf==4.24.4"])
+WHEEL_DATA["gpu_wheels"] = {"cudnn": "nvidia-cudnn-cu11==8.7.0.84", "nccl": "nvidia-nccl-cu11==2.16.5"}
+WHEEL_DATA["horovod"] = {"version": "0.28.1", "requires": ["cloudpickle", "cffi>=1.4.0"]}
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 100), st.floats(allow_nan=True),
-                    st.text(max_size=12), st.sampled_from(["7.0", "9.9", "all", "_common", "30.01", "local"]))
+                    st.text(max_size=12), st.sampled_from(["7.0", "9.9", "all", "_common", "30.01", "local",
+                                                           "3.9", "numpy==1.19.5", "numpy==", "tensorflow",
+                                                           "numpy==1.19.5\n", "a==1 --hash=x"]))
 values = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
 
@@ -26,12 +35,12 @@ def _paths(node, prefix=()):
             yield from _paths(v, prefix + (k,))
 
 
-ALL_PATHS = [p for p in _paths(GOOD_DATA) if p]
+ALL_PATHS = [p for p in _paths(WHEEL_DATA) if p]
 
 
 @st.composite
 def mutated_release(draw):
-    data = copy.deepcopy(GOOD_DATA)
+    data = copy.deepcopy(draw(st.sampled_from([GOOD_DATA, WHEEL_DATA])))
     for _ in range(draw(st.integers(1, 4))):
         path = draw(st.sampled_from(ALL_PATHS))
         node = data
@@ -53,9 +62,16 @@ raw_text = st.one_of(
 def _check(make_catalog, capsys, text):
     directory = make_catalog({"30.01.yaml": text})
     try:
-        catalog.load(directory)
+        cat = catalog.load(directory)
     except CatalogError as exc:
         assert exc.problems and all(p.file and p.message for p in exc.problems)
+    else:
+        for release in cat.releases.values():  # what loads is what the lock functions can use
+            for v in release.variants.values():
+                assert all(catalog.PIN.fullmatch(p) for p in v.pins)
+                lock.pythons_for(release, v)
+                if lock.refusal(release, v) is None:
+                    lock.requirements(release, v)
     import os
     os.environ["BUILDER_CATALOG"] = str(directory)
     try:

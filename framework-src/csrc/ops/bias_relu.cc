@@ -1,0 +1,60 @@
+// TfextBiasRelu: relu(bias_add(x, bias)) in one pass. The op's definition and its CPU
+// kernel; the GPU kernel is csrc/cuda/bias_relu.cu.cc, the XLA lowering csrc/xla/bias_relu.cc.
+#define EIGEN_USE_THREADS
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tfext/kernels.h"
+
+namespace tfext {
+
+using tensorflow::shape_inference::DimensionHandle;
+using tensorflow::shape_inference::InferenceContext;
+using tensorflow::shape_inference::ShapeHandle;
+
+REGISTER_OP("TfextBiasRelu")
+    .Input("x: T")
+    .Input("bias: T")
+    .Output("y: T")
+    .Attr("T: {half, float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x, bias, out;
+      DimensionHandle channels;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &bias));
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, -1), c->Dim(bias, 0), &channels));
+      TF_RETURN_IF_ERROR(c->ReplaceDim(x, -1, channels, &out));
+      c->set_output(0, out);
+      return tensorflow::Status::OK();
+    })
+    .Doc(R"doc(
+y = max(x + bias, 0), bias added along the last dimension of x
+(tf.nn.relu(tf.nn.bias_add(x, bias))).
+)doc");
+
+template <typename T>
+struct BiasRelu<Eigen::ThreadPoolDevice, T> {
+  tensorflow::Status operator()(const Eigen::ThreadPoolDevice& d, const T* x, const T* bias, T* y,
+                                int64_t n, int64_t channels) {
+    using A = typename Acc<T>::type;
+    d.parallelFor(n, Eigen::TensorOpCost(2 * sizeof(T), sizeof(T), 2),
+                  [=](Eigen::Index begin, Eigen::Index end) {
+                    for (Eigen::Index i = begin; i < end; ++i) {
+                      const A v = static_cast<A>(x[i]) + static_cast<A>(bias[i % channels]);
+                      y[i] = static_cast<T>(v > A(0) ? v : A(0));
+                    }
+                  });
+    return tensorflow::Status::OK();
+  }
+};
+
+#define TFEXT_REGISTER_CPU(T)                                                        \
+  REGISTER_KERNEL_BUILDER(                                                           \
+      Name("TfextBiasRelu").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
+      BiasReluOp<Eigen::ThreadPoolDevice, T>);
+TFEXT_REGISTER_CPU(Eigen::half)
+TFEXT_REGISTER_CPU(float)
+TFEXT_REGISTER_CPU(double)
+#undef TFEXT_REGISTER_CPU
+
+}  // namespace tfext

@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# nvbuild.sh: compile and install the framework from /opt/tensorflow/tensorflow-source.
+# nvbuild.sh: compile and install what the image compiles: the framework source in
+# /opt/tensorflow/tensorflow-source (the project's TensorFlow extension, or a TensorFlow
+# checkout) and Horovod from /opt/tensorflow/horovod-source.
 #
-# The single source of truth for building the framework: the release image runs it and
-# so does every derived image (patch-and-rebuild), so both build the same way. Extra
-# build flags come from the flags file next to this script (nvbuildopts), one per line.
+# The single source of truth for building: the release image runs it and so does every
+# derived image (patch-and-rebuild), so both build the same way. Extra build flags come
+# from the flags file next to this script (nvbuildopts), one per line.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=${NVBUILD_SOURCE:-$HERE/tensorflow-source}
 FLAGS_FILE=${NVBUILD_FLAGS_FILE:-$HERE/nvbuildopts}
 POLICY=$HERE/cuda_arch.py
+REPORT_SCRIPT=$HERE/image_report.py
 WHEEL_DIR=${NVBUILD_WHEEL_DIR:-/tmp/pip}
 BUILD_INFO=${NVBUILD_BUILD_INFO:-$HERE/build-info.json}
 STAMP=$SRC/.nvbuild-config
 MANIFEST=$HERE/.source-manifest
 PATCHES_DIR=$HERE/patches
+HVD_SRC=${NVBUILD_HOROVOD_SOURCE:-$HERE/horovod-source}
+HVD_PATCHES_DIR=${NVBUILD_HOROVOD_PATCHES:-$PATCHES_DIR/horovod}
+HVD_STAMP=${NVBUILD_HOROVOD_STAMP:-$HERE/.horovod-build-id}
+# Bump when the way Horovod is built changes, so every image rebuilds it once.
+HVD_RECIPE=1
 
 usage() {
   cat <<'USAGE'
@@ -22,16 +30,44 @@ Usage: nvbuild.sh [options]
   --sm LIST|all|local  compute capabilities to build: a list (7.0,8.6), 'all' (the
                        release's list baked into the image) or 'local' (the GPUs visible
                        now; fails when there are none). Default: $TF_CUDA_COMPUTE_CAPABILITIES.
-  --configonly         configure, then stop
-  --noclean            keep build state (objects, bazel output) for a faster rebuild
-  --clean              wipe build state and configuration before building
+  --only extension|horovod
+                       build only the framework source (TensorFlow extension or TensorFlow)
+                       or only Horovod. Default: both, the framework first.
+  --configonly         configure the framework, then stop (Horovod is not built)
+  --noclean            keep build state (objects, bazel output, Horovod's build directory)
+                       for a faster rebuild
+  --clean              wipe build state and configuration before building; Horovod is
+                       rebuilt even when it is up to date
   --python3.X          build for /usr/bin/python3.X instead of the default python3
   --cache URL          use a shared HTTP compile cache (ccache remote storage for the
-                       reference framework, bazel --remote_cache for TensorFlow); trouble
-                       with the cache falls back to a normal compile
+                       extension and for Horovod's C++ and CUDA compiles, bazel
+                       --remote_cache for TensorFlow); trouble with the cache falls back to
+                       a normal compile
   --v1 | --v2          TensorFlow API generation (TensorFlow trees; default from nvbuildopts)
   -h, --help           this text
+
+Horovod: when /opt/tensorflow/horovod-source/setup.py exists (the pristine PyPI sdist),
+it is copied to a temporary build directory, every /opt/tensorflow/patches/horovod/*.patch
+is applied in name order (patch -p1 --forward --batch), and it is built with pip (no
+dependencies, no build isolation, no index) with TensorFlow, MPI and Gloo, NCCL GPU
+operations (NCCL from the nvidia-nccl-cu11 wheel, linked shared), the same compute
+capabilities as the framework (SASS for each, PTX for the newest) and portable x86 flags
+(-mf16c -mavx -mfma, never -march=native); without nvcc it is built CPU-only. Installed
+shared objects are stripped of debug info. A stamp (/opt/tensorflow/.horovod-build-id)
+holds a hash of the source, its patches, the capabilities, the installed TensorFlow and
+the HOROVOD_* settings: when it matches and `import horovod.tensorflow` works, Horovod is
+not rebuilt ("horovod: up to date, not rebuilt"). Every Horovod compile goes through
+ccache (the shared cache with --cache, else an empty local one), so the units it really
+compiled are always listed.
+
 Environment: TF_ENABLE_XLA, TF_NEED_GCP, TF_NEED_HDFS (0/1) decide the optional parts.
+  NVBUILD_HOROVOD=0    do not build Horovod (a tree without it)
+Output (stderr): phase timings `nvbuild.sh: <phase> phase took N.NNs` (compile, install,
+horovod patch, horovod compile, horovod install, report); the translation units really
+compiled, `nvbuild.sh: compiled: <unit>` (the extension's with --cache, Horovod's always,
+named horovod/...), after `nvbuild.sh: compile cache: N of M translation units from the
+cache` with --cache; failures as `nvbuild.sh: <phase> phase failed: <why>`. Last, it writes
+/opt/tensorflow/build-info.json (image_report.py next to this script, when present).
 USAGE
 }
 
@@ -45,11 +81,16 @@ fail() {  # fail PHASE MESSAGE: every failure names its phase
   log "$1 phase failed: $2"
   exit 1
 }
+now() { date +%s.%N; }
+took() {  # took PHASE START: the timing line the bench reads
+  log "$1 phase took $(awk -v a="$2" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}')s"
+}
 
 SM=${TF_CUDA_COMPUTE_CAPABILITIES:-all}
 CONFIGONLY=0
 CLEAN_AFTER=1
 CLEAN_BEFORE=0
+ONLY=""
 PYTHON=${PYTHON_BIN_PATH:-$(command -v python3 || true)}
 CACHE_URL=${NVBUILD_CACHE_URL:-}
 API=""
@@ -57,6 +98,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --sm) [ $# -ge 2 ] || { log "--sm needs a value"; exit 2; }; SM=$2; shift ;;
     --sm=*) SM=${1#--sm=} ;;
+    --only) [ $# -ge 2 ] || { log "--only needs 'extension' or 'horovod'"; exit 2; }; ONLY=$2; shift ;;
+    --only=*) ONLY=${1#--only=} ;;
     --configonly) CONFIGONLY=1 ;;
     --noclean) CLEAN_AFTER=0 ;;
     --clean) CLEAN_BEFORE=1 ;;
@@ -71,20 +114,63 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+case "$ONLY" in
+  ""|extension|horovod) ;;
+  *) log "--only $ONLY: expected 'extension' or 'horovod'"; exit 2 ;;
+esac
+BUILD_FRAMEWORK=1; BUILD_HOROVOD=1
+[ "$ONLY" = horovod ] && BUILD_FRAMEWORK=0
+[ "$ONLY" = extension ] && BUILD_HOROVOD=0
+[ "$CONFIGONLY" = 1 ] && BUILD_HOROVOD=0
 
-[ -d "$SRC" ] || fail configure "no source tree at $SRC"
+[ "$BUILD_FRAMEWORK" = 0 ] || [ -d "$SRC" ] || fail configure "no source tree at $SRC"
 [ -x "$PYTHON" ] || fail configure "no Python at '$PYTHON'"
+
+# Temporary directories of this run (Horovod's build, the NCCL prefix, ccache's local
+# storage and logs) live under one directory, removed at exit.
+WORK=$(mktemp -d /tmp/nvbuild.XXXXXX) || fail configure "cannot create a temporary directory"
+cleanup() { [ -n "${WORK:-}" ] && rm -rf "$WORK"; }
+trap cleanup EXIT
 
 # --- toolkit versions, discovered from the image rather than repeated -------------------
 CUDA_VER=""
-if command -v nvcc >/dev/null 2>&1; then
-  CUDA_VER=$(nvcc --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p' | head -n1)
+NVCC_BIN=$(command -v nvcc || true)
+if [ -n "$NVCC_BIN" ]; then
+  CUDA_VER=$("$NVCC_BIN" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p' | head -n1)
 fi
+# NVIDIA's library wheels (nvidia-cudnn-cu11, nvidia-nccl-cu11, ...) install
+# site-packages/nvidia/<lib>/{include,lib}: their package directories, one per line.
+WHEEL_PKGS=$("$PYTHON" - <<'PY' 2>/dev/null
+import glob, os, site, sysconfig
+roots = []
+try:
+    import nvidia
+    roots += list(nvidia.__path__)
+except Exception:
+    pass
+paths = sysconfig.get_paths()
+for sp in [paths.get("purelib"), paths.get("platlib")] + list(getattr(site, "getsitepackages", lambda: [])()):
+    if sp:
+        roots.append(os.path.join(sp, "nvidia"))
+seen = []
+for root in roots:
+    for inc in sorted(glob.glob(os.path.join(root, "*", "include"))):
+        pkg = os.path.realpath(os.path.dirname(inc))
+        if pkg not in seen:
+            seen.append(pkg)
+            print(pkg)
+PY
+)
+HEADER_DIRS=(/usr/include /usr/local/cuda/include /usr/include/x86_64-linux-gnu)
+while IFS= read -r pkg; do [ -n "$pkg" ] && HEADER_DIRS+=("$pkg/include"); done <<< "$WHEEL_PKGS"
+header_path() {  # header_path FILE: the first directory of HEADER_DIRS that has it
+  local d
+  for d in "${HEADER_DIRS[@]}"; do [ -r "$d/$1" ] && { echo "$d/$1"; return; }; done
+}
 header_version() {  # header_version FILE MAJOR_MACRO: the major version a header declares
   local f
-  for f in "/usr/include/$1" "/usr/local/cuda/include/$1" "/usr/include/x86_64-linux-gnu/$1"; do
-    [ -r "$f" ] && { sed -n "s/^#define $2 *\([0-9]*\).*/\1/p" "$f" | head -n1; return; }
-  done
+  f=$(header_path "$1")
+  [ -n "$f" ] && sed -n "s/^#define $2 *\([0-9]*\).*/\1/p" "$f" | head -n1
 }
 CUDNN_VER=$(header_version cudnn_version.h CUDNN_MAJOR)
 [ -n "$CUDNN_VER" ] || CUDNN_VER=$(header_version cudnn.h CUDNN_MAJOR)
@@ -104,7 +190,8 @@ if [ "$SM" = local ]; then
 fi
 SM_ALL=${NVBUILD_SM_ALL:-$SM}
 if [ -n "$CUDA_VER" ]; then
-  SM=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "$SM_ALL") || fail configure "compute capabilities '$SM' rejected"
+  resolved=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "$SM_ALL") || fail configure "compute capabilities '$SM' rejected"
+  SM=$resolved
 fi
 
 # --- the configure contract TensorFlow's configure reads --------------------------------
@@ -120,90 +207,18 @@ export TF_NEED_HDFS=${TF_NEED_HDFS:-0}
 export PYTHON_BIN_PATH=$PYTHON
 export CC_OPT_FLAGS=${CC_OPT_FLAGS:--O2 -march=x86-64 -mtune=generic}
 export TF_CUDA_ARCH_POLICY=$POLICY
-export TF_CUDA_PATHS=${TF_CUDA_PATHS:-/usr,/usr/local/cuda}
-
-extra_flags=()
-if [ -r "$FLAGS_FILE" ]; then
-  while read -r line; do
-    case "$line" in ''|'#'*) continue ;; esac
-    extra_flags+=("$line")
-  done < "$FLAGS_FILE"
+if [ -z "${TF_CUDA_PATHS:-}" ]; then
+  TF_CUDA_PATHS=/usr,/usr/local/cuda
+  while IFS= read -r pkg; do [ -n "$pkg" ] && TF_CUDA_PATHS+=",$pkg"; done <<< "$WHEEL_PKGS"
 fi
-
-if [ -f "$SRC/configure.py" ] && [ -d "$SRC/tensorflow" ]; then
-  DRIVER=tensorflow
-elif [ -f "$SRC/python/tfref/__init__.py" ] && [ -x "$SRC/configure" ]; then
-  DRIVER=reference
-else
-  fail configure "$SRC is neither a TensorFlow tree nor the reference framework"
-fi
-log "driver: $DRIVER; compute capabilities: ${SM:-none} (CUDA ${CUDA_VER:-none}); xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS; python: $PYTHON"
-
-cd "$SRC" || fail configure "cannot enter $SRC"
-
-# Configuration identity: reconfigure only when it changes.
-config_id="sm=$SM python=$PYTHON xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS cuda=$CUDA_VER"
-
-clean_state() {
-  if [ "$DRIVER" = tensorflow ]; then
-    bazel clean --expunge >/dev/null 2>&1 || true
-  else
-    make -s clean >/dev/null 2>&1 || true
-  fi
-  rm -f .tf_configure.bazelrc config.mk "$STAMP"
-}
-
-# --- patches and source manifest: what differs from the source the image shipped -------
-record_source() {
-  local modified patches
-  if [ ! -f "$MANIFEST" ]; then
-    find . -type f ! -path './build/*' ! -path './bazel-*' ! -name '.tf_configure.bazelrc' ! -name config.mk \
-      ! -name '.nvbuild-config' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum > "$MANIFEST"
-  fi
-  modified=$(sha256sum --quiet -c "$MANIFEST" 2>/dev/null | sed -n 's/^\.\/\(.*\): FAILED.*/\1/p')
-  export NVBUILD_MODIFIED_JSON
-  NVBUILD_MODIFIED_JSON=$("$PYTHON" -c 'import json,sys; print(json.dumps(sys.argv[1].split()))' "$modified")
-  patches="[]"
-  if [ -d "$PATCHES_DIR" ]; then
-    patches=$("$PYTHON" - "$PATCHES_DIR" <<'PY'
-import hashlib, json, pathlib, sys
-d = pathlib.Path(sys.argv[1])
-print(json.dumps([{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-                  for p in sorted(d.glob("*.patch"))]))
-PY
-)
-  fi
-  export NVBUILD_PATCHES_JSON=$patches
-}
-
-if [ "$CLEAN_BEFORE" = 1 ]; then
-  log "--clean: wiping build state and configuration"
-  clean_state
-fi
-
-# --- configure --------------------------------------------------------------------------
-if [ ! -f .tf_configure.bazelrc ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$config_id" ]; then
-  log "configure phase"
-  if [ "$DRIVER" = tensorflow ]; then
-    # `yes` dies of SIGPIPE when configure stops reading: only configure's status counts.
-    yes "" | "$PYTHON" configure.py >/dev/null
-    rc=${PIPESTATUS[1]}
-    [ "$rc" = 0 ] || fail configure "configure.py exited $rc"
-  else
-    ./configure
-    rc=$?
-    [ "$rc" = 0 ] || fail configure "./configure exited $rc"
-  fi
-  echo "$config_id" > "$STAMP"
-else
-  log "configure phase: configuration unchanged, not reconfiguring"
-fi
-[ "$CONFIGONLY" = 1 ] && { log "--configonly: done"; exit 0; }
-
-record_source
+export TF_CUDA_PATHS
 
 # --- compile cache: a shared HTTP cache; any trouble with it means a plain compile ------
-if [ -n "$CACHE_URL" ]; then
+CACHE_CHECKED=0
+check_cache() {  # once per run, right before the first compile
+  [ "$CACHE_CHECKED" = 1 ] && return
+  CACHE_CHECKED=1
+  [ -n "$CACHE_URL" ] || return
   if ! "$PYTHON" - "${CACHE_URL%%|*}" <<'PY'
 import sys, urllib.error, urllib.request
 try:
@@ -217,91 +232,470 @@ PY
     log "warning: compile cache ${CACHE_URL%%|*} does not answer; compiling without it"
     CACHE_URL=""
   fi
-fi
+}
+have_http_ccache() { command -v ccache >/dev/null 2>&1 && ccache --version | grep -q http-storage; }
 
-# --- compile, package, install ------------------------------------------------------------
-rm -rf "$WHEEL_DIR"
-mkdir -p "$WHEEL_DIR"
-start=$(date +%s)
-compile_start=$(date +%s.%N)
-if [ "$DRIVER" = tensorflow ]; then
-  api=${API:-}
-  bazel_flags=("${extra_flags[@]}")
-  [ -n "$api" ] && bazel_flags+=("--config=$api")
+CCACHE_VARS=()
+ccache_vars() {  # ccache_vars BASEDIR LOGFILE LOCAL_DIR: the ccache settings of one build, in CCACHE_VARS
+  CCACHE_VARS=(CCACHE_DIR="$3" CCACHE_BASEDIR="$1" CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
+               CCACHE_LOGFILE="$2" CCACHE_TEMPDIR="$3/tmp")
   if [ -n "$CACHE_URL" ]; then
-    bazel_flags+=("--remote_cache=$CACHE_URL" "--remote_local_fallback" "--remote_timeout=30")
+    local remote=$CACHE_URL
+    # A slow or full server costs a bounded wait and a miss, never a failed build.
+    case "$remote" in *"|"*) ;; *) remote="$remote|connect-timeout=2000|operation-timeout=20000" ;; esac
+    CCACHE_VARS+=(CCACHE_REMOTE_STORAGE="$remote" CCACHE_REMOTE_ONLY=true)
+  else
+    CCACHE_VARS+=(CCACHE_REMOTE_STORAGE=)
   fi
-  log "compile phase: bazel build ${bazel_flags[*]} //tensorflow/tools/pip_package:build_pip_package"
-  bazel build "${bazel_flags[@]}" //tensorflow/tools/pip_package:build_pip_package \
-    || fail compile "bazel build exited $?"
-  log "package phase"
-  bazel-bin/tensorflow/tools/pip_package/build_pip_package "$WHEEL_DIR" --gpu --project_name tensorflow \
-    || fail package "build_pip_package exited $?"
-else
-  make_vars=(-j"$(nproc)")
-  cache_log=""
-  if [ -n "$CACHE_URL" ]; then
-    if command -v ccache >/dev/null 2>&1 && ccache --version | grep -q http-storage; then
-      remote=$CACHE_URL
-      # A slow or full server costs a bounded wait and a miss, never a failed build.
-      case "$remote" in *"|"*) ;; *) remote="$remote|connect-timeout=2000|operation-timeout=20000" ;; esac
-      cache_log=$(mktemp /tmp/ccache-log.XXXXXX)
-      export CCACHE_REMOTE_STORAGE=$remote CCACHE_REMOTE_ONLY=true CCACHE_DIR=/tmp/ccache
-      export CCACHE_BASEDIR=$SRC CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content CCACHE_LOGFILE=$cache_log
-      make_vars+=(COMPILER_LAUNCHER=ccache)
-    else
-      log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
-    fi
-  fi
-  log "compile phase"
-  make "${make_vars[@]}" all
-  rc=$?
-  [ "$rc" = 0 ] || fail compile "make exited $rc"
-  log "compile phase took $(awk -v a="$compile_start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')s"
-  if [ -n "$cache_log" ]; then
-    # Which translation units were really compiled, and which came from the cache.
-    "$PYTHON" - "$cache_log" <<'PY' >&2
-import re, sys
-units, results = {}, {}
-for line in open(sys.argv[1], errors="replace"):
-    m = re.match(r"^\[\S+ (\d+)\s*\] (Source file|Result): (.*)$", line)
-    if m and m.group(2) == "Source file":
-        units[m.group(1)] = m.group(3).strip()
-    elif m:
-        results.setdefault(m.group(1), set()).add(m.group(3).strip())
-hit = lambda r: bool(r & {"direct_cache_hit", "preprocessed_cache_hit"})
-compiled = sorted(u for p, u in units.items() if not hit(results.get(p, set())))
-print(f"nvbuild.sh: compile cache: {len(units) - len(compiled)} of {len(units)} translation units from the cache")
-for unit in compiled:
+}
+
+units_report() {  # units_report LOGFILE [SOURCES_LIST PREFIX]: which translation units were really compiled
+  # Without SOURCES_LIST the units are named as the compiler was given them. With it (the
+  # files of the source tree, relative to its root), the root of the tree the build
+  # compiled from (a copy pip made) is found from the compiled files that are in the list;
+  # units are named by their path under that root, PREFIX prepended unless the path starts
+  # with it. Compiles outside the tree or under its build/ directory (CMake's probes) are
+  # not counted.
+  "$PYTHON" - "$CACHE_URL" "$@" <<'PY' >&2
+import os, re, sys
+cached, log = bool(sys.argv[1]), sys.argv[2]
+known = None
+if len(sys.argv) > 3:
+    known = {os.path.normpath(l.strip()) for l in open(sys.argv[3]) if l.strip()}
+    prefix = sys.argv[4]
+
+units, current, cwd = [], {}, {}
+for line in open(log, errors="replace"):
+    m = re.match(r"^\[\S+ (\d+)\s*\] (Working directory|Source file|Result): (.*)$", line)
+    if not m:
+        continue
+    pid, kind, value = m.groups()
+    value = value.strip()
+    if kind == "Working directory":
+        cwd[pid] = value
+    elif kind == "Source file":  # a new compile in this process (pids can be reused later)
+        current[pid] = len(units)
+        path = value if os.path.isabs(value) or pid not in cwd else os.path.join(cwd[pid], value)
+        units.append((value if known is None else os.path.normpath(path), set()))
+    elif pid in current:
+        units[current[pid]][1].add(value)
+
+roots = set()
+if known is not None:
+    for path, _ in units:
+        parts = path.split(os.sep)
+        for i in range(1, len(parts)):
+            if os.path.join(*parts[i:]) in known:
+                roots.add(os.sep.join(parts[:i]))
+                break
+
+def name(path):
+    if known is None:
+        return path
+    for root in sorted(roots, key=len, reverse=True):
+        if path.startswith(root + os.sep):
+            rel = path[len(root) + 1:]
+            if rel.startswith("build" + os.sep):
+                return None
+            return rel if rel.startswith(prefix) else prefix + rel
+    return None
+
+NOT_A_COMPILE = {"called_for_link", "called_for_preprocessing", "no_input_file"}
+HIT = {"direct_cache_hit", "preprocessed_cache_hit"}
+counted, compiled = 0, set()
+for path, results in units:
+    unit = name(path)
+    if unit is None or (results and results <= NOT_A_COMPILE):
+        continue
+    counted += 1
+    if not results & HIT:
+        compiled.add(unit)
+if cached:
+    print(f"nvbuild.sh: compile cache: {counted - len(compiled)} of {counted} translation units from the cache")
+for unit in sorted(compiled):
     print(f"nvbuild.sh: compiled: {unit}")
 PY
-    rm -f "$cache_log"
+}
+
+pip_flags() {  # the flags every pip install here uses
+  local flags=(--no-deps --no-index --force-reinstall --no-cache-dir)
+  if compgen -G "/usr/lib/python3*/EXTERNALLY-MANAGED" >/dev/null; then flags+=(--break-system-packages); fi
+  echo "${flags[@]}"
+}
+
+# --- patches and source manifest: what differs from the source the image shipped -------
+patch_records() {  # patch_records FILE...: [{"name", "sha256"}] in the given order
+  "$PYTHON" - "$@" <<'PY'
+import hashlib, json, pathlib, sys
+print(json.dumps([{"name": pathlib.Path(p).name, "sha256": hashlib.sha256(pathlib.Path(p).read_bytes()).hexdigest()}
+                  for p in sys.argv[1:]]))
+PY
+}
+record_source() {
+  local modified
+  if [ ! -f "$MANIFEST" ]; then
+    find . -type f ! -path './build/*' ! -path './bazel-*' ! -name '.tf_configure.bazelrc' ! -name config.mk \
+      ! -name '.nvbuild-config' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum > "$MANIFEST"
   fi
-  log "package phase"
-  make -s WHEEL_DIR="$WHEEL_DIR" wheel || fail package "make wheel exited $?"
-fi
-log "compiled and packaged in $(( $(date +%s) - start ))s"
+  modified=$(sha256sum --quiet -c "$MANIFEST" 2>/dev/null | sed -n 's/^\.\/\(.*\): FAILED.*/\1/p')
+  export NVBUILD_MODIFIED_JSON
+  NVBUILD_MODIFIED_JSON=$("$PYTHON" -c 'import json,sys; print(json.dumps(sys.argv[1].split()))' "$modified")
+  local patches=()
+  [ -d "$PATCHES_DIR" ] && mapfile -t patches < <(find "$PATCHES_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort)
+  export NVBUILD_PATCHES_JSON
+  NVBUILD_PATCHES_JSON=$(patch_records "${patches[@]}")
+}
 
-log "install phase"
-pip_flags=(--no-deps --no-index --force-reinstall --no-cache-dir)
-if compgen -G "/usr/lib/python3*/EXTERNALLY-MANAGED" >/dev/null; then pip_flags+=(--break-system-packages); fi
-"$PYTHON" -m pip install -q "${pip_flags[@]}" "$WHEEL_DIR"/*.whl 2>&1 | grep -v "Running pip as the 'root' user" >&2
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] || fail install "pip install exited $rc"
+# ==== the framework: the TensorFlow extension, or a TensorFlow checkout ====================
+build_framework() {
+  local driver
+  if [ -f "$SRC/configure.py" ] && [ -d "$SRC/tensorflow" ]; then
+    driver=tensorflow
+  elif { [ -f "$SRC/python/tfext/__init__.py" ] || [ -f "$SRC/python/tfref/__init__.py" ]; } && [ -x "$SRC/configure" ]; then
+    driver=extension
+  else
+    fail configure "$SRC is neither a TensorFlow tree nor the TensorFlow extension"
+  fi
+  DRIVER=$driver
+  local extra_flags=() line
+  if [ -r "$FLAGS_FILE" ]; then
+    while read -r line; do
+      case "$line" in ''|'#'*) continue ;; esac
+      extra_flags+=("$line")
+    done < "$FLAGS_FILE"
+  fi
+  log "driver: $driver; compute capabilities: ${SM:-none} (CUDA ${CUDA_VER:-none}); xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS; python: $PYTHON"
 
-# Record what the framework itself reports about this build (the banner shows it).
-cd / || exit 1
-if [ "$DRIVER" = tensorflow ]; then
-  report='import json, tensorflow as tf; i = dict(tf.sysconfig.get_build_info()); i["framework_name"] = "TensorFlow"; i["version"] = tf.__version__; print(json.dumps(i, default=str))'
-else
-  report='import json, tfref; i = tfref.sysconfig.get_build_info(); i["cuda_library"] = tfref.sysconfig.get_cuda_library(); print(json.dumps(i))'
-fi
-"$PYTHON" -c "$report" > "$BUILD_INFO.tmp" || fail install "the installed framework does not import"
-mv "$BUILD_INFO.tmp" "$BUILD_INFO"
-log "installed: $(cat "$BUILD_INFO")"
+  cd "$SRC" || fail configure "cannot enter $SRC"
 
-if [ "$CLEAN_AFTER" = 1 ]; then
-  cd "$SRC" && clean_state
-  rm -rf "$WHEEL_DIR" /tmp/ccache
-fi
+  # Configuration identity: reconfigure only when it changes.
+  local config_id="sm=$SM python=$PYTHON xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS cuda=$CUDA_VER"
+
+  if [ "$CLEAN_BEFORE" = 1 ]; then
+    log "--clean: wiping build state and configuration"
+    clean_state
+  fi
+
+  # --- configure ------------------------------------------------------------------------
+  local rc
+  if [ ! -f .tf_configure.bazelrc ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$config_id" ]; then
+    log "configure phase"
+    if [ "$driver" = tensorflow ]; then
+      # `yes` dies of SIGPIPE when configure stops reading: only configure's status counts.
+      yes "" | "$PYTHON" configure.py >/dev/null
+      rc=${PIPESTATUS[1]}
+      [ "$rc" = 0 ] || fail configure "configure.py exited $rc"
+    else
+      ./configure
+      rc=$?
+      [ "$rc" = 0 ] || fail configure "./configure exited $rc"
+    fi
+    echo "$config_id" > "$STAMP"
+  else
+    log "configure phase: configuration unchanged, not reconfiguring"
+  fi
+  [ "$CONFIGONLY" = 1 ] && { log "--configonly: done"; exit 0; }
+
+  record_source
+  check_cache
+
+  # --- compile, package, install ----------------------------------------------------------
+  rm -rf "$WHEEL_DIR"
+  mkdir -p "$WHEEL_DIR"
+  local start compile_start
+  start=$(date +%s)
+  compile_start=$(now)
+  if [ "$driver" = tensorflow ]; then
+    local bazel_flags=("${extra_flags[@]}")
+    [ -n "$API" ] && bazel_flags+=("--config=$API")
+    if [ -n "$CACHE_URL" ]; then
+      bazel_flags+=("--remote_cache=$CACHE_URL" "--remote_local_fallback" "--remote_timeout=30")
+    fi
+    log "compile phase: bazel build ${bazel_flags[*]} //tensorflow/tools/pip_package:build_pip_package"
+    bazel build "${bazel_flags[@]}" //tensorflow/tools/pip_package:build_pip_package \
+      || fail compile "bazel build exited $?"
+    took compile "$compile_start"
+    log "package phase"
+    bazel-bin/tensorflow/tools/pip_package/build_pip_package "$WHEEL_DIR" --gpu --project_name tensorflow \
+      || fail package "build_pip_package exited $?"
+  else
+    local make_vars=(-j"$(nproc)") cache_log="" env_vars=()
+    if [ -n "$CACHE_URL" ]; then
+      if have_http_ccache; then
+        cache_log=$WORK/ccache-extension.log
+        ccache_vars "$SRC" "$cache_log" /tmp/ccache
+        env_vars=("${CCACHE_VARS[@]}")
+        make_vars+=(COMPILER_LAUNCHER=ccache)
+      else
+        log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
+      fi
+    fi
+    log "compile phase"
+    env "${env_vars[@]}" make "${make_vars[@]}" all
+    rc=$?
+    [ "$rc" = 0 ] || fail compile "make exited $rc"
+    took compile "$compile_start"
+    [ -n "$cache_log" ] && [ -f "$cache_log" ] && units_report "$cache_log"
+    log "package phase"
+    make -s WHEEL_DIR="$WHEEL_DIR" wheel || fail package "make wheel exited $?"
+  fi
+  log "compiled and packaged in $(( $(date +%s) - start ))s"
+
+  log "install phase"
+  local install_start
+  install_start=$(now)
+  # shellcheck disable=SC2046
+  "$PYTHON" -m pip install -q $(pip_flags) "$WHEEL_DIR"/*.whl 2>&1 | grep -v "Running pip as the 'root' user" >&2
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || fail install "pip install exited $rc"
+  took install "$install_start"
+
+  if [ "$CLEAN_AFTER" = 1 ]; then
+    cd "$SRC" && clean_state
+    rm -rf "$WHEEL_DIR" /tmp/ccache
+  fi
+  cd / || exit 1
+}
+
+clean_state() {
+  if [ "$DRIVER" = tensorflow ]; then
+    bazel clean --expunge >/dev/null 2>&1 || true
+  else
+    make -s clean >/dev/null 2>&1 || true
+  fi
+  rm -f .tf_configure.bazelrc config.mk "$STAMP"
+}
+
+# ==== Horovod ===============================================================================
+HVD_PATCH_FILES=()
+horovod_patch_files() {
+  HVD_PATCH_FILES=()
+  [ -d "$HVD_PATCHES_DIR" ] && mapfile -t HVD_PATCH_FILES < <(find "$HVD_PATCHES_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort)
+}
+
+tensorflow_identity() {  # the installed TensorFlow Horovod compiles against: name, version, framework library
+  "$PYTHON" - <<'PY'
+import glob, hashlib, importlib.util, os
+from importlib import metadata
+for dist in ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tf-nightly", "tf-nightly-gpu"):
+    try:
+        print(f"{dist}=={metadata.version(dist)}")
+        break
+    except metadata.PackageNotFoundError:
+        pass
+spec = importlib.util.find_spec("tensorflow")
+if spec and spec.submodule_search_locations:
+    root = list(spec.submodule_search_locations)[0]
+    for lib in sorted(glob.glob(os.path.join(root, "libtensorflow_framework.so*"))):
+        if not os.path.islink(lib):
+            h = hashlib.sha256()
+            with open(lib, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            print(os.path.basename(lib), h.hexdigest())
+PY
+}
+
+build_horovod() {
+  if [ "${NVBUILD_HOROVOD:-1}" = 0 ]; then
+    log "horovod: NVBUILD_HOROVOD=0, not built"
+    return
+  fi
+  if [ ! -f "$HVD_SRC/setup.py" ]; then
+    [ "$ONLY" = horovod ] && fail "horovod patch" "no Horovod source at $HVD_SRC (setup.py missing)"
+    log "horovod: no source at $HVD_SRC, not built"
+    return
+  fi
+  horovod_patch_files
+
+  # --- what this build is: settings, NCCL, and the identity the stamp holds -------------
+  local cuda_home="" nccl_h="" nccl_root="" targets="CPU only (no nvcc)"
+  local settings=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+                  HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_BUILD_ARCH_FLAGS="-mf16c -mavx -mfma")
+  if [ -n "$CUDA_VER" ]; then
+    targets="compute capabilities $SM"
+    if [ -x /usr/local/cuda/bin/nvcc ]; then cuda_home=/usr/local/cuda
+    else cuda_home=$(dirname "$(dirname "$(readlink -f "$NVCC_BIN")")"); fi
+    nccl_h=$(header_path nccl.h)
+    [ -n "$nccl_h" ] || fail "horovod compile" "CUDA $CUDA_VER but no nccl.h (install nvidia-nccl-cu11, or set NVBUILD_HOROVOD=0)"
+    nccl_root=$(dirname "$(dirname "$nccl_h")")
+    settings+=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$cuda_home" HOROVOD_NCCL_LINK=SHARED
+               HOROVOD_BUILD_CUDA_CC_LIST="$(echo "$SM" | tr -d .)")
+  fi
+  local inherited=()  # HOROVOD_* the environment already sets (and this script does not)
+  mapfile -t inherited < <(env | LC_ALL=C sort | grep '^HOROVOD_' | grep -v -E \
+    '^HOROVOD_(WITH_TENSORFLOW|WITHOUT_PYTORCH|WITHOUT_MXNET|WITH_MPI|WITH_GLOO|BUILD_ARCH_FLAGS|GPU_OPERATIONS|CUDA_HOME|NCCL_LINK|NCCL_HOME|NCCL_INCLUDE|NCCL_LIB|BUILD_CUDA_CC_LIST)=')
+  local build_id patches_json
+  patches_json=$(patch_records "${HVD_PATCH_FILES[@]}")
+  build_id=$({
+    echo "recipe=$HVD_RECIPE python=$PYTHON cuda=${CUDA_VER:-none} sm=$targets"
+    (cd "$HVD_SRC" && find . -type f ! -path './build/*' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    echo "patches=$patches_json"
+    tensorflow_identity
+    printf '%s\n' "${settings[@]}" "${inherited[@]}"
+    [ -n "$nccl_h" ] && echo "nccl=$nccl_root $(sha256sum < "$nccl_h")"
+    g++ --version 2>/dev/null | head -n1
+    command -v mpicxx >/dev/null && mpicxx --showme:version 2>/dev/null
+  } | sha256sum | cut -d' ' -f1)
+
+  if [ "$CLEAN_BEFORE" = 1 ]; then
+    rm -f "$HVD_STAMP"
+  elif [ "$(head -n1 "$HVD_STAMP" 2>/dev/null)" = "$build_id" ] \
+       && (cd / && TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" -c 'import horovod.tensorflow' >/dev/null 2>&1); then
+    log "horovod: up to date, not rebuilt"
+    export NVBUILD_HOROVOD_PATCHES_JSON
+    NVBUILD_HOROVOD_PATCHES_JSON=$(sed -n 2p "$HVD_STAMP")
+    return
+  fi
+  local version
+  version=$(sed -n 's/^Version: *//p' "$HVD_SRC/PKG-INFO" 2>/dev/null | head -n1)
+  log "horovod ${version:-?}: building for $targets"
+
+  # --- patch: a pristine copy, then every patch in name order ----------------------------
+  local hvd_work=$WORK/horovod phase_start p out
+  phase_start=$(now)
+  mkdir -p "$hvd_work"
+  cp -a "$HVD_SRC" "$hvd_work/src" || fail "horovod patch" "cannot copy $HVD_SRC"
+  rm -rf "$hvd_work/src/build"
+  for p in "${HVD_PATCH_FILES[@]}"; do
+    log "horovod: applying $(basename "$p")"
+    if ! out=$(cd "$hvd_work/src" && patch -p1 --forward --batch < "$p" 2>&1); then
+      printf '%s\n' "$out" >&2
+      fail "horovod patch" "$(basename "$p")"
+    fi
+  done
+  (cd "$hvd_work/src" && find . -type f | sed 's|^\./||') > "$hvd_work/sources.txt"
+  took "horovod patch" "$phase_start"
+
+  # --- compile: pip wheel, every C++ and nvcc compile through ccache ---------------------
+  check_cache
+  phase_start=$(now)
+  local env_vars=("${settings[@]}" MAKEFLAGS="-j$(nproc)" TMPDIR="$hvd_work/tmp" TF_CPP_MIN_LOG_LEVEL=2)
+  mkdir -p "$hvd_work/tmp" "$hvd_work/wheel" "$hvd_work/bin"
+  if [ -n "$nccl_root" ]; then
+    # The wheel has include/nccl.h and lib/libnccl.so.2 but no libnccl.so: a conventional
+    # prefix of links for the link step (the library's soname, libnccl.so.2, is what the
+    # built objects ask for at run time).
+    local nccl_lib
+    nccl_lib=$(find "$nccl_root/lib" "$nccl_root/lib64" /usr/lib/x86_64-linux-gnu -maxdepth 1 -name 'libnccl.so*' 2>/dev/null | LC_ALL=C sort | head -n1)
+    [ -n "$nccl_lib" ] || fail "horovod compile" "no libnccl.so* next to $nccl_h"
+    mkdir -p "$hvd_work/nccl/lib"
+    ln -s "$(dirname "$nccl_h")" "$hvd_work/nccl/include"
+    ln -s "$(readlink -f "$nccl_lib")" "$hvd_work/nccl/lib/libnccl.so"
+    # LIBRARY_PATH makes the prefix an implicit link directory for CMake, so the library
+    # gets no RUNPATH entry pointing into this temporary directory.
+    env_vars+=(HOROVOD_NCCL_HOME="$hvd_work/nccl" HOROVOD_NCCL_INCLUDE="$hvd_work/nccl/include"
+               HOROVOD_NCCL_LIB="$hvd_work/nccl/lib" LIBRARY_PATH="$hvd_work/nccl/lib${LIBRARY_PATH:+:$LIBRARY_PATH}")
+  fi
+  local cache_log=""
+  if command -v ccache >/dev/null 2>&1; then
+    # Horovod's CMakeLists puts ccache in front of the C++ compiler when it finds one; nvcc
+    # (FindCUDA, not CMake's CUDA language) goes through it by this wrapper. pip builds in
+    # a random directory under TMPDIR: paths are made relative to the build's parent.
+    cache_log=$hvd_work/ccache.log
+    if [ -n "$CACHE_URL" ] && ! have_http_ccache; then
+      log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
+      CACHE_URL=""
+    fi
+    ccache_vars "$hvd_work" "$cache_log" "$hvd_work/ccache"
+    env_vars+=("${CCACHE_VARS[@]}")
+    if [ -n "$CUDA_VER" ]; then
+      cat > "$hvd_work/bin/nvcc" <<WRAP
+#!/bin/sh
+# nvcc through ccache for compiles (-c); anything else (--version, -M) straight to nvcc.
+for a in "\$@"; do [ "\$a" = -c ] && exec ccache "$cuda_home/bin/nvcc" "\$@"; done
+exec "$cuda_home/bin/nvcc" "\$@"
+WRAP
+      chmod 755 "$hvd_work/bin/nvcc"
+      env_vars+=(CUDA_NVCC_EXECUTABLE="$hvd_work/bin/nvcc")
+    fi
+  else
+    log "warning: ccache is not installed: Horovod compiles without a cache and its compiled units are not listed"
+  fi
+  log "horovod compile phase"
+  # shellcheck disable=SC2046
+  (cd "$hvd_work" && env "${env_vars[@]}" "$PYTHON" -m pip wheel -v --no-deps --no-build-isolation --no-index \
+     --no-cache-dir -w "$hvd_work/wheel" "$hvd_work/src") > "$hvd_work/build.log" 2>&1
+  local rc=$?
+  if [ "$rc" != 0 ]; then
+    grep -E -B2 -A6 '(error|Error|ERROR)[: ]' "$hvd_work/build.log" | head -n 80 >&2
+    echo "--- last lines of the Horovod build log ---" >&2
+    tail -n 40 "$hvd_work/build.log" >&2
+    fail "horovod compile" "pip wheel exited $rc"
+  fi
+  took "horovod compile" "$phase_start"
+  [ -n "$cache_log" ] && [ -f "$cache_log" ] && units_report "$cache_log" "$hvd_work/sources.txt" horovod/
+
+  # --- install: the wheel, stripped, then it must import ---------------------------------
+  phase_start=$(now)
+  log "horovod install phase"
+  local wheel
+  wheel=$(find "$hvd_work/wheel" -maxdepth 1 -name 'horovod-*.whl' | head -n1)
+  [ -n "$wheel" ] || fail "horovod install" "pip wheel made no horovod wheel"
+  # shellcheck disable=SC2046
+  "$PYTHON" -m pip install -q $(pip_flags) "$wheel" 2>&1 | grep -v "Running pip as the 'root' user" >&2
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || fail "horovod install" "pip install exited $rc"
+  local pkg
+  pkg=$(cd / && "$PYTHON" -c 'import importlib.util as u; print(list(u.find_spec("horovod").submodule_search_locations)[0])') \
+    || fail "horovod install" "the installed horovod package is not found"
+  find "$pkg" -name '*.so' -type f -exec strip --strip-debug {} + || fail "horovod install" "strip failed"
+  out=$(cd / && TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" -c 'import horovod.tensorflow' 2>&1) \
+    || { printf '%s\n' "$out" | tail -n 20 >&2; fail "horovod install" "the installed horovod.tensorflow does not import"; }
+  printf '%s\n%s\n' "$build_id" "$patches_json" > "$HVD_STAMP"
+  export NVBUILD_HOROVOD_PATCHES_JSON=$patches_json
+  took "horovod install" "$phase_start"
+  log "horovod: installed $(basename "$wheel") ($(du -sh "$pkg" | cut -f1) in $pkg)"
+  if [ "$CLEAN_AFTER" = 0 ]; then
+    mkdir -p /tmp/nvbuild-horovod && rm -rf /tmp/nvbuild-horovod/build && mv "$hvd_work" /tmp/nvbuild-horovod/build \
+      && log "--noclean: Horovod's build directory is /tmp/nvbuild-horovod/build"
+  fi
+}
+
+# ==== build info: what the image holds now, as the image itself reports it ==================
+write_build_info() {
+  local phase_start
+  phase_start=$(now)
+  cd / || exit 1
+  if [ -z "${NVBUILD_HOROVOD_PATCHES_JSON:-}" ] && [ -f "$HVD_STAMP" ]; then
+    export NVBUILD_HOROVOD_PATCHES_JSON
+    NVBUILD_HOROVOD_PATCHES_JSON=$(sed -n 2p "$HVD_STAMP")
+  fi
+  if [ -f "$REPORT_SCRIPT" ]; then
+    # It reads the requested capabilities from TF_CUDA_COMPUTE_CAPABILITIES: the resolved
+    # list, or none when there is no CUDA compiler.
+    TF_CPP_MIN_LOG_LEVEL=3 TF_CUDA_COMPUTE_CAPABILITIES=$([ -n "$CUDA_VER" ] && echo "$SM") \
+      "$PYTHON" "$REPORT_SCRIPT" > "$BUILD_INFO.tmp"
+    local rc=$?
+    [ "$rc" = 0 ] || { rm -f "$BUILD_INFO.tmp"; fail report "$REPORT_SCRIPT exited $rc"; }
+  else
+    # Until image_report.py ships next to this script: what the built framework reports.
+    local report
+    if [ "${DRIVER:-}" = tensorflow ]; then
+      report='import json, tensorflow as tf; i = dict(tf.sysconfig.get_build_info()); i["framework_name"] = "TensorFlow"; i["version"] = tf.__version__; print(json.dumps(i, default=str))'
+    elif [ "${DRIVER:-}" = extension ]; then
+      report='import json
+try:
+    import tfext as ext
+except ImportError:
+    import tfref as ext
+i = dict(ext.sysconfig.get_build_info())
+for k in ("get_cuda_library", "get_library"):
+    if hasattr(ext.sysconfig, k):
+        i[k[4:]] = getattr(ext.sysconfig, k)()
+print(json.dumps(i, default=str))'
+    else
+      return  # Horovod only: nothing to report without image_report.py
+    fi
+    "$PYTHON" -c "$report" > "$BUILD_INFO.tmp" || { rm -f "$BUILD_INFO.tmp"; fail install "the installed framework does not import"; }
+  fi
+  mv "$BUILD_INFO.tmp" "$BUILD_INFO"
+  took report "$phase_start"
+  log "wrote $BUILD_INFO"
+}
+
+DRIVER=""
+[ "$BUILD_FRAMEWORK" = 1 ] && build_framework
+[ "$BUILD_HOROVOD" = 1 ] && build_horovod
+write_build_info
 exit 0

@@ -1,22 +1,24 @@
 #!/usr/bin/env python3
 """Build-performance benchmark: one command, a table on stdout, JSON in bench/results/.
 
-    python3 bench/run.py [--quick] [--skip-base] [--runs N]
+    python3 bench/run.py [--skip-base] [--runs N] [--push]
 
 Figures (each records the command that produced it; ratios are taken within one run,
 because absolute times on a shared 2-core machine mean little on their own):
   render        `builder render --all` and `builder --help` wall time (median of N)
   base          offline base build (`builder base --rebuild`), and the no-op repeat
-  cold          `builder build --no-cache` of 21.08 tf2 on the existing base, split into
-                framework compile (nvbuild.sh's compile phase) and the rest
+  cold          `builder build --no-cache` of 21.08 tf2 on the existing base, seeding an
+                empty compile cache; split by Dockerfile step (toolchain, locked wheels,
+                Horovod, extension) and by nvbuild.sh's own phase timings
   noop          the same build again, nothing changed
-  env-only      a build changing one env default: must not recompile the framework
-  patch         one-file patch rebuilt: through a warm shared compile cache, and the
-                NGC way (no cache: full recompile); compile-phase seconds and ratio
-  push          a derived image pushed after its parent: bytes uploaded against the size
-                of its new layers (Debian's docker-registry on loopback)
+  env-only      a build changing one env default: must not recompile anything
+  patch         one-file patch to the extension and to Horovod, rebuilt through the warm
+                cache: compile seconds against the cold compile of the same part
+  cnn           the CNN example's images/sec in the image against the same locked wheels
+                in a plain virtual environment on the host (same Python, same run)
   size          image size, layer count, bytes wasted (package lists, caches, build
                 trees, files written in one layer and deleted or replaced in a later one)
+  push          (--push) the release image and a derived one to a local registry
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ IMAGE = f"{REPO}:{RELEASE}-{VARIANT}"
 WASTE_PATTERNS = (r"^var/lib/apt/lists/.+", r"^var/cache/apt/.+\.bin$", r"^var/cache/apt/archives/.+\.deb$",
                   r"^root/\.cache/.+", r"^tmp/.+", r"(^|/)__pycache__/.+\.pyc$",
                   r"^opt/tensorflow/tensorflow-source/build/.+")
+HOST_PYTHON = "/root/.pyenv/versions/3.9.18/bin/python3"  # the image's Python minor, for the host venv
+HVD_UNIT = "horovod/common/operations.cc"
 # Not counted: /usr/share/doc (packages' copyright files, which Debian requires to ship).
 
 
@@ -63,19 +67,85 @@ def log_path(cache: Path, name: str) -> Path:
     return cache / "logs" / name
 
 
-def compile_seconds(log: str) -> float:
-    m = re.findall(r"compile phase took ([\d.]+)s", log)
+def phase_seconds(log: str, phase: str) -> float:
+    """nvbuild.sh's own timing line for a phase: `nvbuild.sh: <phase> took 12.34s`."""
+    m = re.findall(rf"nvbuild.sh: {re.escape(phase)} took ([\d.]+)s", log)
     if not m:
-        raise SystemExit("bench: no 'compile phase took' line in the build log")
+        raise SystemExit(f"bench: no 'nvbuild.sh: {phase} took' line in the build log")
     return float(m[-1])
 
 
+def step_seconds(log: str) -> list[tuple[str, float]]:
+    """(instruction, seconds) per Dockerfile step, from the builder's step markers."""
+    marks = [(float(m.group(2)), m.group(1)) for m in re.finditer(r"^#builder-step (\d+)/\d+ at ([\d.]+)s$", log, re.M)]
+    texts = dict(re.findall(r"^Step (\d+)/\d+ : (.*)$", log, re.M))
+    out = []
+    for i, (start, n) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else start
+        out.append((texts.get(n, "?"), end - start))
+    return out
+
+
+def steps_matching(steps: list[tuple[str, float]], needle: str) -> float:
+    return sum(sec for text, sec in steps if needle in text)
+
+
 def marker_patch(value: int) -> str:
-    src = (ROOT / "framework-src/csrc/core/matmul.cc").read_text().splitlines()
+    unit = "csrc/ops/bias_relu.cc"
+    src = (ROOT / "framework-src" / unit).read_text().splitlines()
     n = len(src)
-    body = [f" {t}" for t in src[-3:]] + ["+", f"+extern \"C\" int tfref_patch_marker(void) {{ return {value}; }}"]
-    return "\n".join(["--- a/csrc/core/matmul.cc", "+++ b/csrc/core/matmul.cc", f"@@ -{n - 2},3 +{n - 2},5 @@",
-                      *body]) + "\n"
+    body = [f" {t}" for t in src[-3:]] + ["+", f"+extern \"C\" int tfext_patch_marker(void) {{ return {value}; }}"]
+    return "\n".join([f"--- a/{unit}", f"+++ b/{unit}", f"@@ -{n - 2},3 +{n - 2},5 @@", *body]) + "\n"
+
+
+def horovod_patch(image: str, value: int) -> str:
+    out = sh(["docker", "run", "--rm", "--entrypoint", "bash", image, "-c",
+              "cd /tmp && cp -r /opt/tensorflow/horovod-source h && cd h && "
+              "for p in /opt/tensorflow/patches/horovod/*.patch; do patch -s -p1 < $p; done && cat " + HVD_UNIT])[1]
+    src = out.stdout.splitlines()
+    n = len(src)
+    body = [f" {t}" for t in src[-3:]] + ["+", f"+extern \"C\" int horovod_bench_marker(void) {{ return {value}; }}"]
+    return "\n".join([f"--- a/{HVD_UNIT}", f"+++ b/{HVD_UNIT}", f"@@ -{n - 2},3 +{n - 2},5 @@", *body]) + "\n"
+
+
+def images_per_sec(out: str) -> float:
+    m = re.search(r"^total images/sec: ([\d.]+)$", out, re.M)
+    if not m:
+        raise SystemExit(f"bench: the CNN example printed no images/sec:\n{out[-2000:]}")
+    return float(m.group(1))
+
+
+def cnn_figures(figure, image: str, runs: int) -> dict:
+    """The CNN example in the image and in a host venv holding the same locked wheels."""
+    venv = Path(tempfile.mkdtemp(prefix="bench-venv-")) / "venv"
+    lock = sh(["docker", "run", "--rm", "--entrypoint", "cat", image, "/opt/tensorflow/locks/requirements-py3.9.txt"])[1].stdout
+    (venv.parent / "lock.txt").write_text(lock)
+    sh([HOST_PYTHON, "-m", "venv", str(venv)])
+    py = str(venv / "bin" / "python")
+    sh([py, "-m", "pip", "install", "-q", "setuptools<70", "wheel"])
+    t_install, _ = sh([py, "-m", "pip", "install", "-q", "--no-deps", "--require-hashes", "--no-build-isolation",
+                       "-r", str(venv.parent / "lock.txt")])
+    examples = ROOT / "templates" / "nvidia-examples" / "cnn"
+    results = {}
+    for label, flags in (("small_cnn", "--model small_cnn --batch_size 32 --num_iter 40 --warmup 5"),
+                         ("resnet50", "--model resnet50 --batch_size 8 --num_iter 4 --warmup 1")):
+        image_runs, host_runs = [], []
+        for _ in range(runs):  # alternate, so drift in the machine's load hits both alike
+            _, out = sh(["docker", "run", "--rm", "--entrypoint", "bash", image, "-c",
+                         f"cd /workspace/nvidia-examples/cnn && TF_CPP_MIN_LOG_LEVEL=2 python3 cnn.py {flags}"])
+            image_runs.append(images_per_sec(out.stdout))
+            _, out = sh(["bash", "-c", f"cd {examples} && TF_CPP_MIN_LOG_LEVEL=2 {py} cnn.py {flags}"])
+            host_runs.append(images_per_sec(out.stdout))
+        img, host = statistics.median(image_runs), statistics.median(host_runs)
+        figure(f"CNN {label}: images/sec in the image", round(img, 1), "img/s", f"python cnn.py {flags}",
+               f"median of {runs}")
+        figure(f"CNN {label}: images/sec, host venv", round(host, 1), "img/s",
+               f"{HOST_PYTHON} -m venv + the image's lock; python cnn.py {flags}", f"median of {runs}")
+        figure(f"CNN {label}: image / host", f"{img / host:.2f}", "", "same run", "target >= 0.95")
+        results[label] = {"image": image_runs, "host": host_runs}
+    import shutil
+    shutil.rmtree(venv.parent, ignore_errors=True)
+    return results
 
 
 def image_report(image: str) -> dict:
@@ -150,9 +220,10 @@ def push_figures(figure, cache: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=5, help="runs of the short measurements (median)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of the short measurements (median)")
     ap.add_argument("--skip-base", action="store_true", help="do not rebuild the offline base")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--push", action="store_true", help="also measure pushes to a local registry")
     args = ap.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
     env = {"BUILDER_CACHE_DIR": str(cache)}
@@ -179,56 +250,68 @@ def main() -> int:
            "target < 1 s")
 
     build = ["builder", "build", "--release", RELEASE, "--variant", VARIANT, "--repo", REPO, "-q"]
-    t_cold, _ = sh(build + ["--build-id", "cold", "--no-cache"])
-    cold_compile = compile_seconds(log_path(cache, f"{RELEASE}-{VARIANT}-cold.log").read_text())
-    figure("cold build of 21.08 tf2 on the base", round(t_cold, 1), "s", " ".join(build[:-1] + ["--no-cache"]))
-    figure("  of which framework compile (7 archs)", round(cold_compile, 1), "s", "nvbuild.sh compile phase")
-    figure("  of which the rest", round(t_cold - cold_compile, 1), "s", "toolchain, packaging, layers")
-
-    t_noop = statistics.median(sh(build + ["--build-id", "cold"])[0] for _ in range(args.runs))
-    figure("no-op rebuild, median", round(t_noop, 2), "s", " ".join(build[:-1]) + " (again)",
-           f"{t_noop / t_cold:.1%} of cold; target <= 3%")
-
-    t_env, _ = sh(build + ["--build-id", "cold", "--env", "TF_AUTOTUNE_THRESHOLD=1", "--tag", f"{REPO}:envonly"])
-    env_log = log_path(cache, f"{RELEASE}-{VARIANT}-cold.log").read_text()
-    recompiled = "compile phase took" in env_log
-    figure("env-default change only", round(t_env, 2), "s", " ".join(build[:-1]) + " --env TF_AUTOTUNE_THRESHOLD=1",
-           "recompiled the framework: " + ("YES (target missed)" if recompiled else "no"))
-
-    # Patch-and-rebuild: seed a shared cache with the release build, then one-file patches.
     cache_dir = cache / "compile-cache"
-    port = free_port()
-    _, served = sh(["builder", "cache", "serve", "--detach", "--dir", str(cache_dir), "--port", str(port)])
+    _, served = sh(["builder", "cache", "serve", "--detach", "--dir", str(cache_dir), "--port", str(free_port())])
     url = served.stdout.strip() + "/ccache"
     try:
-        sh(build + ["--build-id", "seed", "--tag", f"{REPO}:seeded", "--compile-cache", url, "--no-cache"])
-        seeded_compile = compile_seconds(log_path(cache, f"{RELEASE}-{VARIANT}-seed.log").read_text())
-        patch = Path(tempfile.mkdtemp()) / "one-file.patch"
-        timings = {}
-        for label, extra in (("warm", ["--compile-cache", url]), ("nocache", [])):
-            patch.write_text(marker_patch(random.randint(1, 10 ** 9)))
-            tag = f"{REPO}:patch-{label}"
-            t, _ = sh(["builder", "derive", "--from", f"{REPO}:seeded", "--patch", str(patch), "--tag", tag,
-                       "--no-test", "-q", *extra])
-            log = log_path(cache, f"derive-{tag.replace('/', '_').replace(':', '_')}.log").read_text()
-            timings[label] = (t, compile_seconds(log), re.findall(r"nvbuild.sh: compiled: (\S+)", log))
+        t_cold, _ = sh(build + ["--build-id", "cold", "--no-cache", "--compile-cache", url])
+        cold_log = log_path(cache, f"{RELEASE}-{VARIANT}-cold.log").read_text()
+        steps = step_seconds(cold_log)
+        ext_cold = phase_seconds(cold_log, "compile phase")
+        hvd_cold = phase_seconds(cold_log, "horovod compile phase")
+        figure("cold build of 21.08 tf2 on the base", round(t_cold, 1), "s",
+               " ".join(build[:-1] + ["--no-cache", "--compile-cache", url]), "target < 900 s; empty compile cache")
+        figure("  toolchain (apt)", round(steps_matching(steps, "apt-get install"), 1), "s", "Dockerfile step")
+        figure("  locked wheels (TensorFlow, cuDNN, NCCL, ...)", round(steps_matching(steps, "--require-hashes -r"), 1),
+               "s", "Dockerfile step: pip install --require-hashes")
+        figure("  Horovod step", round(steps_matching(steps, "--only horovod"), 1), "s", "Dockerfile step: nvbuild.sh --only horovod",
+               f"compile phase {hvd_cold:.1f}s")
+        figure("  extension step", round(steps_matching(steps, "RUN ./nvbuild.sh --sm"), 1), "s", "Dockerfile step: nvbuild.sh",
+               f"compile phase {ext_cold:.1f}s")
+        figure("  read-back check and labels", round(t_cold - sum(sec for _, sec in steps), 1), "s",
+               "image_report.py in the built image", "after the last step")
+
+        t_noop = statistics.median(sh(build + ["--build-id", "cold", "--compile-cache", url])[0] for _ in range(args.runs))
+        figure("no-op rebuild, median", round(t_noop, 2), "s", " ".join(build[:-1]) + " (again)",
+               f"{t_noop / t_cold:.1%} of cold; target <= 3%")
+
+        t_env, _ = sh(build + ["--build-id", "envonly", "--env", "TF_AUTOTUNE_THRESHOLD=1", "--compile-cache", url])
+        env_log = log_path(cache, f"{RELEASE}-{VARIANT}-envonly.log").read_text()
+        recompiled = "compile phase took" in env_log
+        figure("env-default change only", round(t_env, 2), "s", " ".join(build[:-1]) + " --env TF_AUTOTUNE_THRESHOLD=1",
+               "recompiled: " + ("YES (target missed)" if recompiled else "nothing"))
+
+        work = Path(tempfile.mkdtemp())
+        (work / "one-file.patch").write_text(marker_patch(random.randint(1, 10 ** 9)))
+        tag = f"{REPO}:patch-ext"
+        t, _ = sh(["builder", "derive", "--from", IMAGE, "--patch", str(work / "one-file.patch"), "--tag", tag,
+                   "--no-test", "-q", "--compile-cache", url])
+        log = log_path(cache, f"derive-{tag.replace('/', '_').replace(':', '_')}.log").read_text()
+        ext_warm, units = phase_seconds(log, "compile phase"), re.findall(r"nvbuild.sh: compiled: (\S+)", log)
+        figure("one-file extension patch, warm cache: compile", round(ext_warm, 2), "s",
+               f"builder derive --from {IMAGE} --patch one-file.patch --compile-cache URL",
+               f"whole derive {t:.1f}s; compiled: {', '.join(units) or 'nothing'}")
+        figure("extension patch ratio (warm / cold compile)", f"{ext_warm / ext_cold:.1%}", "", "same run", "target <= 5%")
+
+        (work / "0100-bench.patch").write_text(horovod_patch(IMAGE, random.randint(1, 10 ** 9)))
+        tag = f"{REPO}:patch-hvd"
+        t, _ = sh(["builder", "derive", "--from", IMAGE, "--horovod-patch", str(work / "0100-bench.patch"), "--tag", tag,
+                   "--no-test", "-q", "--compile-cache", url])
+        log = log_path(cache, f"derive-{tag.replace('/', '_').replace(':', '_')}.log").read_text()
+        hvd_warm, units = phase_seconds(log, "horovod compile phase"), re.findall(r"nvbuild.sh: compiled: (\S+)", log)
+        figure("one-file Horovod patch, warm cache: compile", round(hvd_warm, 2), "s",
+               f"builder derive --from {IMAGE} --horovod-patch 0100-bench.patch --compile-cache URL",
+               f"whole derive {t:.1f}s; compiled: {', '.join(units) or 'nothing'}")
+        figure("Horovod patch ratio (warm / cold compile)", f"{hvd_warm / hvd_cold:.1%}", "", "same run", "target <= 15%")
         stats = json.loads(sh(["builder", "cache", "stats", "--dir", str(cache_dir), "--json"])[1].stdout)
+        figure("compile cache hit rate over the run", f"{stats['hit_rate']:.0%}", "", "builder cache stats",
+               f"{stats['hits']} hits / {stats['lookups']} lookups")
     finally:
         sh(["builder", "cache", "stop", "--dir", str(cache_dir)], check=False)
-    (tw, cw, units), (tn, cn, _) = timings["warm"], timings["nocache"]
-    figure("release build seeding the cache: compile", round(seeded_compile, 1), "s",
-           " ".join(build[:-1]) + f" --compile-cache {url}", f"cold compile through ccache (vs {cold_compile:.1f}s plain)")
-    figure("one-file patch, NGC way (no cache): compile", round(cn, 2), "s",
-           "builder derive --from IMAGE --patch one-file.patch", f"whole derive {tn:.1f}s")
-    figure("one-file patch, warm shared cache: compile", round(cw, 2), "s",
-           f"builder derive --from IMAGE --patch one-file.patch --compile-cache {url}",
-           f"whole derive {tw:.1f}s; compiled: {', '.join(units) or 'nothing'}")
-    figure("patch rebuild ratio (warm / full recompile)", f"{cw / cn:.1%}", "", "compile phase seconds, same run",
-           "target <= 15%")
-    figure("compile cache hit rate over the run", f"{stats['hit_rate']:.0%}", "", "builder cache stats",
-           f"{stats['hits']} hits / {stats['lookups']} lookups")
 
-    push_figures(figure, cache)
+    results["cnn"] = cnn_figures(figure, IMAGE, max(3, args.runs // 2 + 1))
+    if args.push:
+        push_figures(figure, cache)
 
     report = image_report(IMAGE)
     figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", f"docker image inspect {IMAGE}")

@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import buildcontext, buildsettings, paths
+from builder import buildcontext, buildsettings, paths, readback
 from builder.base import ensure_base, log
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
-from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.engine import BuildError, BuildRequest, DockerEngine, Progress
 from builder.errors import UserError
 from builder.render import BASE_CHOICES, RenderOptions, render
 
@@ -107,10 +107,41 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
                                    network_mode="host" if (url or compile_cache) else None,
                                    log_path=log_path, quiet=quiet)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
+    src = Path(framework_src) if framework_src else paths.framework_src_dir()
+    image_id = verify_and_label(engine, result.image_id, release, variant, rendered.meta, log_path, quiet,
+                                expect_extension=(src / "python" / "tfext" / "__init__.py").is_file())
     for ref in refs:
-        engine.tag(result.image_id, ref)
-    outcome.image_id, outcome.refs, outcome.seconds = result.image_id, refs, result.seconds
+        engine.tag(image_id, ref)
+    outcome.image_id, outcome.refs, outcome.seconds = image_id, refs, result.seconds
     return outcome
+
+
+def verify_and_label(engine: DockerEngine, image_id: str, release: Release, variant: Variant, meta: dict,
+                     log_path: Path, quiet: bool, expect_extension: bool = True) -> str:
+    """Read what the untagged image holds, refuse it when it disagrees with the catalog,
+    and label it with what it reported; returns the labelled image's id."""
+    requested = meta["cuda_compute_capabilities"]
+    requested = [] if isinstance(requested, str) else list(requested)
+    report = readback.read_report(engine, image_id, requested)
+    verdict = readback.check(report, release, variant, requested, meta["toggles"], expect_extension)
+    for warning in verdict.warnings:
+        log(f"warning: {warning}")
+    if verdict.problems:
+        raise BuildError(f"the built image does not match release {release.name} {variant.name}: "
+                         f"{verdict.problems[0]}", step="read-back check", tail=verdict.problems, log_path=log_path)
+    return add_labels(engine, image_id, readback.measured_labels(report), log_path, quiet)
+
+
+def add_labels(engine: DockerEngine, image_id: str, labels: dict[str, str], log_path: Path, quiet: bool) -> str:
+    """A label-only image on top of IMAGE_ID (no new layer)."""
+    from builder.render import dockerfile_quote
+
+    lines = " \\\n      ".join(f"{k}={dockerfile_quote(v)}" for k, v in labels.items())
+    with tempfile.TemporaryDirectory(prefix="builder-labels-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(f"FROM {image_id}\nLABEL {lines}\n", encoding="utf-8")
+        request = BuildRequest(context=Path(tmp), buildargs={}, nocache=False, network_mode=None,
+                               log_path=log_path.with_suffix(".labels.log"), quiet=True)
+        return engine.build(request, Progress("labels", quiet=True)).image_id
 
 
 def prepare_base(engine: DockerEngine, release: Release, choice: BaseChoice,

@@ -45,17 +45,13 @@ def write(rendered: Rendered, dest: Path, framework_src: Path | None = None) -> 
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-            if rel.endswith(".sh") or rel == "with-build-settings":
+            if rel.endswith(".sh") or rel in ("with-build-settings", "register-gpu-wheels"):
                 target.chmod(0o755)
         shutil.copy2(paths.nvbuild_script(), tmp / "nvbuild.sh")
         (tmp / "nvbuild.sh").chmod(0o755)
         shutil.copy2(paths.cuda_arch_module(), tmp / "cuda_arch.py")
+        shutil.copy2(paths.image_report_module(), tmp / "image_report.py")
         shutil.copytree(src, tmp / "tensorflow-source", ignore=IGNORED, symlinks=True)
-        # Examples belong to the framework they run on: a source tree that ships
-        # nvidia-examples/ puts them in /workspace, one that does not ships none.
-        if (src / "nvidia-examples").is_dir():
-            shutil.copytree(src / "nvidia-examples", tmp / "nvidia-examples", ignore=IGNORED,
-                            dirs_exist_ok=True)
         (tmp / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
         (tmp / MARKER).write_text(f"{rendered.release} {rendered.variant}\n", encoding="utf-8")
         if dest.exists():

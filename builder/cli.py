@@ -120,8 +120,12 @@ def render(
         root = paths.project_root()
         drift, written = [], 0
         expected = set()
+        from builder import lock
+
         for rel in cat.releases.values():
             for v in rel.variants.values():
+                if lock.refusal(rel, v):  # not buildable here: no Dockerfile pretends otherwise
+                    continue
                 rendered = do_render(rel, v, _options(None, None, None, None, [], "auto", None, rel))
                 path = committed_path(root, rel.name, v.name)
                 expected.add(path)
@@ -157,7 +161,20 @@ def render(
     if not release:
         raise UserError("give --release R (or --all)")
     rel = cat.get(release)
-    variants = [rel.variant(variant)] if variant else list(rel.variants.values())
+    if variant:
+        variants = [rel.variant(variant)]
+    else:  # every variant that can be built here; the others are named with the reason
+        from builder import lock
+
+        variants = []
+        for v in rel.variants.values():
+            reason = lock.refusal(rel, v)
+            if reason:
+                _echo_err(f"skipped {v.name}: {reason}")
+            else:
+                variants.append(v)
+        if not variants:
+            raise UserError(f"release {rel.name} has no variant that can be built here")
     opts = _options(cuda_cc, xla, gcp, hdfs, env, base, repo, rel)
     rendered_all = [do_render(rel, v, opts) for v in variants]  # all validated before any write
     if output is None:
@@ -171,6 +188,46 @@ def render(
         buildcontext.write(rendered, dest, framework_src)
         _echo_err(f"wrote {dest}/Dockerfile ({rendered.meta['image']})")
         print(dest / "Dockerfile")
+
+
+@app.command()
+def lock(
+    release: Optional[str] = typer.Option(None, "--release", "-r", help="Only this release (default: all)."),
+    variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Only this variant (default: all)."),
+    check: bool = typer.Option(False, "--check", help="No network: exit 1 when a lock is missing, stray or made from other inputs."),
+    upgrade: bool = typer.Option(False, "--upgrade", help="Resolve every lock afresh (default: only missing or changed ones, keeping their versions where they fit)."),
+) -> None:
+    """Lock the Python packages of every buildable release variant and Python, with hashes (uv)."""
+    from builder import lock as lk
+
+    if check and upgrade:
+        raise UserError("--check and --upgrade exclude each other")
+    cat = _catalog()
+    root = lk.locks_dir()
+    plan = lk.plan(cat, release, variant)
+    for reason in plan.skipped:
+        _echo_err(f"skipped {reason}")
+
+    def shown(path: Path) -> Path:
+        return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+    where = shown(root)
+    if check:
+        problems = lk.check(plan, root)
+        if problems:
+            _echo_err(f"{where} differs from the catalog (run `builder lock`):")
+            for p in problems:
+                _echo_err(f"  {p}")
+            raise typer.Exit(1)
+        print(f"{where} matches the catalog ({len(plan.targets)} locks, {len(plan.horovod)} Horovod locks)")
+        return
+    written, current, removed = lk.write(plan, root, upgrade, _echo_err)
+    for path in written:
+        print(f"wrote {shown(path)}")
+    for path in removed:
+        print(f"removed {shown(path)} (stray)")
+    _echo_err(f"locks: {len(written)} written, {current} up to date, {len(removed)} removed, "
+              f"{len(plan.skipped)} variants skipped")
 
 
 def _settings(apt_mirror, pip_index, ca_bundle, host_ca=False):
@@ -334,6 +391,16 @@ def build(
         import dataclasses
 
         opts = dataclasses.replace(opts, baked_ca=tuple(Path(p).read_text() for p in ca_bundle or ()))
+    skipped = []
+    if all_variants:  # --all builds what can be built here and says why it skips the rest
+        from builder import lock
+
+        for v in list(variants):
+            reason = lock.refusal(rel, v)
+            if reason:
+                skipped.append(v)
+                variants.remove(v)
+                _echo_err(f"skipped {v.name}: {reason}")
     for v in variants:  # every render problem is reported before anything is built
         do_render(rel, v, opts)
     engine = _engine()
@@ -368,7 +435,7 @@ def build(
         outcomes.append(outcome)
     if all_variants:
         failed = [o for o in outcomes if o.error]
-        _echo_err(f"summary: {len(outcomes) - len(failed)} built, {len(failed)} failed, 0 skipped")
+        _echo_err(f"summary: {len(outcomes) - len(failed)} built, {len(failed)} failed, {len(skipped)} skipped")
         for o in outcomes:
             _echo_err(f"  {o.release}/{o.variant}: " + (f"FAILED ({o.error})" if o.error else
                                                          f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}"))
@@ -404,14 +471,32 @@ def test_image(
 def inspect(
     image: str = typer.Argument(..., help="Image to describe."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    coverage: bool = typer.Option(False, "--coverage", help="Print the GPU coverage table: per compute "
+                                  "capability and CUDA binary, native SASS, PTX JIT or none."),
+    cuda_cc: Optional[str] = typer.Option(None, "--cuda-cc", help="Also ask about these capabilities (e.g. 9.0,12.0)."),
 ) -> None:
-    """What IMAGE was built from (its labels) and what its framework reports about itself."""
-    from builder import inspect as insp
+    """What IMAGE holds, read from a container of it: framework, versions, libraries, coverage."""
+    from builder import cuda_arch, inspect as insp
 
-    report = insp.describe(_engine(), image)
+    extra: list[str] = []
+    if cuda_cc:
+        try:
+            parsed = cuda_arch.parse(cuda_cc)
+        except cuda_arch.ArchError as exc:
+            raise UserError(f"--cuda-cc: {exc}") from None
+        if isinstance(parsed, str):
+            raise UserError("--cuda-cc takes a list of capabilities here")
+        extra = parsed
+    report = insp.describe(_engine(), image, extra)
+    raw = report.pop("_report")
+    if coverage:
+        print(insp.coverage_text(raw))
+        return
     if as_json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return
+    for key in ("coverage_table", "cuda_binaries", "tensorflow_build_info", "extension_build_info"):
+        report.pop(key)
     for key, value in report.items():
         if isinstance(value, dict):
             print(f"{key}:")
@@ -437,6 +522,7 @@ def derive(
     from_: str = typer.Option(..., "--from", help="The built image to start from."),
     tag: str = typer.Option(..., "--tag", "-t", help="Tag of the derived image."),
     patch: Optional[List[Path]] = typer.Option(None, "--patch", help="Patch for tensorflow-source (patch -p1; repeatable)."),
+    horovod_patch: Optional[List[Path]] = typer.Option(None, "--horovod-patch", help="Patch for Horovod's source (patch -p1 at the sdist root; repeatable)."),
     apt: Optional[List[str]] = typer.Option(None, "--apt", help="Debian package to add (repeatable)."),
     pip: Optional[List[str]] = typer.Option(None, "--pip", help="pip requirement to add (repeatable)."),
     nvbuild_args: Optional[str] = typer.Option(None, "--nvbuild-args", help="Arguments for nvbuild.sh, e.g. \"--sm 8.6\"."),
@@ -455,7 +541,8 @@ def derive(
     from builder.build import cache_dir
     from builder.engine import BuildError
 
-    spec = dv.DeriveSpec(parent=from_, patches=list(patch or []), apt=list(apt or []), pip=list(pip or []),
+    spec = dv.DeriveSpec(parent=from_, patches=list(patch or []), horovod_patches=list(horovod_patch or []),
+                         apt=list(apt or []), pip=list(pip or []),
                          nvbuild_args=dv.parse_nvbuild_args(nvbuild_args))
     spec.validate()
     _check_ref(tag, "--tag")
@@ -467,6 +554,7 @@ def derive(
     insp.labels_of(engine, from_)  # a builder image, or a clear error
     try:
         dv.check_patches(engine, from_, spec.patches)
+        dv.check_horovod_patches(engine, from_, spec.horovod_patches)
     except dv.PatchError as exc:
         _echo_err(f"error: {exc}")
         for line in exc.details.splitlines():
@@ -477,6 +565,7 @@ def derive(
     log_path = logs / f"derive-{tag.replace('/', '_').replace(':', '_')}.log"
     try:
         image_id = dv.build(engine, spec, from_, settings, compile_cache, no_cache, log_path, quiet)
+        image_id = dv.verify_and_label(engine, _catalog(), image_id, log_path, quiet)
     except BuildError as exc:
         _echo_err(exc.report())
         raise typer.Exit(1)

@@ -149,6 +149,24 @@ def gencode_flags(archs: list[str]) -> list[str]:
     return flags
 
 
+def coverage(arch: str, sass: list[str], ptx: list[str]) -> tuple[str, str]:
+    """How a GPU of compute capability `arch` runs a binary that carries SASS for the
+    `sass` architectures and PTX for the `ptx` ones (digit strings such as "80").
+
+    SASS built for X.y runs on X.z with z >= y (same major); PTX compute_N is JIT-compiled
+    by the driver for any GPU at least as new as N. Returns ("sass", "sm_80"),
+    ("ptx", "compute_80") or ("none", "").
+    """
+    gpu = _parse_one(arch)
+    native = [a for a in (_parse_one(s) for s in sass) if a.major == gpu.major and a.minor <= gpu.minor]
+    if native:
+        return "sass", f"sm_{max(native).digits}"
+    jit = [a for a in (_parse_one(p) for p in ptx) if a <= gpu]
+    if jit:
+        return "ptx", f"compute_{max(jit).digits}"
+    return "none", ""
+
+
 def main(argv: list[str]) -> int:
     """In-image use: `cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT]` prints the
     X.Y list; `cuda_arch.py gencode LIST` prints nvcc flags, one per line."""

@@ -35,14 +35,22 @@ class PatchError(UserError):
 class DeriveSpec:
     parent: str
     patches: list[Path] = field(default_factory=list)
+    horovod_patches: list[Path] = field(default_factory=list)
     apt: list[str] = field(default_factory=list)
     pip: list[str] = field(default_factory=list)
     nvbuild_args: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        if not (self.patches or self.apt or self.pip or self.nvbuild_args):
-            raise UserError("nothing to derive: give --patch, --apt, --pip or --nvbuild-args")
-        names = set()
+        if not (self.patches or self.horovod_patches or self.apt or self.pip or self.nvbuild_args):
+            raise UserError("nothing to derive: give --patch, --horovod-patch, --apt, --pip or --nvbuild-args")
+        names: set[str] = set()
+        for p in self.horovod_patches:
+            if not p.is_file():
+                raise UserError(f"--horovod-patch {p}: no such file")
+            if not re.fullmatch(r"[A-Za-z0-9._+-]+\.patch", p.name):
+                raise UserError(f"--horovod-patch {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
+            if p.stat().st_size == 0:
+                raise UserError(f"--horovod-patch {p}: the patch is empty")
         for p in self.patches:
             if not p.is_file():
                 raise UserError(f"--patch {p}: no such file")
@@ -84,14 +92,15 @@ def patch_records(patches: list[Path]) -> list[dict]:
     return [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in patches]
 
 
-def check_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> None:
+def check_patches(engine: DockerEngine, parent: str, patches: list[Path],
+                  source: str = "/opt/tensorflow/tensorflow-source", setup: str = "") -> None:
     """Apply the patches, in order, to the parent's source in a throwaway container."""
     if not patches:
         return
     with tempfile.TemporaryDirectory(prefix="builder-patches-") as tmp:
         for p in patches:
             shutil.copy2(p, Path(tmp) / p.name)
-        script = ("cd /opt/tensorflow/tensorflow-source || exit 3; for p in \"$@\"; do "
+        script = (f"{setup}cd {source} || exit 3; for p in \"$@\"; do "
                   "out=$(patch -p1 --forward --batch < \"/patches/$p\" 2>&1); rc=$?; "
                   "if [ $rc != 0 ]; then echo \"FAILED $p\"; echo \"$out\"; "
                   "for r in $(find . -name '*.rej'); do echo \"--- rejected hunks in ${r%.rej}:\"; cat \"$r\"; done; "
@@ -99,7 +108,7 @@ def check_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> Non
         code, output = engine.run_capture(parent, ["bash", "-c", script, "check", *[p.name for p in patches]],
                                           binds={tmp: "/patches"})
     if code == 3:
-        raise UserError(f"{parent} has no /opt/tensorflow/tensorflow-source to patch")
+        raise UserError(f"{parent} has no {source} to patch")
     if code != 0 or "ALL-APPLIED" not in output:
         m = re.search(r"^FAILED (\S+)", output, re.M)
         name = m.group(1) if m else "a patch"
@@ -107,6 +116,14 @@ def check_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> Non
         detail = output.split("\n", 1)[1] if m else output
         raise PatchError(f"patch {name} does not apply to the source in {parent}"
                          + (f": {', '.join(hunks)}" if hunks else ""), detail.strip())
+
+
+def check_horovod_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> None:
+    """Horovod patches apply on top of the ones the parent already ships, as in nvbuild.sh."""
+    setup = ("[ -d /opt/tensorflow/horovod-source ] || exit 3; cp -r /opt/tensorflow/horovod-source /tmp/hvd-check "
+             "&& for s in /opt/tensorflow/patches/horovod/*.patch; do [ -e \"$s\" ] || continue; "
+             "(cd /tmp/hvd-check && patch -p1 --forward --batch -s < \"$s\") || exit 4; done; ")
+    check_patches(engine, parent, patches, source="/tmp/hvd-check", setup=setup)
 
 
 def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict) -> str:
@@ -119,18 +136,22 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
         except cuda_arch.ArchError as exc:
             raise UserError(f"--nvbuild-args --sm: {exc}") from None
     records = patch_records(spec.patches)
+    hvd_records = patch_records(spec.horovod_patches)
     previous = json.loads(parent_labels.get(f"{LABEL}.patches") or "[]")
+    previous_hvd = json.loads(parent_labels.get(f"{LABEL}.horovod-patches") or "[]")
     labels = {
         f"{LABEL}.parent": parent_ref,
         f"{LABEL}.parent-id": parent_id,
         f"{LABEL}.patches": json.dumps(previous + records, separators=(",", ":")),
+        f"{LABEL}.horovod-patches": json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
         f"{LABEL}.apt-packages": " ".join(spec.apt),
         f"{LABEL}.pip-packages": " ".join(spec.pip),
         f"{LABEL}.nvbuild-args": " ".join(spec.nvbuild_args),
     }
     if cuda_cc:
         labels[f"{LABEL}.cuda-compute-capabilities"] = cuda_cc
-    d = SimpleNamespace(parent_ref=parent_ref, patches=records, rebuild=bool(spec.patches or spec.nvbuild_args),
+    d = SimpleNamespace(parent_ref=parent_ref, patches=records, horovod_patches=hvd_records,
+                        rebuild=bool(spec.patches or spec.horovod_patches or spec.nvbuild_args),
                         nvbuild_args=[shlex.quote(a) for a in spec.nvbuild_args], cuda_cc=cuda_cc,
                         apt=spec.apt, pip=[shlex.quote(p) for p in spec.pip], labels=labels)
     return template_env().get_template("derived/Dockerfile.j2").render(d=d)
@@ -148,6 +169,10 @@ def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: bui
             (ctx / "patches").mkdir()
             for p in spec.patches:
                 shutil.copy2(p, ctx / "patches" / p.name)
+        if spec.horovod_patches:
+            (ctx / "horovod-patches").mkdir()
+            for p in spec.horovod_patches:
+                shutil.copy2(p, ctx / "horovod-patches" / p.name)
         with buildsettings.serve(settings) as url:
             host_net = bool(url) or bool(compile_cache)
             request = BuildRequest(context=ctx, buildargs={"BASE_IMAGE": parent_ref, "BUILD_SETTINGS": url or "",
@@ -156,3 +181,21 @@ def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: bui
                                    log_path=log_path, quiet=quiet)
             result = engine.build(request, Progress("derive", quiet=quiet))
     return result.image_id
+
+
+def verify_and_label(engine: DockerEngine, catalog, image_id: str, log_path: Path, quiet: bool) -> str:
+    """Read the derived image back (as for a release build) and label it with what it holds."""
+    from builder import build
+
+    info = engine.inspect(image_id)
+    labels = dict(info["Config"].get("Labels") or {})
+    env = dict(e.split("=", 1) for e in info["Config"].get("Env") or [] if "=" in e)
+    release = catalog.get(labels[f"{LABEL}.release"])
+    variant = release.variant(labels[f"{LABEL}.variant"])
+    caps = env.get("TF_CUDA_COMPUTE_CAPABILITIES", "")
+    meta = {"cuda_compute_capabilities": [a for a in caps.split(",") if a] if caps != "local" else "local",
+            "toggles": {t: env.get(f"TF_{k}", "0") == "1" for t, k in
+                        (("xla", "ENABLE_XLA"), ("gcp", "NEED_GCP"), ("hdfs", "NEED_HDFS"))}}
+    has_ext, _ = engine.run_capture(image_id, ["test", "-f", "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"])
+    return build.verify_and_label(engine, image_id, release, variant, meta, log_path, quiet,
+                                  expect_extension=has_ext == 0)

@@ -106,7 +106,7 @@ class Engine(Protocol):
     def ping(self) -> dict[str, Any]: ...
     def build(self, request: BuildRequest) -> BuildResult: ...
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600) -> tuple[int, str]: ...
+                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]: ...
     def tag(self, image_id: str, ref: str) -> None: ...
     def image_id(self, ref: str) -> str | None: ...
     def image_labels(self, ref: str) -> dict[str, str]: ...
@@ -208,6 +208,9 @@ class DockerEngine:
                     for line in text.splitlines():
                         m = STEP.match(line)
                         if m:
+                            if log:  # when each step started: the bench and post-mortems read it
+                                log.write(f"#builder-step {m.group(1)}/{m.group(2)} at "
+                                          f"{time.monotonic() - progress.start:.1f}s\n")
                             steps = int(m.group(1))
                             current = f"step {m.group(1)}/{m.group(2)}: {m.group(3)}"
                             progress.on_step(int(m.group(1)), int(m.group(2)), m.group(3))
@@ -266,8 +269,9 @@ class DockerEngine:
                 time.sleep(0.5)
 
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600) -> tuple[int, str]:
-        """Run a throwaway container (entrypoint bypassed); return exit code and output."""
+                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]:
+        """Run a throwaway container (entrypoint bypassed); return exit code and output
+        (stdout and stderr merged, or stdout alone)."""
         host_config = self.api.create_host_config(
             binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()})
         container = self.api.create_container(image, command=command[1:], entrypoint=command[:1],
@@ -277,7 +281,7 @@ class DockerEngine:
             with signals_raise():
                 self.api.start(cid)
                 code = self.api.wait(cid, timeout=timeout)["StatusCode"]
-            output = self.api.logs(cid, stdout=True, stderr=True).decode(errors="replace")
+            output = self.api.logs(cid, stdout=True, stderr=not stdout_only).decode(errors="replace")
         finally:
             try:
                 self.api.remove_container(cid, force=True)

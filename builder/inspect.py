@@ -1,15 +1,12 @@
-"""`builder inspect`: what an image was built from, read from its labels, plus the
-framework's own build info, read by running the framework in a container of the image."""
+"""`builder inspect`: what an image was built from (its labels) and what it holds, read
+now from a container of the image (image_report.py), never from the request."""
 from __future__ import annotations
 
 import json
-import subprocess
 
+from builder import readback
 from builder.errors import UserError
 from builder.render import LABEL_PREFIX as LABEL
-
-REPORT_CMD = ("import json, tfref; i = tfref.sysconfig.get_build_info(); "
-              "i['cuda_library'] = tfref.sysconfig.get_cuda_library(); print(json.dumps(i))")
 
 
 def labels_of(engine, image: str) -> dict[str, str]:
@@ -19,29 +16,42 @@ def labels_of(engine, image: str) -> dict[str, str]:
     return labels
 
 
-def framework_report(image: str) -> dict:
-    out = subprocess.run(["docker", "run", "--rm", "--entrypoint", "python3", "-w", "/", image, "-c", REPORT_CMD],
-                         capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"the framework did not report its build info: {tail}"}
-    return json.loads(out.stdout)
+def requested_capabilities(labels: dict[str, str]) -> list[str]:
+    return [a for a in labels.get(f"{LABEL}.cuda-compute-capabilities", "").split(",") if a and a != "local"]
 
 
-def describe(engine, image: str) -> dict:
+def describe(engine, image: str, extra_capabilities: list[str] | None = None) -> dict:
     labels = labels_of(engine, image)
     info = engine.inspect(image)
     g = lambda k: labels.get(f"{LABEL}.{k}", "")  # noqa: E731
-    framework = framework_report(image)
+    requested = requested_capabilities(labels)
+    for arch in extra_capabilities or []:
+        if arch not in requested:
+            requested.append(arch)
+    report = readback.read_report(engine, image, requested)
+    libs = {name: {k: lib.get(k) for k in ("soname", "loaded", "version", "path", "error") if k in lib}
+            for name, lib in (report.get("libraries") or {}).items()}
     return {
         "image": image,
         "id": info["Id"],
         "release": g("release"),
         "variant": g("variant"),
-        "framework": f"{g('framework')} {g('framework-version')}",
+        "framework": f"{report.get('framework_name')} {report.get('version')}",
+        "python": report.get("python"),
+        "versions": {"cuda": report.get("cuda_version"), "cudnn": report.get("cudnn_version"),
+                     "nccl": report.get("nccl_version"), "tensorrt": report.get("tensorrt_version"),
+                     "horovod": (report.get("horovod") or {}).get("version", ""),
+                     "extension": (report.get("extension") or {}).get("version", "")},
+        "tf_trt": "available" if report.get("tf_trt_available") else "unavailable",
+        "libraries": libs,
+        "driver_libraries": report.get("driver_libraries", []),
+        "filesystems": {k: v.get("available") for k, v in (report.get("filesystems") or {}).items()},
         "base_image": g("base-image"),
         "base_kind": g("base"),
-        "cuda_compute_capabilities": g("cuda-compute-capabilities"),
+        "cuda_compute_capabilities": ",".join(requested),
+        "coverage": readback.coverage_summary(report),
+        "coverage_table": report.get("coverage", {}),
+        "cuda_binaries": report.get("cuda_binaries", []),
         "toggles": {"xla": g("xla") == "1", "gcp": g("gcp") == "1", "hdfs": g("hdfs") == "1"},
         "env_overrides": [e for e in g("env-overrides").split(",") if e],
         "build_id": labels.get("com.nvidia.build.id", ""),
@@ -49,7 +59,19 @@ def describe(engine, image: str) -> dict:
         "created": labels.get("org.opencontainers.image.created", ""),
         "parent": g("parent"),
         "patches": json.loads(g("patches") or "[]"),
-        "framework_build_info": framework,
-        "cuda_library": framework.get("cuda_library", ""),
+        "tensorflow_build_info": (report.get("tensorflow") or {}).get("build_info", {}),
+        "extension_build_info": report.get("extension") or {},
+        "horovod": report.get("horovod") or {},
         "size_bytes": info.get("Size", 0),
+        "_report": report,
     }
+
+
+def coverage_text(report: dict) -> str:
+    """The coverage table as aligned text."""
+    header, rows = readback.coverage_rows(report)
+    if not rows:
+        return "no compute capabilities requested"
+    table = [header] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)

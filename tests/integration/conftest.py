@@ -7,8 +7,11 @@ import json
 import os
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
+
+from .registries import free_port
 
 REPO = "itest/tensorflow"
 BUILD_ID = "itest"
@@ -63,10 +66,36 @@ def offline_base(cache_dir):
 
 
 @pytest.fixture(scope="session")
-def release_image(offline_base):
-    """The 21.08 tf2 image, built the way README's first command builds it."""
+def cache_server(tmp_path_factory):
+    """A shared compile cache for the run: the release build seeds it, so every derived
+    and toggled build after it recompiles only what changed. BUILDER_TEST_CACHE_DIR names
+    a cache directory whose server is already running (`builder cache serve --detach`), so
+    a developer's second run reuses its layers and objects; CI starts a fresh one."""
+    reuse = os.environ.get("BUILDER_TEST_CACHE_DIR")
+    if reuse:
+        stats = json.loads(builder("cache", "stats", "--dir", reuse, "--json").stdout)
+        assert stats["running"], f"BUILDER_TEST_CACHE_DIR={reuse}: no cache server runs for it"
+        yield stats["url"], Path(reuse)
+        return
+    directory = tmp_path_factory.mktemp("compile-cache")
+    out = builder("cache", "serve", "--detach", "--dir", str(directory), "--port", str(free_port()))
+    assert out.returncode == 0, out.stderr
+    yield out.stdout.strip(), directory
+    builder("cache", "stop", "--dir", str(directory))
+
+
+@pytest.fixture(scope="session")
+def compile_cache(cache_server) -> str:
+    return f"{cache_server[0]}/ccache"
+
+
+@pytest.fixture(scope="session")
+def release_image(offline_base, compile_cache):
+    """The 21.08 tf2 image, built the way README's first command builds it (plus the
+    run's compile cache, which it seeds): built once per run, every other test image
+    derives from it or reuses its layers."""
     out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO,
-                  "--build-id", BUILD_ID, "-q")
+                  "--build-id", BUILD_ID, "--compile-cache", compile_cache, "-q")
     assert out.returncode == 0, out.stderr
     refs = out.stdout.split()
     assert refs == [f"{REPO}:21.08-tf2-py3", f"{REPO}:21.08-tf2-py3-{BUILD_ID}"]

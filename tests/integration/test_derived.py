@@ -1,44 +1,43 @@
 """Derived images: the image's own docker-examples with plain `docker build`, the user
 guide's example 1 written by hand, `builder derive` (patch check, packages, tests), and
-incremental rebuilds through the shared compile cache."""
+incremental rebuilds of the extension and of Horovod through the shared compile cache."""
 import json
 import random
 import re
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import builder, docker, image_id
+from .conftest import builder, docker, free_port, image_id
 
 ROOT = Path(__file__).resolve().parents[2]
-MATMUL = (ROOT / "framework-src/csrc/core/matmul.cc").read_text()
+UNIT = "csrc/ops/bias_relu.cc"            # the one translation unit the marker patch touches
+SOURCE = (ROOT / "framework-src" / UNIT).read_text()
 
 
 def marker_patch(value: int, prefix: str = "") -> str:
-    """A unified diff adding tfref_patch_marker() (returning `value`) to csrc/core/matmul.cc."""
-    path = f"{prefix}csrc/core/matmul.cc"
-    n = len(MATMUL.splitlines())
-    tail = MATMUL.splitlines()[-3:]
-    added = ["", f"extern \"C\" int tfref_patch_marker(void) {{ return {value}; }}"]
+    """A unified diff adding tfext_patch_marker() (returning `value`) at the end of UNIT."""
+    path = f"{prefix}{UNIT}"
+    n = len(SOURCE.splitlines())
+    tail = SOURCE.splitlines()[-3:]
+    added = ["", f"extern \"C\" int tfext_patch_marker(void) {{ return {value}; }}"]
     lines = [f"--- a/{path}", f"+++ b/{path}", f"@@ -{n - 2},3 +{n - 2},{3 + len(added)} @@"]
     lines += [f" {t}" for t in tail] + [f"+{a}" for a in added]
     return "\n".join(lines) + "\n"
 
 
 def marker(image: str) -> int:
+    """What the patched function in the image's extension library returns."""
     out = docker("run", "--rm", "--entrypoint", "python3", image, "-c",
-                 "import ctypes, os, tfref; "
-                 "print(ctypes.CDLL(os.path.join(tfref.sysconfig.get_lib(), 'libtfref_core.so')).tfref_patch_marker())")
+                 "import ctypes, os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tfext; "
+                 "print(ctypes.CDLL(tfext.sysconfig.get_library()).tfext_patch_marker())")
     assert out.returncode == 0, out.stderr
-    return int(out.stdout.strip())
+    return int(out.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def derive_log(cache_dir: Path, tag: str) -> str:
+    return (cache_dir / "logs" / f"derive-{tag.replace('/', '_').replace(':', '_')}.log").read_text()
 
 
 @pytest.fixture
@@ -46,13 +45,15 @@ def fresh_value():
     return random.randint(1000, 10 ** 9)
 
 
-def test_image_own_customtensorflow_example_builds_with_plain_docker(release_image, tmp_path, scratch_tag, fresh_value):
+def test_image_own_customtensorflow_example_builds_with_plain_docker(release_image, tmp_path, scratch_tag, fresh_value,
+                                                                     compile_cache):
     for name in ("Dockerfile.customtensorflow", "README.md"):
         out = docker("run", "--rm", "--entrypoint", "cat", release_image, f"/workspace/docker-examples/{name}")
         (tmp_path / name).write_text(out.stdout)
     assert f"ARG BASE_IMAGE={release_image}\n" in (tmp_path / "Dockerfile.customtensorflow").read_text()
     (tmp_path / "my-tensorflow-modifications.patch").write_text(marker_patch(fresh_value))
-    out = subprocess.run(["docker", "build", "-q", "-f", "Dockerfile.customtensorflow", "-t", scratch_tag, "."],
+    out = subprocess.run(["docker", "build", "-q", "--network", "host", "--build-arg", f"COMPILE_CACHE={compile_cache}",
+                          "-f", "Dockerfile.customtensorflow", "-t", scratch_tag, "."],
                          cwd=tmp_path, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     assert marker(scratch_tag) == fresh_value
@@ -73,19 +74,20 @@ def test_user_guide_example_1_written_by_hand(release_image, tmp_path, scratch_t
     assert out.returncode == 0, out.stderr[-3000:]
     assert marker(scratch_tag) == fresh_value
     info = json.loads(docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout)
-    assert info["modified_files"] == ["csrc/core/matmul.cc"]
+    assert info["extension"]["modified_files"] == [UNIT]
+    assert info["version"] == "2.5.0"                    # the framework is the wheel's, untouched
 
 
 def test_derive_refuses_a_patch_that_does_not_apply(release_image, tmp_path, scratch_tag):
     bad = tmp_path / "stale.patch"
-    bad.write_text("--- a/csrc/core/softmax.cc\n+++ b/csrc/core/softmax.cc\n@@ -1,2 +1,2 @@\n"
+    bad.write_text(f"--- a/{UNIT}\n+++ b/{UNIT}\n@@ -1,2 +1,2 @@\n"
                    "-// a line this file never had\n+// changed\n #include <cmath>\n")
     containers_before = set(docker("ps", "-aq").stdout.split())
     out = builder("derive", "--from", release_image, "--patch", str(bad), "--tag", scratch_tag)
     assert out.returncode == 2
     first = out.stderr.splitlines()[0]
     assert first == f"error: patch stale.patch does not apply to the source in {release_image}: Hunk #1 FAILED at 1"
-    assert "rejected hunks in ./csrc/core/softmax.cc" in out.stderr and "+// changed" in out.stderr
+    assert f"rejected hunks in ./{UNIT}" in out.stderr and "+// changed" in out.stderr
     assert image_id(scratch_tag) is None
     assert set(docker("ps", "-aq").stdout.split()) == containers_before
 
@@ -101,11 +103,11 @@ def test_derive_bad_input(release_image, args, text):
     assert out.returncode == 2 and text in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
-def test_derive_patch_and_packages_passes_its_tests(release_image, tmp_path, scratch_tag, fresh_value):
+def test_derive_patch_and_packages_passes_its_tests(release_image, tmp_path, scratch_tag, fresh_value, compile_cache):
     patch = tmp_path / "marker.patch"
     patch.write_text(marker_patch(fresh_value))
     out = builder("derive", "--from", release_image, "--patch", str(patch), "--apt", "jq", "--pip", "tabulate",
-                  "--tag", scratch_tag, "-q")
+                  "--compile-cache", compile_cache, "--tag", scratch_tag, "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"\d+ passed", out.stderr)             # the parent's suite plus the derived checks
     assert marker(scratch_tag) == fresh_value
@@ -115,7 +117,7 @@ def test_derive_patch_and_packages_passes_its_tests(release_image, tmp_path, scr
     report = json.loads(builder("inspect", scratch_tag, "--json").stdout)
     assert report["parent"] == release_image
     assert [p["name"] for p in report["patches"]] == ["marker.patch"]
-    assert report["framework_build_info"]["patches"] == report["patches"]
+    assert report["extension_build_info"]["patches"] == report["patches"]
 
 
 def test_image_own_addpackages_example(release_image, tmp_path, scratch_tag):
@@ -133,35 +135,51 @@ def test_image_own_addpackages_example(release_image, tmp_path, scratch_tag):
     assert check.returncode == 0, check.stderr
 
 
-@pytest.fixture(scope="module")
-def cache_server(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("compile-cache")
-    port = free_port()
-    out = builder("cache", "serve", "--detach", "--dir", str(directory), "--port", str(port))
-    assert out.returncode == 0, out.stderr
-    yield out.stdout.strip(), directory
-    builder("cache", "stop", "--dir", str(directory))
-
-
 def test_patch_rebuild_through_the_shared_cache_compiles_only_the_changed_unit(
-        offline_base, cache_server, tmp_path, scratch_tag, fresh_value, cache_dir):
-    url, directory = cache_server
-    seed = builder("build", "--release", "21.08", "--repo", "itest/cacheseed", "--build-id", "seed",
-                   "--compile-cache", f"{url}/ccache", "-q")
-    assert seed.returncode == 0, seed.stderr
-    parent = "itest/cacheseed:21.08-tf2-py3"
+        release_image, compile_cache, cache_server, tmp_path, scratch_tag, fresh_value, cache_dir):
+    """The release build seeded the cache: a one-file patch compiles that unit only, and
+    Horovod (unchanged) is not rebuilt at all."""
     patch = tmp_path / "marker.patch"
     patch.write_text(marker_patch(fresh_value))
-    out = builder("derive", "--from", parent, "--patch", str(patch), "--compile-cache", f"{url}/ccache",
+    out = builder("derive", "--from", release_image, "--patch", str(patch), "--compile-cache", compile_cache,
                   "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr
-    log = (cache_dir / "logs" / f"derive-{scratch_tag.replace('/', '_').replace(':', '_')}.log").read_text()
-    compiled = re.findall(r"nvbuild.sh: compiled: (\S+)", log)
-    assert compiled == ["csrc/core/matmul.cc"], log[-2000:]
-    assert re.search(r"compile cache: (\d+) of \1\b", log) is None      # not everything came from the cache
+    log = derive_log(cache_dir, scratch_tag)
+    assert re.findall(r"nvbuild.sh: compiled: (\S+)", log) == [UNIT], log[-3000:]
+    assert "horovod: up to date, not rebuilt" in log
     assert marker(scratch_tag) == fresh_value
-    stats = json.loads(builder("cache", "stats", "--dir", str(directory), "--json").stdout)
+    stats = json.loads(builder("cache", "stats", "--dir", str(cache_server[1]), "--json").stdout)
     assert stats["running"] and stats["hits"] > 0 and stats["objects"] > 0
+
+
+def test_horovod_patch_rebuild_compiles_only_the_changed_unit(release_image, compile_cache, tmp_path, scratch_tag,
+                                                               cache_dir):
+    """A one-file Horovod patch, the way the image ships its own fix: joined to
+    /opt/tensorflow/patches/horovod/, applied by nvbuild.sh, recorded, and through the warm
+    cache only the changed unit compiles; the image passes the conformance suite."""
+    unit = "horovod/common/operations.cc"
+    base = docker("run", "--rm", "--entrypoint", "bash", release_image, "-c",
+                  f"cd /tmp && cp -r /opt/tensorflow/horovod-source h && cd h && "
+                  f"for p in /opt/tensorflow/patches/horovod/*.patch; do patch -s -p1 < $p; done && cat {unit}")
+    assert base.returncode == 0, base.stderr
+    lines = base.stdout.splitlines()
+    n = len(lines)
+    patch = tmp_path / "0100-itest-marker.patch"
+    patch.write_text("\n".join([f"--- a/{unit}", f"+++ b/{unit}", f"@@ -{n - 2},3 +{n - 2},5 @@",
+                                *[f" {t}" for t in lines[-3:]], "+",
+                                "+extern \"C\" int horovod_itest_marker(void) { return 4242; }"]) + "\n")
+    out = builder("derive", "--from", release_image, "--horovod-patch", str(patch), "--compile-cache", compile_cache,
+                  "--tag", scratch_tag, "-q")
+    assert out.returncode == 0, out.stderr[-3000:]
+    log = derive_log(cache_dir, scratch_tag)
+    assert re.findall(r"nvbuild.sh: compiled: (\S+)", log) == [unit], log[-3000:]
+    check = docker("run", "--rm", "--entrypoint", "python3", scratch_tag, "-c",
+                   "import ctypes, glob, horovod, os; "
+                   "lib = glob.glob(os.path.join(os.path.dirname(horovod.__file__), 'tensorflow', 'mpi_lib*.so'))[0]; "
+                   "print(ctypes.CDLL(lib).horovod_itest_marker())")
+    assert check.returncode == 0 and check.stdout.split()[-1] == "4242", check.stderr
+    info = json.loads(docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout)
+    assert [p["name"] for p in info["horovod"]["patches"]][-1] == patch.name
 
 
 def test_cache_server_down_degrades_to_a_normal_compile(release_image, tmp_path, scratch_tag, fresh_value, cache_dir):
@@ -171,17 +189,23 @@ def test_cache_server_down_degrades_to_a_normal_compile(release_image, tmp_path,
     out = builder("derive", "--from", release_image, "--patch", str(patch), "--compile-cache", dead,
                   "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr
-    log = (cache_dir / "logs" / f"derive-{scratch_tag.replace('/', '_').replace(':', '_')}.log").read_text()
+    log = derive_log(cache_dir, scratch_tag)
     assert f"warning: compile cache {dead} does not answer; compiling without it" in log
     assert marker(scratch_tag) == fresh_value
 
 
-def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_step(release_image, scratch_tag):
-    """--nvbuild-args "--sm 8.6": the derived image's label and env follow what was compiled
-    (its conformance run checks labels against the framework's build info and cuobjdump)."""
-    out = builder("derive", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--tag", scratch_tag, "-q")
+def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_step(release_image, scratch_tag,
+                                                                                   compile_cache):
+    """--nvbuild-args "--sm 8.6": the derived image's label and env follow what was compiled,
+    the extension and Horovod are rebuilt for it (its conformance run checks labels against
+    the image's own report and cuobjdump)."""
+    out = builder("derive", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--compile-cache", compile_cache,
+                  "--tag", scratch_tag, "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     lab = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", scratch_tag).stdout)
     assert lab["dev.tfbuilder.cuda-compute-capabilities"] == "8.6"
+    assert lab["dev.tfbuilder.coverage"] == "8.6=sass"
     info = json.loads(docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout)
-    assert info["cuda_compute_capabilities"] == ["sm_86", "compute_86"]
+    assert info["extension"]["cuda_compute_capabilities"] == ["sm_86", "compute_86"]
+    hvd = [b for b in info["cuda_binaries"] if b["component"] == "horovod"]
+    assert hvd and all(b["sass"] == ["86"] and b["ptx"] == ["86"] for b in hvd)

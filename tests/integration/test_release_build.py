@@ -33,6 +33,22 @@ def test_offline_base_layout(offline_base):
     assert out.stdout.split()[-4:] == ["11.2", "all", "compute,utility,video", "cuda>=11.2"]
 
 
+def test_offline_base_has_no_driver_libraries_and_consistent_packages(offline_base):
+    """Debian's toolkit depends on the driver's libraries; a placeholder package stands in
+    for them, so the host's (injected by the NVIDIA container toolkit) are the only ones."""
+    out = docker("run", "--rm", offline_base, "bash", "-c",
+                 "ldconfig -p | grep -E 'libcuda\\.so\\.1|libnvidia-ml\\.so\\.1|libnvidia-ptxjitcompiler' ; "
+                 "find / -xdev \\( -name 'libcuda.so.*' -o -name 'libnvidia-ml.so.*' \\) -not -path '*/stubs/*'; "
+                 "dpkg-query -W -f '${Package} ${Status}\\n' host-provided-nvidia-driver libcuda1 libnvidia-ml1 2>&1; "
+                 "apt-get check >/dev/null && echo apt-consistent")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "host-provided-nvidia-driver install ok installed" in lines
+    assert not any("libcuda.so" in l or "libnvidia-ml.so" in l for l in lines), lines
+    assert not any(l.startswith(("libcuda1 install", "libnvidia-ml1 install")) for l in lines), lines
+    assert lines[-1] == "apt-consistent"
+
+
 def test_release_image_passes_conformance(release_image):
     out = builder("test", release_image)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
@@ -45,70 +61,104 @@ def test_release_image_tags_and_labels(release_image):
     assert lab["dev.tfbuilder.release"] == "21.08" and lab["dev.tfbuilder.variant"] == "tf2-py3"
     assert lab["dev.tfbuilder.base"] == "offline" and lab["dev.tfbuilder.base-image"].startswith("local/cuda-base:bullseye")
     assert lab["com.nvidia.build.id"] == BUILD_ID
+    # Read back from the image, not copied from the request.
+    assert lab["dev.tfbuilder.framework-version"] == "2.5.0"
+    assert lab["dev.tfbuilder.cuda"] == "11.2" and lab["dev.tfbuilder.cudnn"].startswith("8.")
+    assert lab["dev.tfbuilder.tf-trt"] == "unavailable"
+    assert lab["dev.tfbuilder.horovod"].startswith("0.22.1 ")
+    assert "TensorFlow 2.5.0 (upstream wheel)" in lab["org.opencontainers.image.description"]
+
+
+def test_real_tensorflow_imports_at_the_catalogs_version(release_image):
+    """Done-when: `docker run --rm IMAGE python -c 'import tensorflow as tf; print(tf.__version__)'`."""
+    out = docker("run", "--rm", release_image, "python", "-c", "import tensorflow as tf; print(tf.__version__)")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "2.5.0"
 
 
 def test_banner_and_shared_memory_note(release_image):
     plain = docker("run", "--rm", release_image)
     assert plain.returncode == 0
     assert "NVIDIA Release 21.08-tf2 (build itest)" in plain.stdout
+    assert "TensorFlow Version 2.5.0" in plain.stdout
     assert "NOTE: The SHMEM allocation limit is set to the default of 64MB" in plain.stdout
     big = docker("run", "--rm", "--shm-size=1g", release_image, "true")
     assert big.returncode == 0 and "SHMEM" not in big.stdout and "== TensorFlow ==" in big.stdout
 
 
-def test_inspect_reports_labels_and_the_frameworks_own_build_info(release_image):
+def test_inspect_reports_what_the_image_holds(release_image):
     out = builder("inspect", release_image, "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["release"] == "21.08" and report["cuda_compute_capabilities"] == "5.2,6.0,6.1,7.0,7.5,8.0,8.6"
-    assert report["toggles"] == {"xla": True, "gcp": False, "hdfs": False}
-    info = report["framework_build_info"]
-    assert info["cuda_compute_capabilities"][-1] == "compute_86" and info["is_xla_build"] is True
-    assert report["cuda_library"].endswith("/tfref/lib/libtfref_cuda.so")
+    assert report["framework"] == "TensorFlow 2.5.0" and report["python"].startswith("3.9.")
+    assert report["versions"]["cuda"] == "11.2" and report["versions"]["horovod"] == "0.22.1"
+    assert report["versions"]["cudnn"].startswith("8.") and report["versions"]["nccl"].startswith("2.")
+    assert all(lib["loaded"] for name, lib in report["libraries"].items() if name != "tensorrt")
+    assert report["libraries"]["tensorrt"]["loaded"] is False and report["tf_trt"] == "unavailable"
+    assert report["driver_libraries"] == []
+    assert report["tensorflow_build_info"]["cuda_compute_capabilities"][-1] == "compute_80"
+    assert set(report["coverage"]) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6"}
+    components = {b["component"] for b in report["cuda_binaries"]}
+    assert components == {"tensorflow", "extension", "horovod"}
 
 
-def test_failed_build_keeps_the_previous_image_and_shows_the_failing_step(release_image, tmp_path):
-    """A syntax error put into the source fails in nvbuild.sh's compile phase with the
+def test_inspect_coverage_table(release_image):
+    out = builder("inspect", release_image, "--coverage", "--cuda-cc", "9.0")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[0] == "capability" and "tensorflow:_pywrap_tensorflow_internal.so" in lines[0]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert set(rows) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "9.0"}
+    assert "SASS sm_86" in rows["8.6"]                  # the extension and Horovod: native code
+    assert "SASS sm_80" in rows["8.6"]                  # TensorFlow's wheel: sm_80 SASS runs on 8.6
+    assert "PTX JIT compute_80" in rows["9.0"] and "PTX JIT compute_86" in rows["9.0"]
+    assert "none" not in out.stdout
+
+
+def test_failed_build_keeps_the_previous_image_and_shows_the_failing_step(release_image, tmp_path, compile_cache):
+    """A compile error put into the extension fails in nvbuild.sh's compile phase with the
     compiler's message; the tag still names the image it named before."""
     broken = tmp_path / "src"
     shutil.copytree(ROOT / "framework-src", broken, ignore=shutil.ignore_patterns("build", "__pycache__"))
-    kernel = broken / "csrc/core/softmax.cc"
-    kernel.write_text(kernel.read_text().replace("return TFREF_OK;", "return TFREF_OK  /* missing semicolon */"))
+    kernel = sorted((broken / "csrc").rglob("*.cc"))[0]
+    kernel.write_text(kernel.read_text() + "\n#error broken on purpose\n")
     before = image_id(release_image)
     out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", "broken",
-                  "--framework-src", str(broken))
+                  "--framework-src", str(broken), "--compile-cache", compile_cache)
     assert out.returncode == 1
     assert "failing step: step" in out.stderr and "RUN ./nvbuild.sh" in out.stderr
     assert "nvbuild.sh: compile phase failed" in out.stderr
-    assert "softmax.cc" in out.stderr and "error" in out.stderr          # the compiler's own message
+    assert kernel.name in out.stderr and "broken on purpose" in out.stderr      # the compiler's own message
     assert image_id(release_image) == before
     assert image_id(f"{REPO}:21.08-tf2-py3-broken") is None
 
 
-def test_toggled_build_changes_binary_build_info_and_file_systems(offline_base, scratch_tag):
-    out = builder("build", "--release", "21.08", "--cuda-cc", "7.0,8.0", "--no-xla", "--gcp", "--hdfs",
-                  "--tag", scratch_tag, "-q")
+def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_tag, compile_cache):
+    out = builder("build", "--release", "21.08", "--cuda-cc", "7.0,8.0", "--no-xla", "--gcp",
+                  "--tag", scratch_tag, "--compile-cache", compile_cache, "-q")
     assert out.returncode == 0, out.stderr
-    assert builder("test", scratch_tag).returncode == 0
-    probe = docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c",
-                   "python3 -c 'import json,tfref; i=tfref.sysconfig.get_build_info(); "
-                   "print(json.dumps([i[\"cuda_compute_capabilities\"], i[\"is_xla_build\"], i[\"is_gcp_build\"], "
-                   "i[\"is_hdfs_build\"], tfref.io.available_schemes()]))' && "
-                   "cuobjdump --list-elf $(python3 -c 'import tfref; print(tfref.sysconfig.get_cuda_library())')")
-    assert probe.returncode == 0, probe.stderr
-    first, rest = probe.stdout.split("\n", 1)
-    assert json.loads(first) == [["sm_70", "sm_80", "compute_80"], False, True, True, ["file", "gs", "hdfs"]]
-    assert sorted(set(re.findall(r"sm_\d+", rest))) == ["sm_70", "sm_80"]
+    test = builder("test", scratch_tag)
+    assert test.returncode == 0, test.stdout[-3000:]
+    report = json.loads(builder("inspect", scratch_tag, "--json").stdout)
+    ext = report["extension_build_info"]
+    assert ext["cuda_compute_capabilities"] == ["sm_70", "sm_80", "compute_80"] and ext["is_xla_build"] is False
+    assert report["toggles"] == {"xla": False, "gcp": True, "hdfs": False}
+    for b in report["cuda_binaries"]:
+        if b["component"] in ("extension", "horovod"):
+            assert b["sass"] == ["70", "80"] and b["ptx"] == ["80"], b
+    assert report["filesystems"]["gs"] is True
 
 
 def test_nvbuild_rebuilds_inside_the_image(release_image):
     out = docker("run", "--rm", release_image, "bash", "-c",
-                 "cd /opt/tensorflow && ./nvbuild.sh --sm 8.6 --noclean >/tmp/log 2>&1 || { cat /tmp/log; exit 1; }; "
-                 "cd / && python3 -c 'import tfref; print(tfref.sysconfig.get_build_info()[\"cuda_compute_capabilities\"])' "
-                 "&& ls /opt/tensorflow/tensorflow-source/build/lib")
+                 "cd /opt/tensorflow && ./nvbuild.sh --only extension --sm 8.6 --noclean >/tmp/log 2>&1 "
+                 "|| { cat /tmp/log; exit 1; }; grep -c 'horovod' /tmp/log; "
+                 "cd / && python3 -c 'import tfext; print(tfext.sysconfig.get_build_info()[\"cuda_compute_capabilities\"])' "
+                 "&& ls /opt/tensorflow/tensorflow-source/build")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "['sm_86', 'compute_86']" in out.stdout
-    assert "libtfref_cuda.so" in out.stdout            # --noclean kept the build tree
+    assert out.stdout.split()[0] == "0"                # --only extension: Horovod untouched
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -141,7 +191,9 @@ def test_bad_inputs_change_nothing(release_image):
     before = image_id(release_image)
     for args, text in ((["--cuda-cc", "9.9"], "9.9 is not a GPU architecture"),
                        (["--base", "no/such-image:1"], "does not exist locally and cannot be pulled"),
-                       (["--framework-src", "/nonexistent"], "is not a directory")):
+                       (["--framework-src", "/nonexistent"], "is not a directory"),
+                       (["--hdfs"], "needs libhdfs.so from a Hadoop client"),
+                       (["--variant", "tf1-py3"], "TensorFlow 1.15.5 has no wheel for Python")):
         out = builder("build", "--release", "21.08", "--repo", REPO, *args)
         assert out.returncode == 2 and text in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
@@ -152,7 +204,8 @@ def test_dry_run_builds_nothing(offline_base):
     out = builder("build", "--release", "21.08", "--all", "--repo", "itest/dry", "--dry-run")
     assert out.returncode == 0, out.stderr
     plans = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [p["variant"] for p in plans] == ["tf1-py3", "tf2-py3"]
+    assert [p["variant"] for p in plans] == ["tf2-py3"]
     assert all(p["base"] == offline_base for p in plans)
     assert "upstream base nvcr.io/nvidia/cuda:11.4.1-cudnn8-devel-ubuntu20.04 is not present" in out.stderr
-    assert image_id("itest/dry:21.08-tf1-py3") is None
+    assert "skipped tf1-py3: " in out.stderr
+    assert image_id("itest/dry:21.08-tf2-py3") is None

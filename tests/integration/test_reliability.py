@@ -71,23 +71,28 @@ def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_
         reg.cleanup()
 
 
-def test_two_variants_built_at_once_both_tag_correctly(offline_base):
-    procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--variant", v, "--repo", "itest/concurrent",
-                               "--build-id", f"c-{v}", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for v in ("tf1-py3", "tf2-py3")]
+def test_two_builds_at_once_both_tag_correctly(release_image, compile_cache):
+    """Two builds of different images run at once (they share every layer up to the
+    environment defaults) and each tag names its own result."""
+    procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--repo", f"itest/concurrent-{i}",
+                               "--build-id", f"c-{i}", "--env", f"CONCURRENT_MARKER={i}",
+                               "--compile-cache", compile_cache, "-q"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
     results = [p.communicate(timeout=1800) + (p.returncode,) for p in procs]
     for out, err, rc in results:
         assert rc == 0, err
-    for v, short in (("tf1-py3", "tf1"), ("tf2-py3", "tf2")):
-        lab = labels(f"itest/concurrent:21.08-{v}")
-        assert lab["dev.tfbuilder.variant"] == v and lab["com.nvidia.build.id"] == f"c-{v}"
-        env = json.loads(docker("image", "inspect", "--format", "{{json .Config.Env}}", f"itest/concurrent:21.08-{v}").stdout)
-        assert f"NVIDIA_TENSORFLOW_VERSION=21.08-{short}" in env
+    for i in (1, 2):
+        ref = f"itest/concurrent-{i}:21.08-tf2-py3"
+        lab = labels(ref)
+        assert lab["dev.tfbuilder.variant"] == "tf2-py3" and lab["com.nvidia.build.id"] == f"c-{i}"
+        env = json.loads(docker("image", "inspect", "--format", "{{json .Config.Env}}", ref).stdout)
+        assert f"CONCURRENT_MARKER={i}" in env and "NVIDIA_TENSORFLOW_VERSION=21.08-tf2" in env
+        docker("rmi", ref, f"{ref}-c-{i}")
 
 
-def test_two_builds_of_the_same_tag_end_with_one_consistent_image(offline_base, scratch_tag):
+def test_two_builds_of_the_same_tag_end_with_one_consistent_image(release_image, scratch_tag, compile_cache):
     procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--tag", scratch_tag, "--build-id", f"same-{i}",
-                               "--env", f"RACE_MARKER={i}", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               "--env", f"RACE_MARKER={i}", "--compile-cache", compile_cache, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in (1, 2)]
     for p in procs:
         _, err = p.communicate(timeout=1800)

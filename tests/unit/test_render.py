@@ -33,22 +33,53 @@ def test_build_parameters_and_nvbuild_line_default(cat):
             '    TF_NEED_GCP="0" \\\n'
             '    TF_NEED_HDFS="0"\n'
             '\n'
-            'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
             'WORKDIR /opt/tensorflow\n'
             '# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.\n'
             'ARG COMPILE_CACHE=""\n'
+            '# Horovod first, in its own layer: a change to the extension\'s source does not rebuild it.\n'
+            'RUN ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+            '\n'
+            'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
             'RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n') in text
 
 
+def test_the_framework_comes_from_the_locks_with_hash_checking(cat):
+    r = _render(cat)
+    assert "COPY locks/ /opt/tensorflow/locks/\n" in r.dockerfile
+    assert "pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r \"$lock\"" in r.dockerfile
+    assert "register-gpu-wheels" in r.dockerfile
+    assert set(k for k in r.files if k.startswith("locks/")) == {
+        "locks/requirements-py3.8.txt", "locks/requirements-py3.9.txt", "locks/horovod.txt"}
+    assert "tensorflow==2.5.0 \\\n" in r.files["locks/requirements-py3.9.txt"]
+    assert r.files["locks/horovod.txt"].strip().splitlines()[-1].startswith("horovod==0.22.1 --hash=sha256:")
+    assert "--no-binary :all:" in r.dockerfile and "/opt/tensorflow/horovod-source" in r.dockerfile
+    assert any(k.startswith("patches/horovod/") and k.endswith(".patch") for k in r.files)
+
+
+def test_unbuildable_requests_are_refused_before_anything_is_built(cat):
+    with pytest.raises(UserError, match="TensorFlow 1.15.5 has no wheel for Python"):
+        _render(cat, variant="tf1-py3")
+    with pytest.raises(UserError, match="needs libhdfs.so from a Hadoop client"):
+        _render(cat, hdfs=True)
+
+
+def test_labels_claim_only_what_was_requested(cat):
+    """What the image holds is read back after the build; the Dockerfile claims no version."""
+    text = _render(cat).dockerfile
+    assert 'dev.tfbuilder.requested-framework="tensorflow==2.5.0"' in text
+    assert "dev.tfbuilder.framework-version" not in text and "org.opencontainers.image.description" not in text
+
+
 def test_build_parameters_follow_options(cat):
-    r = _render(cat, cuda_cc="80,70", xla=False, gcp=True, hdfs=True)
+    r = _render(cat, cuda_cc="80,70", xla=False, gcp=True)
     assert ('ENV TF_CUDA_COMPUTE_CAPABILITIES="7.0,8.0" \\\n'
             '    TF_ENABLE_XLA="0" \\\n'
             '    TF_NEED_GCP="1" \\\n'
-            '    TF_NEED_HDFS="1"\n') in r.dockerfile
+            '    TF_NEED_HDFS="0"\n') in r.dockerfile
     assert 'RUN ./nvbuild.sh --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
+    assert 'RUN ./nvbuild.sh --only horovod --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
     for line in ('dev.tfbuilder.cuda-compute-capabilities="7.0,8.0"', 'dev.tfbuilder.xla="0"',
-                 'dev.tfbuilder.gcp="1"', 'dev.tfbuilder.hdfs="1"'):
+                 'dev.tfbuilder.gcp="1"', 'dev.tfbuilder.hdfs="0"'):
         assert line in r.dockerfile
 
 
@@ -124,13 +155,13 @@ def test_docker_examples_start_from_the_exact_tag(cat):
     custom = r.files["docker-examples/Dockerfile.customtensorflow"]
     assert ("WORKDIR /opt/tensorflow/tensorflow-source\n"
             "RUN patch -p1 --forward < /tmp/my-tensorflow-modifications.patch \\\n") in custom
-    assert "WORKDIR /opt/tensorflow\nRUN ./nvbuild.sh\n\nWORKDIR /workspace\n" in custom
+    assert ('WORKDIR /opt/tensorflow\nARG COMPILE_CACHE=""\nRUN ./nvbuild.sh ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+            '\nWORKDIR /workspace\n') in custom
 
 
 def test_flags_file_per_api(cat):
-    assert _render(cat, variant="tf1-py3").files["nvbuildopts"].splitlines()[1:] == [
-        "--config=v1", "-c", "opt", "--config=cuda", "--output_filter=MATCH_NOTHING"]
-    assert "--config=v2\n" in _render(cat).files["nvbuildopts"]
+    assert _render(cat).files["nvbuildopts"].splitlines()[1:] == [
+        "--config=v2", "-c", "opt", "--config=cuda", "--output_filter=MATCH_NOTHING"]
 
 
 def test_copyright_follows_the_release(cat):
@@ -142,7 +173,7 @@ def test_copyright_follows_the_release(cat):
 
 
 def test_release_line_env(cat):
-    assert 'NVIDIA_TENSORFLOW_VERSION="21.08-tf1"' in _render(cat, variant="tf1-py3").dockerfile
+    assert 'NVIDIA_TENSORFLOW_VERSION="21.08-tf2"' in _render(cat).dockerfile
 
 
 def test_rendering_is_deterministic(cat):
@@ -168,9 +199,17 @@ def test_offline_base_tag_is_derived_from_the_recipe(cat):
     a = BaseRecipe(off)
     assert a.tag == BaseRecipe(off).tag                    # asking again names the same image
     assert a.tag.startswith("local/cuda-base:bullseye-cuda11.2-py3.9-")
-    assert BaseRecipe(cat.get("22.12").offline).tag != a.tag
-    assert "NVCC_CCBIN=g++-11" in BaseRecipe(cat.get("22.12").offline).dockerfile()
+    assert BaseRecipe(cat.get("26.11").offline).tag != a.tag
+    assert "NVCC_CCBIN=g++-11" in BaseRecipe(cat.get("26.11").offline).dockerfile()
     assert "NVCC_CCBIN" not in a.dockerfile()
+
+
+def test_offline_bases_never_install_driver_libraries(cat):
+    text = BaseRecipe(cat.get("21.08").offline).dockerfile()
+    assert '"Package: host-provided-nvidia-driver"' in text
+    assert "Provides: libcuda.so.1 (= 9999), libnvidia-ml.so.1 (= 9999)" in text
+    assert text.index("dpkg -i /tmp/host-driver.deb") < text.index("nvidia-cuda-toolkit")
+    assert "-name 'libcuda.so*' -o -name 'libnvidia-ml.so*'" in text    # the build fails if one slipped in
 
 
 def test_corporate_settings_never_appear_in_what_is_rendered(cat):

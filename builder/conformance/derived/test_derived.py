@@ -15,11 +15,23 @@ def derived(labels):
 
 def test_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):
     recorded = json.loads(derived[f"{LABEL}.patches"])
-    assert build_info["patches"] == recorded
+    ext = build_info.get("extension") or {}
+    assert ext.get("patches", []) == recorded
     for p in recorded:
         f = host.file(f"/opt/tensorflow/patches/{p['name']}")
         assert f.is_file and host.check_output(f"sha256sum {f.path}").split()[0] == p["sha256"]
-    assert bool(build_info["modified_files"]) == bool(recorded)
+    assert bool(ext.get("modified_files")) == bool(recorded)
+
+
+def test_horovod_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):
+    added = json.loads(derived.get(f"{LABEL}.horovod-patches") or "[]")
+    if not added:
+        pytest.skip("no Horovod patch in this derived image")
+    recorded = (build_info.get("horovod") or {}).get("patches") or []
+    for p in added:
+        assert p in recorded, p
+        digest = host.check_output(f"sha256sum /opt/tensorflow/patches/horovod/{p['name']}").split()[0]
+        assert digest == p["sha256"]
 
 
 def test_added_packages_are_installed(derived, host):

@@ -1,0 +1,373 @@
+"""What an image really holds, read from inside it: one JSON object on stdout.
+
+Standard library only (plus what the image has): the same file is copied into every
+image as /opt/tensorflow/image_report.py. nvbuild.sh runs it to write build-info.json
+(the banner reads that), and the builder runs it in a container of a freshly built
+image to label it and to check it against the catalog: nothing here repeats what
+was requested, everything is probed.
+
+    python3 image_report.py [--no-coverage] [--requested 7.0,8.6]
+"""
+from __future__ import annotations
+
+import ctypes
+import fnmatch
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import sysconfig
+
+if __package__:  # imported from the builder package (host side)
+    from builder import cuda_arch
+else:  # run as a script in the image: cuda_arch.py sits next to it
+    import cuda_arch  # type: ignore[no-redef]
+
+# Driver user-space libraries: the host's NVIDIA container toolkit injects them; an image
+# that carries its own shadows the host driver.
+DRIVER_LIBRARIES = ("libcuda.so*", "libnvidia-ml.so*", "libnvidia-ptxjitcompiler.so*",
+                    "libnvidia-fatbinaryloader.so*", "libcudadebugger.so*")
+
+# Shared-object names TensorFlow dlopens, by the CUDA major version it was built with.
+SONAMES = {
+    11: {"cudart": "libcudart.so.11.0", "cublas": "libcublas.so.11", "cublasLt": "libcublasLt.so.11",
+         "cufft": "libcufft.so.10", "curand": "libcurand.so.10", "cusolver": "libcusolver.so.11",
+         "cusparse": "libcusparse.so.11"},
+    12: {"cudart": "libcudart.so.12", "cublas": "libcublas.so.12", "cublasLt": "libcublasLt.so.12",
+         "cufft": "libcufft.so.11", "curand": "libcurand.so.10", "cusolver": "libcusolver.so.11",
+         "cusparse": "libcusparse.so.12"},
+}
+
+
+def _int_out(lib: ctypes.CDLL, func: str) -> int | None:
+    """Call `status func(int *out)` and return out, or None."""
+    value = ctypes.c_int(0)
+    try:
+        status = getattr(lib, func)(ctypes.byref(value))
+    except AttributeError:
+        return None
+    return value.value if status == 0 else None
+
+
+def _property_version(lib: ctypes.CDLL, func: str) -> str | None:
+    """cublasGetProperty-style: MAJOR_VERSION=0, MINOR_VERSION=1, PATCH_LEVEL=2."""
+    parts = []
+    for prop in (0, 1, 2):
+        value = ctypes.c_int(0)
+        try:
+            if getattr(lib, func)(prop, ctypes.byref(value)) != 0:
+                return None
+        except AttributeError:
+            return None
+        parts.append(str(value.value))
+    return ".".join(parts)
+
+
+def _split_version(number: int | None, scheme: str) -> str | None:
+    if not number:
+        return None
+    if scheme == "cuda":     # 11020 -> 11.2
+        return f"{number // 1000}.{number % 1000 // 10}"
+    if scheme == "nccl":     # 21304 -> 2.13.4 (2.9+: major*10000 + minor*100 + patch)
+        return f"{number // 10000}.{number % 10000 // 100}.{number % 100}" if number >= 20900 \
+            else f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
+    if scheme == "cudnn":    # 8500 -> 8.5.0 (8.x: major*1000 + minor*100 + patch)
+        return f"{number // 1000}.{number % 1000 // 100}.{number % 100}" if number < 90000 \
+            else f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+    if scheme == "trt":      # 7202 -> 7.2.2 (also cuFFT's and cuRAND's 10401 -> 10.4.1)
+        return f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
+    return str(number)
+
+
+def probe_library(name: str, soname: str) -> dict:
+    """Load a library the way TensorFlow does (by soname, through the dynamic loader) and
+    ask it for its own version."""
+    entry: dict = {"soname": soname}
+    try:
+        lib = ctypes.CDLL(soname)
+    except OSError as exc:
+        entry.update(loaded=False, error=str(exc).splitlines()[0])
+        return entry
+    entry["loaded"] = True
+    entry["path"] = _loaded_path(soname)
+    version = None
+    if name == "cudart":
+        version = _split_version(_int_out(lib, "cudaRuntimeGetVersion"), "cuda")
+    elif name in ("cublas", "cusolver", "cusparse"):
+        version = _property_version(lib, {"cublas": "cublasGetProperty", "cusolver": "cusolverGetProperty",
+                                          "cusparse": "cusparseGetProperty"}[name])
+    elif name == "cublasLt":
+        try:
+            lib.cublasLtGetVersion.restype = ctypes.c_size_t
+            n = lib.cublasLtGetVersion()
+            version = f"{n // 10000}.{n % 10000 // 100}.{n % 100}" if n >= 10000 else str(n)
+        except AttributeError:
+            pass
+    elif name in ("cufft", "curand"):  # 10401 -> 10.4.1
+        version = _split_version(_int_out(lib, "cufftGetVersion" if name == "cufft" else "curandGetVersion"), "trt")
+    elif name == "cudnn":
+        lib.cudnnGetVersion.restype = ctypes.c_size_t
+        version = _split_version(lib.cudnnGetVersion(), "cudnn")
+    elif name == "nccl":
+        version = _split_version(_int_out(lib, "ncclGetVersion"), "nccl")
+    elif name == "tensorrt":
+        try:
+            version = _split_version(lib.getInferLibVersion(), "trt")
+        except AttributeError:
+            pass
+    if version:
+        entry.update(version=version, version_from="the library")
+    else:  # e.g. cudart answers only with a driver present: the file's own version suffix
+        real = os.path.realpath(entry["path"]) if entry["path"] else ""
+        m = re.search(r"\.so\.(\d+(?:\.\d+)+)$", real)
+        entry.update(version=m.group(1) if m else None, version_from="the file name" if m else "")
+    return entry
+
+
+def _loaded_path(soname: str) -> str:
+    """Where the loader found a library (from /proc/self/maps)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if os.path.basename(path).startswith(soname.split(".so")[0] + ".so"):
+                    return path
+    except OSError:
+        pass
+    return ""
+
+
+def driver_libraries() -> list[str]:
+    """Driver libraries present in the image (link stubs for the linker excepted)."""
+    found = []
+    roots = ["/usr/lib", "/usr/lib64", "/usr/local", "/lib", "/opt", sysconfig.get_paths()["purelib"]]
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            if "/stubs" in dirpath or dirpath.startswith("/proc"):
+                continue
+            for f in filenames:
+                if any(fnmatch.fnmatch(f, pat) for pat in DRIVER_LIBRARIES):
+                    found.append(os.path.join(dirpath, f))
+    return sorted(set(found))
+
+
+# --- CUDA binaries ------------------------------------------------------------------------
+def _has_fatbin(path: str) -> bool:
+    """Does this ELF file carry a .nv_fatbin section (device code)? Reads section headers."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return False
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+            f.seek(shoff + shstrndx * shentsize)
+            strtab = f.read(shentsize)
+            str_off, str_size = struct.unpack_from("<QQ", strtab, 0x18)
+            f.seek(str_off)
+            names = f.read(str_size)
+        return b".nv_fatbin\x00" in names
+    except (OSError, struct.error):
+        return False
+
+
+def device_code(path: str) -> dict:
+    """SASS and PTX architectures a binary carries, listed by cuobjdump."""
+    out = {"path": path, "sass": [], "ptx": []}
+    tool = shutil.which("cuobjdump")
+    if not tool:
+        out["error"] = "cuobjdump is not installed"
+        return out
+    for kind, flag, pattern in (("sass", "--list-elf", r"\.sm_(\d+)[a-z]?\.cubin"),
+                                ("ptx", "--list-ptx", r"\.sm_(\d+)[a-z]?\.ptx")):
+        run = subprocess.run([tool, flag, path], capture_output=True, text=True)
+        found = set(re.findall(pattern, run.stdout))
+        if run.returncode != 0 and not found and "does not contain" not in run.stderr:
+            out["error"] = (run.stderr.strip().splitlines() or ["cuobjdump failed"])[-1]
+        out[kind] = sorted(found, key=int)
+    return out
+
+
+def cuda_binaries(components: dict[str, list[str]]) -> list[dict]:
+    result = []
+    for component, roots in components.items():
+        files = []
+        for root in roots:
+            if os.path.isfile(root):
+                files.append(root)
+                continue
+            for dirpath, _, filenames in os.walk(root):
+                files += [os.path.join(dirpath, f) for f in filenames if ".so" in f]
+        for path in sorted(set(os.path.realpath(f) for f in files)):
+            if _has_fatbin(path):
+                entry = device_code(path)
+                entry["component"] = component
+                result.append(entry)
+    return result
+
+
+def coverage_table(binaries: list[dict], requested: list[str]) -> dict:
+    """For each requested capability and each CUDA binary: native SASS, PTX JIT, or none."""
+    table: dict = {}
+    for arch in requested:
+        row = {}
+        for b in binaries:
+            kind, source = cuda_arch.coverage(arch, b["sass"], b["ptx"])
+            row[b["path"]] = {"component": b["component"], "kind": kind, "from": source}
+        table[arch] = row
+    return table
+
+
+# --- the framework and its parts --------------------------------------------------------------
+def tensorflow_report() -> dict:
+    import tensorflow as tf
+
+    info = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in dict(tf.sysconfig.get_build_info()).items()}
+    report = {"name": "TensorFlow", "version": tf.__version__, "git_version": tf.version.GIT_VERSION,
+              "compiler": tf.version.COMPILER_VERSION, "build_info": info,
+              "compile_flags": tf.sysconfig.get_compile_flags(), "path": os.path.dirname(tf.__file__)}
+    try:
+        from tensorflow.python.compiler.tensorrt import trt_convert  # noqa: F401
+        from tensorflow.compiler.tf2tensorrt import _pywrap_py_utils as trt_utils
+
+        linked = trt_utils.get_linked_tensorrt_version()
+        report["tensorrt_linked"] = ".".join(str(x) for x in linked) if any(linked) else ""
+    except Exception:  # not a TensorRT build, or an API this version lacks
+        report["tensorrt_linked"] = ""
+    return report
+
+
+def filesystems() -> dict:
+    """Which URL schemes TensorFlow can open, probed: an unregistered scheme raises
+    UnimplementedError; a registered one fails later (no network, no server) or works."""
+    import tensorflow as tf
+
+    probes = {"gs": "gs://tfbuilder-probe/x", "hdfs": "hdfs://127.0.0.1:1/x"}
+    out = {}
+    os.environ.setdefault("GCE_METADATA_HOST", "127.0.0.1:1")
+    for scheme, url in probes.items():
+        try:
+            tf.io.gfile.stat(url)
+            out[scheme] = {"available": True, "detail": "opened"}
+        except tf.errors.UnimplementedError as exc:
+            out[scheme] = {"available": False, "detail": str(exc).splitlines()[0][:200]}
+        except Exception as exc:  # registered: fails on the missing server, or on a missing client library
+            text = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            missing = any(m in text for m in ("libhdfs", "JAVA_HOME", "HADOOP_HDFS_HOME", "libjvm"))
+            out[scheme] = {"available": not missing, "detail": text}
+    return out
+
+
+def extension_report() -> dict | None:
+    try:
+        import tfext
+    except ImportError:
+        return None
+    info = dict(tfext.sysconfig.get_build_info())
+    info["library"] = tfext.sysconfig.get_library()
+    return info
+
+
+def horovod_report() -> dict | None:
+    try:
+        import horovod
+        import horovod.tensorflow as hvd
+    except ImportError:
+        return None
+    report = {"version": horovod.__version__, "path": os.path.dirname(horovod.__file__)}
+    for name in ("mpi_built", "gloo_built", "nccl_built", "cuda_built"):
+        fn = getattr(hvd, name, None)
+        if fn is not None:
+            try:
+                report[name] = bool(fn())
+            except Exception as exc:  # e.g. MPI not initialisable here
+                report[name] = f"error: {exc}"
+    report["patches"] = json.loads(os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON") or "null") \
+        if os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON") else _recorded_horovod_patches()
+    return report
+
+
+def _recorded_horovod_patches() -> list:
+    path = "/opt/tensorflow/build-info.json"
+    try:
+        with open(path) as f:
+            return json.load(f).get("horovod", {}).get("patches", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def packages() -> dict[str, str]:
+    from importlib import metadata
+
+    out: dict[str, str] = {}
+    for dist in metadata.distributions():  # in sys.path order: the first one is what imports
+        name = dist.metadata["Name"]
+        if name:
+            out.setdefault(name.lower().replace("_", "-"), dist.version)
+    return dict(sorted(out.items()))
+
+
+def report(with_coverage: bool = True, requested: list[str] | None = None) -> dict:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tf_report = tensorflow_report()
+    build = tf_report["build_info"]
+    cuda_major = int(str(build.get("cuda_version") or "0").split(".")[0] or 0)
+    libs = {}
+    if cuda_major in SONAMES:
+        for name, soname in SONAMES[cuda_major].items():
+            libs[name] = probe_library(name, soname)
+        cudnn = str(build.get("cudnn_version") or "").split(".")[0]
+        if cudnn:
+            libs["cudnn"] = probe_library("cudnn", f"libcudnn.so.{cudnn}")
+        libs["nccl"] = probe_library("nccl", "libnccl.so.2")
+        trt = tf_report.get("tensorrt_linked", "").split(".")[0]
+        if build.get("is_tensorrt_build"):
+            libs["tensorrt"] = probe_library("tensorrt", f"libnvinfer.so.{trt or '7'}")
+    ext = extension_report()
+    hvd = horovod_report()
+    out = {
+        "framework_name": "TensorFlow",
+        "version": tf_report["version"],
+        "tensorflow": tf_report,
+        "python": ".".join(str(x) for x in sys.version_info[:3]),
+        "cuda_version": str(build.get("cuda_version") or ""),
+        "cudnn_version": (libs.get("cudnn") or {}).get("version") or "",
+        "nccl_version": (libs.get("nccl") or {}).get("version") or "",
+        "tensorrt_version": (libs.get("tensorrt") or {}).get("version") or "",
+        "tf_trt_available": bool((libs.get("tensorrt") or {}).get("loaded")),
+        "libraries": libs,
+        "driver_libraries": driver_libraries(),
+        "filesystems": filesystems(),
+        "extension": ext,
+        "horovod": hvd,
+        "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]") if ext is None
+        else ext.get("patches", []),
+        "packages": packages(),
+    }
+    if with_coverage:
+        components = {"tensorflow": [tf_report["path"]]}
+        if ext:
+            components["extension"] = [ext["library"]]
+        if hvd:
+            components["horovod"] = [hvd["path"]]
+        binaries = cuda_binaries(components)
+        out["cuda_binaries"] = binaries
+        wanted = requested or [a for a in os.environ.get("TF_CUDA_COMPUTE_CAPABILITIES", "").split(",") if a]
+        out["coverage"] = coverage_table(binaries, wanted)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    with_coverage = "--no-coverage" not in argv
+    requested = None
+    if "--requested" in argv:
+        requested = [a for a in argv[argv.index("--requested") + 1].split(",") if a]
+    print(json.dumps(report(with_coverage, requested), sort_keys=True, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,167 @@
+"""Metadata read back from a built image, never copied from the request.
+
+`read_report` runs /opt/tensorflow/image_report.py in a container of the image (I/O);
+everything else is pure: `check` compares the report with the catalog (problems fail
+the build and move no tag; warnings are printed), `measured_labels` turns it into the
+labels the builder adds to the image, `coverage_rows` into the GPU coverage table.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from builder.catalog import Release, Variant
+from builder.errors import UserError
+from builder.render import LABEL_PREFIX as LABEL
+
+REPORT_SCRIPT = "/opt/tensorflow/image_report.py"
+# Libraries every GPU image must load (the driver excepted); TensorRT is optional.
+REQUIRED_LIBRARIES = ("cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse", "cudnn")
+KIND_TEXT = {"sass": "SASS", "ptx": "PTX JIT", "none": "none"}
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_report(engine, image: str, requested: list[str] | None = None, coverage: bool = True) -> dict:
+    """Run the image's own report in a throwaway container; a UserError when it cannot."""
+    cmd = ["python3", REPORT_SCRIPT]
+    if not coverage:
+        cmd.append("--no-coverage")
+    if requested:
+        cmd += ["--requested", ",".join(requested)]
+    code, out = engine.run_capture(image, cmd, stdout_only=True, timeout=600)
+    if code != 0:
+        _, err = engine.run_capture(image, cmd, timeout=600)
+        tail = (err.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"{image}: the image could not report what it holds ({REPORT_SCRIPT} exited {code}: {tail})")
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UserError(f"{image}: {REPORT_SCRIPT} printed no JSON report") from None
+
+
+def _short(path: str) -> str:
+    return os.path.basename(path)
+
+
+def coverage_summary(report: dict) -> dict[str, str]:
+    """Per requested capability, the weakest way any binary runs on it:
+    {"8.6": "sass", "9.0": "ptx (tensorflow)", ...}."""
+    out = {}
+    for arch, row in (report.get("coverage") or {}).items():
+        kinds = {cell["kind"] for cell in row.values()}
+        worst = "none" if "none" in kinds else "ptx" if "ptx" in kinds else "sass"
+        who = sorted({cell["component"] for cell in row.values() if cell["kind"] == worst})
+        out[arch] = worst if worst == "sass" else f"{worst} ({', '.join(who)})"
+    return out
+
+
+def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
+    """The coverage table: a header and one row per capability, one column per binary."""
+    binaries = report.get("cuda_binaries") or []
+    header = ["capability"] + [f"{b['component']}:{_short(b['path'])}" for b in binaries]
+    rows = []
+    for arch, row in (report.get("coverage") or {}).items():
+        cells = [arch]
+        for b in binaries:
+            cell = row.get(b["path"], {"kind": "none", "from": ""})
+            cells.append(f"{KIND_TEXT[cell['kind']]} {cell['from']}".strip())
+        rows.append(cells)
+    return header, rows
+
+
+def check(report: dict, release: Release, variant: Variant, requested: list[str], toggles: dict[str, bool],
+          expect_extension: bool = True) -> Verdict:
+    """Compare what the image holds with what the catalog and the request say."""
+    v = Verdict()
+    if report.get("version") != variant.framework_version:
+        v.problems.append(f"the image holds {report.get('framework_name')} {report.get('version')}, "
+                          f"the catalog says {variant.framework_version}")
+    libs = report.get("libraries") or {}
+    if report.get("tensorflow", {}).get("build_info", {}).get("is_cuda_build"):
+        for name in REQUIRED_LIBRARIES + (("nccl",) if "nccl" in release.gpu_wheels else ()):
+            lib = libs.get(name)
+            if not lib or not lib.get("loaded"):
+                why = (lib or {}).get("error", "not probed")
+                v.problems.append(f"GPU library {name} ({(lib or {}).get('soname', '?')}) does not load: {why}")
+        trt = libs.get("tensorrt")
+        if trt is not None and not trt.get("loaded"):
+            v.warnings.append(f"TF-TRT is unavailable: {report['framework_name']} {report['version']} was built against "
+                              f"TensorRT {report['tensorflow'].get('tensorrt_linked') or '?'} and {trt.get('soname')} "
+                              "is not in the image (no such wheel on PyPI)")
+    for path in report.get("driver_libraries") or []:
+        v.problems.append(f"driver library {path} is in the image (the host's NVIDIA container toolkit provides it)")
+    ext = report.get("extension")
+    if expect_extension:
+        if not ext:
+            v.problems.append("the extension (tfext) is not installed")
+        else:
+            want = [f"sm_{a.replace('.', '')}" for a in requested]
+            if want and ext.get("cuda_compute_capabilities", [])[:len(want)] != want:
+                v.problems.append(f"the extension was compiled for {ext.get('cuda_compute_capabilities')}, "
+                                  f"requested {','.join(requested)}")
+            if bool(ext.get("is_xla_build")) != bool(toggles.get("xla")):
+                v.problems.append(f"the extension's XLA kernels are {'in' if ext.get('is_xla_build') else 'not in'} "
+                                  f"the build, but TF_ENABLE_XLA={int(bool(toggles.get('xla')))}")
+    hvd = report.get("horovod")
+    if release.horovod:
+        if not hvd:
+            v.problems.append(f"Horovod {release.horovod.version} is not installed")
+        elif hvd.get("version") != release.horovod.version:
+            v.problems.append(f"the image holds Horovod {hvd.get('version')}, the catalog says {release.horovod.version}")
+    for arch, row in (report.get("coverage") or {}).items():
+        for path, cell in row.items():
+            if cell["kind"] == "none":
+                v.problems.append(f"compute capability {arch}: {cell['component']} binary {_short(path)} "
+                                  "carries no code a GPU of it can run (no SASS, no older PTX)")
+            elif cell["kind"] == "ptx" and cell["component"] != "tensorflow":
+                v.warnings.append(f"compute capability {arch}: {_short(path)} runs by PTX JIT from {cell['from']}")
+    ptx_tf = sorted({(a, c["from"]) for a, row in (report.get("coverage") or {}).items()
+                     for c in row.values() if c["kind"] == "ptx" and c["component"] == "tensorflow"})
+    for arch, source in ptx_tf:
+        v.warnings.append(f"compute capability {arch}: TensorFlow's own kernels run by PTX JIT from {source} "
+                          "(the first launch on such a GPU compiles them)")
+    fs = report.get("filesystems") or {}
+    if not toggles.get("gcp") and (fs.get("gs") or {}).get("available"):
+        v.warnings.append(f"TF_NEED_GCP=0, but the {report.get('framework_name')} {report.get('version')} wheel "
+                          "has gs:// built in: it stays available")
+    return v
+
+
+def measured_labels(report: dict) -> dict[str, str]:
+    """Labels describing what the image holds, from its own report."""
+    ext = report.get("extension") or {}
+    hvd = report.get("horovod") or {}
+    fs = report.get("filesystems") or {}
+    cov = coverage_summary(report)
+    parts = [f"{report.get('framework_name')} {report.get('version')} (upstream wheel)"
+             if ext else f"{report.get('framework_name')} {report.get('version')}"]
+    if report.get("cuda_version"):
+        parts.append(f"CUDA {report['cuda_version']}, cuDNN {report.get('cudnn_version') or 'none'}, "
+                     f"NCCL {report.get('nccl_version') or 'none'}")
+    built = [x for x in (f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
+                         f"Horovod {hvd.get('version')}" if hvd else "") if x]
+    caps = ",".join(cov)
+    if built:
+        parts.append(f"{' and '.join(built)} compiled for {caps}" if caps else " and ".join(built))
+    hvd_ops = [n[:-6] for n in ("mpi_built", "gloo_built", "nccl_built", "cuda_built") if hvd.get(n) is True]
+    return {
+        "org.opencontainers.image.description": "; ".join(parts),
+        f"{LABEL}.framework": str(report.get("framework_name", "")),
+        f"{LABEL}.framework-version": str(report.get("version", "")),
+        f"{LABEL}.python": str(report.get("python", "")),
+        f"{LABEL}.cuda": str(report.get("cuda_version", "")),
+        f"{LABEL}.cudnn": str(report.get("cudnn_version", "")),
+        f"{LABEL}.nccl": str(report.get("nccl_version", "")),
+        f"{LABEL}.tensorrt": str(report.get("tensorrt_version", "")),
+        f"{LABEL}.tf-trt": "available" if report.get("tf_trt_available") else "unavailable",
+        f"{LABEL}.extension": f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
+        f"{LABEL}.horovod": (f"{hvd.get('version')} ({', '.join(hvd_ops)})" if hvd else ""),
+        f"{LABEL}.filesystems": ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
+        f"{LABEL}.coverage": " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
+    }

@@ -174,8 +174,8 @@ def test_horovod_patch_rebuild_compiles_only_the_changed_unit(release_image, com
     log = derive_log(cache_dir, scratch_tag)
     assert re.findall(r"nvbuild.sh: compiled: (\S+)", log) == [unit], log[-3000:]
     check = docker("run", "--rm", "--entrypoint", "python3", scratch_tag, "-c",
-                   "import ctypes, glob, horovod, os; "
-                   "lib = glob.glob(os.path.join(os.path.dirname(horovod.__file__), 'tensorflow', 'mpi_lib*.so'))[0]; "
+                   "import ctypes, glob, os; import horovod.tensorflow as hvd; "   # loads TensorFlow's libraries first
+                   "lib = glob.glob(os.path.join(os.path.dirname(hvd.__file__), 'mpi_lib*.so'))[0]; "
                    "print(ctypes.CDLL(lib).horovod_itest_marker())")
     assert check.returncode == 0 and check.stdout.split()[-1] == "4242", check.stderr
     info = json.loads(docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout)

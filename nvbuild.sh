@@ -603,7 +603,14 @@ build_horovod() {
       cat > "$hvd_work/bin/nvcc" <<WRAP
 #!/bin/sh
 # nvcc through ccache for compiles (-c); anything else (--version, -M) straight to nvcc.
-for a in "\$@"; do [ "\$a" = -c ] && exec ccache "$cuda_home/bin/nvcc" "\$@"; done
+# The compiler's identity for the cache is its version line: nvcc may be a two-line
+# script (Debian's /usr/bin/nvcc), whose content says nothing about the toolkit.
+for a in "\$@"; do
+  if [ "\$a" = -c ]; then
+    CCACHE_COMPILERCHECK="%compiler% --version"; export CCACHE_COMPILERCHECK
+    exec ccache "$cuda_home/bin/nvcc" "\$@"
+  fi
+done
 exec "$cuda_home/bin/nvcc" "\$@"
 WRAP
       chmod 755 "$hvd_work/bin/nvcc"

@@ -197,10 +197,10 @@ def test_cache_server_down_degrades_to_a_normal_compile(release_image, tmp_path,
 def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_step(release_image, scratch_tag,
                                                                                    compile_cache):
     """--nvbuild-args "--sm 8.6": the derived image's label and env follow what was compiled,
-    the extension and Horovod are rebuilt for it (its conformance run checks labels against
-    the image's own report and cuobjdump)."""
+    the extension and Horovod are rebuilt for it, and the read-back labels say so (the
+    conformance suite itself runs on the other derived images)."""
     out = builder("derive", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--compile-cache", compile_cache,
-                  "--tag", scratch_tag, "-q")
+                  "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     lab = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", scratch_tag).stdout)
     assert lab["dev.tfbuilder.cuda-compute-capabilities"] == "8.6"

@@ -239,9 +239,9 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         files[f"extra-ca/extra-ca-{i}.crt"] = pem
     # The locks of every Python the variant is locked for: the base's Python picks one.
     for python in lock.pythons_for(release, variant):
-        files[f"locks/requirements-py{python}.txt"] = lock.lock_path(release.name, variant.name, python).read_text()
+        files[f"locks/requirements-py{python}.txt"] = _read_lock(lock.lock_path(release.name, variant.name, python))
     if release.horovod:
-        files["locks/horovod.txt"] = lock.horovod_lock_path(release.horovod.version).read_text()
+        files["locks/horovod.txt"] = _read_lock(lock.horovod_lock_path(release.horovod.version))
         patches = paths.templates_dir() / "patches" / "horovod"
         for patch in sorted(patches.glob("*.patch")):
             files[f"patches/horovod/{patch.name}"] = patch.read_text(encoding="utf-8")
@@ -261,6 +261,13 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         "labels": ctx.labels,
     }
     return Rendered(release.name, variant.name, files, meta)
+
+
+def _read_lock(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        raise UserError(f"no lock file {path}: run `builder lock` (it needs uv and PyPI)") from None
 
 
 def committed_path(root: Path, release: str, variant: str) -> Path:

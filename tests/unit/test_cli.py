@@ -1,7 +1,10 @@
 """The `builder` command line, run as users run it: the installed console script."""
 import json
+import os
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -111,3 +114,12 @@ def test_invalid_private_catalog_lists_every_problem(tmp_path):
 
 def test_help_works():
     assert builder("--help").returncode == 0
+
+
+def test_a_missing_lock_file_is_one_line_naming_the_command(tmp_path):
+    """A private catalog whose locks were never written: render says how to write them."""
+    shutil.copytree(Path(catalog.RELEASES_DIR), tmp_path / "cat")
+    result = builder("render", "--release", "21.08", "--variant", "tf2-py3", "-o", str(tmp_path / "out"),
+                     env={**os.environ, "BUILDER_CATALOG": str(tmp_path / "cat")})
+    assert_one_line_error(result, "run `builder lock`")
+    assert not (tmp_path / "out").exists()

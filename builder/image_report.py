@@ -355,7 +355,9 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
             components["horovod"] = [hvd["path"]]
         binaries = cuda_binaries(components)
         out["cuda_binaries"] = binaries
-        wanted = requested or [a for a in os.environ.get("TF_CUDA_COMPUTE_CAPABILITIES", "").split(",") if a]
+        # Capabilities only ('all' and 'local' are resolved by nvbuild.sh before it calls this).
+        wanted = [a for a in (requested or os.environ.get("TF_CUDA_COMPUTE_CAPABILITIES", "").split(","))
+                  if re.fullmatch(r"\d+\.\d", a.strip())]
         out["coverage"] = coverage_table(binaries, wanted)
     return out
 

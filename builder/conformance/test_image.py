@@ -193,9 +193,10 @@ def horovod(report):
     return report["horovod"]
 
 
-ALLREDUCE = ("import horovod.tensorflow as hvd, tensorflow as tf; hvd.init(); "
+# One pre-formatted write per rank, so the two ranks' lines cannot interleave.
+ALLREDUCE = ("import sys, horovod.tensorflow as hvd, tensorflow as tf; hvd.init(); "
              "v = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum); "
-             "print('allreduce', hvd.rank(), hvd.size(), float(v.numpy()[0]))")
+             "sys.stdout.write('allreduce %d %d %.1f\\n' % (hvd.rank(), hvd.size(), float(v.numpy()[0])))")
 
 
 @pytest.mark.parametrize("launcher", [

@@ -151,7 +151,7 @@ def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_ta
 
 
 def test_nvbuild_rebuilds_inside_the_image(release_image):
-    out = docker("run", "--rm", release_image, "bash", "-c",
+    out = docker("run", "--rm", "--entrypoint", "bash", release_image, "-c",
                  "cd /opt/tensorflow && ./nvbuild.sh --only extension --sm 8.6 --noclean >/tmp/log 2>&1 "
                  "|| { cat /tmp/log; exit 1; }; grep -c 'horovod' /tmp/log; "
                  "cd / && python3 -c 'import tfext; print(tfext.sysconfig.get_build_info()[\"cuda_compute_capabilities\"])' "

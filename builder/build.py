@@ -108,7 +108,7 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
                                    log_path=log_path, quiet=quiet)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     src = Path(framework_src) if framework_src else paths.framework_src_dir()
-    image_id = verify_and_label(engine, result.image_id, release, variant, rendered.meta, log_path, quiet,
+    image_id = verify_and_label(engine, result.image_id, release, variant, rendered.meta, log_path,
                                 expect_extension=(src / "python" / "tfext" / "__init__.py").is_file())
     for ref in refs:
         engine.tag(image_id, ref)
@@ -117,22 +117,25 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
 
 
 def verify_and_label(engine: DockerEngine, image_id: str, release: Release, variant: Variant, meta: dict,
-                     log_path: Path, quiet: bool, expect_extension: bool = True) -> str:
+                     log_path: Path, expect_extension: bool = True) -> str:
     """Read what the untagged image holds, refuse it when it disagrees with the catalog,
     and label it with what it reported; returns the labelled image's id."""
     requested = meta["cuda_compute_capabilities"]
     requested = [] if isinstance(requested, str) else list(requested)
-    report = readback.read_report(engine, image_id, requested)
+    try:
+        report = readback.read_report(engine, image_id, requested)
+    except UserError as exc:  # an image that cannot say what it holds is a failed build, not bad input
+        raise BuildError(str(exc), step="read-back check", log_path=log_path) from None
     verdict = readback.check(report, release, variant, requested, meta["toggles"], expect_extension)
     for warning in verdict.warnings:
         log(f"warning: {warning}")
     if verdict.problems:
         raise BuildError(f"the built image does not match release {release.name} {variant.name}: "
                          f"{verdict.problems[0]}", step="read-back check", tail=verdict.problems, log_path=log_path)
-    return add_labels(engine, image_id, readback.measured_labels(report), log_path, quiet)
+    return add_labels(engine, image_id, readback.measured_labels(report), log_path)
 
 
-def add_labels(engine: DockerEngine, image_id: str, labels: dict[str, str], log_path: Path, quiet: bool) -> str:
+def add_labels(engine: DockerEngine, image_id: str, labels: dict[str, str], log_path: Path) -> str:
     """A label-only image on top of IMAGE_ID (no new layer)."""
     from builder.render import dockerfile_quote
 

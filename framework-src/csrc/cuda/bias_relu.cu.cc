@@ -50,14 +50,7 @@ struct BiasRelu<Eigen::GpuDevice, T> {
   }
 };
 
-#define TFEXT_REGISTER_GPU(T)                                                        \
-  REGISTER_KERNEL_BUILDER(                                                           \
-      Name("TfextBiasRelu").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      BiasReluOp<Eigen::GpuDevice, T>);
-TFEXT_REGISTER_GPU(Eigen::half)
-TFEXT_REGISTER_GPU(float)
-TFEXT_REGISTER_GPU(double)
-#undef TFEXT_REGISTER_GPU
+TFEXT_REGISTER_KERNELS("TfextBiasRelu", BiasReluOp, Eigen::GpuDevice, tensorflow::DEVICE_GPU)
 
 }  // namespace tfext
 

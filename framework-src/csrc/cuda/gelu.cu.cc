@@ -43,14 +43,7 @@ struct Gelu<Eigen::GpuDevice, T> {
   }
 };
 
-#define TFEXT_REGISTER_GPU(T)                                                    \
-  REGISTER_KERNEL_BUILDER(                                                       \
-      Name("TfextGelu").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      GeluOp<Eigen::GpuDevice, T>);
-TFEXT_REGISTER_GPU(Eigen::half)
-TFEXT_REGISTER_GPU(float)
-TFEXT_REGISTER_GPU(double)
-#undef TFEXT_REGISTER_GPU
+TFEXT_REGISTER_KERNELS("TfextGelu", GeluOp, Eigen::GpuDevice, tensorflow::DEVICE_GPU)
 
 }  // namespace tfext
 

@@ -74,14 +74,7 @@ struct RowSoftmax<Eigen::GpuDevice, T> {
   }
 };
 
-#define TFEXT_REGISTER_GPU(T)                                                          \
-  REGISTER_KERNEL_BUILDER(                                                             \
-      Name("TfextRowSoftmax").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      RowSoftmaxOp<Eigen::GpuDevice, T>);
-TFEXT_REGISTER_GPU(Eigen::half)
-TFEXT_REGISTER_GPU(float)
-TFEXT_REGISTER_GPU(double)
-#undef TFEXT_REGISTER_GPU
+TFEXT_REGISTER_KERNELS("TfextRowSoftmax", RowSoftmaxOp, Eigen::GpuDevice, tensorflow::DEVICE_GPU)
 
 }  // namespace tfext
 

@@ -48,13 +48,6 @@ struct BiasRelu<Eigen::ThreadPoolDevice, T> {
   }
 };
 
-#define TFEXT_REGISTER_CPU(T)                                                        \
-  REGISTER_KERNEL_BUILDER(                                                           \
-      Name("TfextBiasRelu").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-      BiasReluOp<Eigen::ThreadPoolDevice, T>);
-TFEXT_REGISTER_CPU(Eigen::half)
-TFEXT_REGISTER_CPU(float)
-TFEXT_REGISTER_CPU(double)
-#undef TFEXT_REGISTER_CPU
+TFEXT_REGISTER_KERNELS("TfextBiasRelu", BiasReluOp, Eigen::ThreadPoolDevice, tensorflow::DEVICE_CPU)
 
 }  // namespace tfext

@@ -37,13 +37,6 @@ struct Gelu<Eigen::ThreadPoolDevice, T> {
   }
 };
 
-#define TFEXT_REGISTER_CPU(T)                                                    \
-  REGISTER_KERNEL_BUILDER(                                                       \
-      Name("TfextGelu").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-      GeluOp<Eigen::ThreadPoolDevice, T>);
-TFEXT_REGISTER_CPU(Eigen::half)
-TFEXT_REGISTER_CPU(float)
-TFEXT_REGISTER_CPU(double)
-#undef TFEXT_REGISTER_CPU
+TFEXT_REGISTER_KERNELS("TfextGelu", GeluOp, Eigen::ThreadPoolDevice, tensorflow::DEVICE_CPU)
 
 }  // namespace tfext

@@ -53,13 +53,6 @@ struct RowSoftmax<Eigen::ThreadPoolDevice, T> {
   }
 };
 
-#define TFEXT_REGISTER_CPU(T)                                                          \
-  REGISTER_KERNEL_BUILDER(                                                             \
-      Name("TfextRowSoftmax").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-      RowSoftmaxOp<Eigen::ThreadPoolDevice, T>);
-TFEXT_REGISTER_CPU(Eigen::half)
-TFEXT_REGISTER_CPU(float)
-TFEXT_REGISTER_CPU(double)
-#undef TFEXT_REGISTER_CPU
+TFEXT_REGISTER_KERNELS("TfextRowSoftmax", RowSoftmaxOp, Eigen::ThreadPoolDevice, tensorflow::DEVICE_CPU)
 
 }  // namespace tfext

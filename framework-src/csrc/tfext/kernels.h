@@ -16,6 +16,17 @@
 #include "tensorflow/core/lib/core/errors.h"
 #include "tfext/constants.h"
 
+// Registers OpClass<DeviceT, T> for op `op_name` on `device_type` (tensorflow::DEVICE_CPU or
+// DEVICE_GPU) for each element type the ops accept. REGISTER_KERNEL_BUILDER names its
+// registrations with __COUNTER__, so the three in one expansion do not clash.
+#define TFEXT_REGISTER_KERNEL_(op_name, OpClass, DeviceT, device_type, T)            \
+  REGISTER_KERNEL_BUILDER(Name(op_name).Device(device_type).TypeConstraint<T>("T"), \
+                          OpClass<DeviceT, T>);
+#define TFEXT_REGISTER_KERNELS(op_name, OpClass, DeviceT, device_type)         \
+  TFEXT_REGISTER_KERNEL_(op_name, OpClass, DeviceT, device_type, Eigen::half) \
+  TFEXT_REGISTER_KERNEL_(op_name, OpClass, DeviceT, device_type, float)       \
+  TFEXT_REGISTER_KERNEL_(op_name, OpClass, DeviceT, device_type, double)
+
 namespace tfext {
 
 // Arithmetic type: half is computed in float, float in float, double in double.

@@ -283,16 +283,9 @@ def _check_compile_cache(url: Optional[str]) -> None:
 
 def _conformance(image: str, extra: list[str], select: Optional[str] = None, stdout=None) -> int:
     """Run the conformance suite (plus extra test paths) against IMAGE; return pytest's code."""
-    import subprocess
+    from builder.conformance import runner
 
-    from builder import conformance
-
-    suite = Path(conformance.__file__).parent
-    cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
-           "-p", "builder.conformance.plugin", "--image", image, "-q", str(suite), *extra]
-    if select:
-        cmd += ["-k", select]
-    return subprocess.call(cmd, stdout=stdout)
+    return runner.run(image, extra, select, stdout=stdout)
 
 
 HOST_CA = typer.Option(True, "--host-ca/--no-host-ca",
@@ -468,7 +461,10 @@ def test_image(
 ) -> None:
     """Run the conformance suite (pytest-testinfra) against a container of IMAGE."""
     from builder import conformance, inspect as insp
+    from builder.conformance import runner
 
+    if select is not None:
+        runner.check_select(select)
     labels = insp.labels_of(_engine(), image)
     suite = Path(conformance.__file__).parent
     for t in tests or []:
@@ -569,6 +565,7 @@ def derive(
     from builder import inspect as insp
 
     insp.labels_of(engine, from_)  # a builder image, or a clear error
+    dv.check_capabilities(spec, from_, engine.inspect(from_))
     try:
         dv.check_patches(engine, from_, spec.patches)
         dv.check_horovod_patches(engine, from_, spec.horovod_patches)
@@ -685,6 +682,16 @@ def cache_stop(directory: Optional[Path] = CACHE_DIR) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn every expected failure into one line on stderr and an exit code."""
+    from builder import interrupts
+
+    restore_signals = interrupts.install()  # before any work: every cleanup runs on SIGINT/SIGTERM
+    try:
+        return _main(argv)
+    finally:
+        restore_signals()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         result = app(args=argv, standalone_mode=False, prog_name="builder")
         return result if isinstance(result, int) else 0

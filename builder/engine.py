@@ -68,17 +68,16 @@ class Interrupted(BaseException):
 
 @contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into Interrupted while a long operation runs."""
+    """Turn SIGINT and SIGTERM into Interrupted while a long operation runs (the CLI's
+    handler, interrupts.py, already does; this covers library use)."""
+    from builder import interrupts
 
-    def handler(signum, _frame):
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    installed = signal.getsignal(signal.SIGINT) is interrupts.handler
+    restore = (lambda: None) if installed else interrupts.install()
     try:
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        restore()
 
 
 @dataclass

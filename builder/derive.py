@@ -49,8 +49,7 @@ class DeriveSpec:
                 raise UserError(f"--horovod-patch {p}: no such file")
             if not re.fullmatch(r"[A-Za-z0-9._+-]+\.patch", p.name):
                 raise UserError(f"--horovod-patch {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
-            if p.stat().st_size == 0:
-                raise UserError(f"--horovod-patch {p}: the patch is empty")
+            _refuse_empty(p, "--horovod-patch")
         for p in self.patches:
             if not p.is_file():
                 raise UserError(f"--patch {p}: no such file")
@@ -59,6 +58,7 @@ class DeriveSpec:
             names.add(p.name)
             if not re.fullmatch(r"[A-Za-z0-9._+-]+", p.name):
                 raise UserError(f"--patch {p}: use a file name of letters, digits, '.', '_', '+' and '-'")
+            _refuse_empty(p, "--patch")
         for pkg in self.apt:
             if not APT_NAME.match(pkg):
                 raise UserError(f"--apt '{pkg}' is not a Debian package name")
@@ -71,6 +71,12 @@ class DeriveSpec:
     def sm(self) -> str | None:
         """The --sm list given in --nvbuild-args, if any (the last one counts, as in nvbuild.sh)."""
         return dict(nvbuild_options(self.nvbuild_args)).get("--sm")
+
+
+def _refuse_empty(path: Path, option: str) -> None:
+    """An empty (or blank) patch changes nothing but would still rebuild and be recorded."""
+    if not path.read_bytes().strip():
+        raise UserError(f"{option} {path}: the patch is empty")
 
 
 # nvbuild.sh's options (see its usage): those taking a value, and plain flags.

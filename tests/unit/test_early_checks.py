@@ -110,3 +110,13 @@ def test_valid_k_expressions_pass_the_check(expr):
     from builder.conformance import runner
 
     runner.check_select(expr)
+
+
+@pytest.mark.parametrize("option", ["--patch", "--horovod-patch"])
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_an_empty_patch_is_refused(tmp_path, monkeypatch, capsys, option, content):
+    p = tmp_path / "empty.patch"
+    p.write_text(content)
+    monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the engine was reached"))
+    code = cli.main(["derive", "--from", "x:1", "--tag", "my/tf:1", option, str(p)])
+    assert one_line_error(capsys, code) == f"error: {option} {p}: the patch is empty"

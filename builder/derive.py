@@ -92,7 +92,7 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
         arg = args[i]
         name, eq, value = arg.partition("=")
         if arg in ("--configonly", "-h", "--help"):
-            raise UserError(f"--nvbuild-args: '{arg}' would not build the framework")
+            raise UserError(f"--nvbuild-args: {arg!r} would not build the framework")
         if name == "--cache":
             raise UserError("--nvbuild-args: give the compile cache as --compile-cache URL "
                             "(an URL in --nvbuild-args would be kept in the image's history)")
@@ -107,7 +107,7 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
             out.append((arg, ""))
         else:
             known = ", ".join(NVBUILD_VALUE_OPTIONS + NVBUILD_FLAGS + ("--python3.X",))
-            raise UserError(f"--nvbuild-args: unknown nvbuild.sh option '{arg}' (known: {known})")
+            raise UserError(f"--nvbuild-args: unknown nvbuild.sh option {arg!r} (known: {known})")
         i += 1
     return out
 
@@ -115,7 +115,7 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
 def check_nvbuild_args(args: list[str]) -> None:
     for name, value in nvbuild_options(args):
         if name == "--only" and value not in ("extension", "horovod"):
-            raise UserError(f"--nvbuild-args: --only '{value}': expected 'extension' or 'horovod'")
+            raise UserError(f"--nvbuild-args: --only {value!r}: expected 'extension' or 'horovod'")
         if name == "--sm" and value not in ("all", "local"):
             try:
                 archs = cuda_arch.parse(value)

@@ -4,7 +4,7 @@ compiles) and the -k expression of `builder test`. No engine: a fake one that fa
 the test when a build or a container would start."""
 import pytest
 
-from builder import cli, derive
+from builder import cli, cuda_arch, derive
 from builder.errors import UserError
 
 
@@ -120,3 +120,27 @@ def test_an_empty_patch_is_refused(tmp_path, monkeypatch, capsys, option, conten
     monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the engine was reached"))
     code = cli.main(["derive", "--from", "x:1", "--tag", "my/tf:1", option, str(p)])
     assert one_line_error(capsys, code) == f"error: {option} {p}: the patch is empty"
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+ARGS = st.lists(st.one_of(st.sampled_from(["--sm", "--only", "--cache", "--noclean", "--clean", "--v1", "--v2",
+                                           "--python3.9", "--configonly", "8.6", "9.9", "all", "local", "horovod",
+                                           "--sm=8.6", "--sm=", "-x", "$(id)", "a;b", "\n"]),
+                          st.text(max_size=12)), max_size=6)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(ARGS)
+def test_nvbuild_args_are_refused_or_all_known(args):
+    try:
+        derive.check_nvbuild_args(args)
+    except UserError as exc:
+        assert "\n" not in str(exc)  # one line, whatever the arguments hold
+        return
+    for name, value in derive.nvbuild_options(args):
+        assert name in derive.NVBUILD_VALUE_OPTIONS + derive.NVBUILD_FLAGS or name.startswith("--python3.")
+        if name == "--only":
+            assert value in ("extension", "horovod")
+        if name == "--sm" and value not in ("all", "local"):
+            assert all(a in {f"{m}.{n}" for m, n in cuda_arch.KNOWN_ARCHS} for a in cuda_arch.parse(value))

@@ -177,3 +177,20 @@ def test_render_all_check_with_a_private_catalog_ignores_unknown_releases(checko
     shutil.copytree(lock.LOCKS_DIR, private / "locks")
     monkeypatch.setenv("BUILDER_CATALOG", str(private))
     assert cli.main(["render", "--all", "--check"]) == 0, capsys.readouterr().err
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+PATH_PARTS = st.sampled_from(["a", "..", ".", "", "/", "b c", "\n", "\0", "x/../..", "ok.txt", "~"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.text(), st.lists(PATH_PARTS, min_size=1, max_size=6).map("/".join)))
+def test_a_path_render_accepts_stays_inside_the_output(rel):
+    try:
+        got = outputdir.safe_relative(rel)
+    except UserError:
+        return
+    assert got == rel
+    resolved = os.path.normpath(os.path.join("/out", rel))
+    assert resolved.startswith("/out/") and "\0" not in rel

@@ -110,6 +110,8 @@ def test_derive_refuses_a_patch_that_does_not_apply(release_image, tmp_path, scr
     ([], "nothing to derive"),
     (["--apt", "Bad Name"], "is not a Debian package name"),
     (["--nvbuild-args", "--configonly"], "would not build the framework"),
+    (["--nvbuild-args", "--sm 9.9"], "compute capability 9.9 is not a GPU architecture"),
+    (["--nvbuild-args", "--sm 8.9"], "compute capability 8.9 cannot be compiled for CUDA 11.4"),  # the parent's CUDA
 ])
 def test_derive_bad_input(release_image, args, text):
     out = builder("derive", "--from", release_image, "--tag", "itest/never:1", *args)

@@ -64,9 +64,10 @@ Environment: TF_ENABLE_XLA, TF_NEED_GCP, TF_NEED_HDFS (0/1) decide the optional 
   NVBUILD_HOROVOD=0    do not build Horovod (a tree without it)
 Output (stderr): phase timings `nvbuild.sh: <phase> phase took N.NNs` (compile, install,
 horovod patch, horovod compile, horovod install, report); the translation units really
-compiled, `nvbuild.sh: compiled: <unit>` (the extension's with --cache, Horovod's always,
-named horovod/...), after `nvbuild.sh: compile cache: N of M translation units from the
-cache` with --cache; failures as `nvbuild.sh: <phase> phase failed: <why>`. Last, it writes
+compiled, `nvbuild.sh: compiled: <unit>` (the extension's and Horovod's, named horovod/...,
+whenever ccache is installed: every compile goes through it, a local cache without
+--cache), after `nvbuild.sh: compile cache: N of M translation units from the cache` with
+--cache; failures as `nvbuild.sh: <phase> phase failed: <why>`. Last, it writes
 /opt/tensorflow/build-info.json (image_report.py next to this script, when present).
 USAGE
 }
@@ -331,15 +332,29 @@ print(json.dumps([{"name": pathlib.Path(p).name, "sha256": hashlib.sha256(pathli
                   for p in sys.argv[1:]]))
 PY
 }
-record_source() {
-  local modified
+source_files() {  # the files of the source tree that are source (not build products), NUL-separated
+  find . -type f ! -path './build/*' ! -path './bazel-*' ! -name '.tf_configure.bazelrc' ! -name config.mk \
+    ! -name '.nvbuild-config' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z
+}
+record_source() {  # NVBUILD_MODIFIED_JSON: files changed, added or removed since the image shipped
   if [ ! -f "$MANIFEST" ]; then
-    find . -type f ! -path './build/*' ! -path './bazel-*' ! -name '.tf_configure.bazelrc' ! -name config.mk \
-      ! -name '.nvbuild-config' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum > "$MANIFEST"
+    source_files | xargs -0 -r sha256sum > "$MANIFEST"
   fi
-  modified=$(sha256sum --quiet -c "$MANIFEST" 2>/dev/null | sed -n 's/^\.\/\(.*\): FAILED.*/\1/p')
   export NVBUILD_MODIFIED_JSON
-  NVBUILD_MODIFIED_JSON=$("$PYTHON" -c 'import json,sys; print(json.dumps(sys.argv[1].split()))' "$modified")
+  NVBUILD_MODIFIED_JSON=$(source_files | "$PYTHON" -c '
+import hashlib, json, sys
+shipped = {}
+for line in open(sys.argv[1], encoding="utf-8", errors="surrogateescape"):
+    digest, _, path = line.rstrip("\n").partition("  ")
+    shipped[path] = digest
+now = [p for p in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0") if p]
+out = set(p for p in shipped if p not in set(now))                      # removed
+for p in now:
+    with open(p, "rb") as f:
+        if shipped.get(p) != hashlib.sha256(f.read()).hexdigest():     # changed or added
+            out.add(p)
+print(json.dumps(sorted(p[2:] if p.startswith("./") else p for p in out)))
+' "$MANIFEST")
   local patches=()
   [ -d "$PATCHES_DIR" ] && mapfile -t patches < <(find "$PATCHES_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort)
   export NVBUILD_PATCHES_JSON
@@ -420,15 +435,19 @@ build_framework() {
       || fail package "build_pip_package exited $?"
   else
     local make_vars=(-j"$(nproc)") cache_log="" env_vars=()
-    if [ -n "$CACHE_URL" ]; then
-      if have_http_ccache; then
-        cache_log=$WORK/ccache-extension.log
-        ccache_vars "$SRC" "$cache_log" /tmp/ccache
-        env_vars=("${CCACHE_VARS[@]}")
-        make_vars+=(COMPILER_LAUNCHER=ccache)
-      else
-        log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
-      fi
+    # Every compile goes through ccache (the shared cache with --cache, else a local one),
+    # so the units really compiled are listed with and without a compile cache.
+    if [ -n "$CACHE_URL" ] && ! have_http_ccache; then
+      log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
+      CACHE_URL=""
+    fi
+    if command -v ccache >/dev/null 2>&1; then
+      cache_log=$WORK/ccache-extension.log
+      ccache_vars "$SRC" "$cache_log" /tmp/ccache
+      env_vars=("${CCACHE_VARS[@]}")
+      make_vars+=(COMPILER_LAUNCHER=ccache)
+    else
+      log "warning: ccache is not installed: the extension's compiled units are not listed"
     fi
     log "compile phase"
     env "${env_vars[@]}" make "${make_vars[@]}" all

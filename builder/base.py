@@ -61,7 +61,11 @@ def ensure_base(engine: DockerEngine, recipe: BaseRecipe, settings: buildsetting
         context.mkdir()
         (context / "Dockerfile").write_text(recipe.dockerfile())
         shutil.copy2(paths.templates_dir() / "with-build-settings", context / "with-build-settings")
-        log_path = (log_dir or Path(tempfile.gettempdir())) / f"base-{recipe.tag.split(':')[-1]}.log"
+        if log_dir is None:  # where every command logs: the cache dir's logs/
+            from builder.build import cache_dir
+
+            log_dir = cache_dir() / "logs"
+        log_path = log_dir / f"base-{recipe.tag.split(':')[-1]}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with buildsettings.serve(settings) as url:
             request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": url or ""},

@@ -41,6 +41,15 @@ def _echo_err(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _hold(resource):
+    """Enter a context manager (a lock) until the running command ends."""
+    try:
+        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+    return get_current_context().with_resource(resource)
+
+
 @app.command()
 def releases(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the releases in the catalog."""
@@ -107,7 +116,7 @@ def render(
     check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
 ) -> None:
     """Render Dockerfiles and build contexts from the catalog."""
-    from builder import buildcontext, paths
+    from builder import buildcontext, outputdir, paths
     from builder.render import committed_path, render as do_render
 
     cat = _catalog()
@@ -118,6 +127,8 @@ def render(
                 or env or base != "auto":
             raise UserError("--all renders the catalog as it is; it takes no --release, --variant or render options")
         root = paths.project_root()
+        if output is None and not check:  # concurrent `render --all` runs take turns
+            _hold(outputdir.locked(root / "dockerfiles"))
         drift, written = [], 0
         expected = set()
         from builder import lock
@@ -139,9 +150,12 @@ def render(
                         drift.append(str(path.relative_to(root)))
                     else:
                         path.parent.mkdir(parents=True, exist_ok=True)
-                        path.write_text(rendered.dockerfile, encoding="utf-8")
+                        outputdir.write_atomic(path, rendered.dockerfile)
                         written += 1
-        stale = sorted(p for p in (root / "dockerfiles").glob("*/*.Dockerfile") if p not in expected)
+        # Only Dockerfiles of releases this catalog knows can be stale: a private catalog
+        # (BUILDER_CATALOG) with a subset of the releases leaves the others alone.
+        stale = sorted(p for p in (root / "dockerfiles").glob("*/*.Dockerfile")
+                       if p not in expected and p.parent.name in cat.releases)
         if check:
             drift += [f"{p.relative_to(root)} (no such release variant)" for p in stale]
             if drift:
@@ -269,16 +283,9 @@ def _check_compile_cache(url: Optional[str]) -> None:
 
 def _conformance(image: str, extra: list[str], select: Optional[str] = None, stdout=None) -> int:
     """Run the conformance suite (plus extra test paths) against IMAGE; return pytest's code."""
-    import subprocess
+    from builder.conformance import runner
 
-    from builder import conformance
-
-    suite = Path(conformance.__file__).parent
-    cmd = [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
-           "-p", "builder.conformance.plugin", "--image", image, "-q", str(suite), *extra]
-    if select:
-        cmd += ["-k", select]
-    return subprocess.call(cmd, stdout=stdout)
+    return runner.run(image, extra, select, stdout=stdout)
 
 
 HOST_CA = typer.Option(True, "--host-ca/--no-host-ca",
@@ -375,6 +382,9 @@ def build(
         _check_ref(t, "--tag")
     if framework_src is not None and not framework_src.is_dir():
         raise UserError(f"--framework-src {framework_src} is not a directory")
+    from builder import buildcontext, paths
+
+    buildcontext.check_tree(framework_src or paths.framework_src_dir())  # no host files in the image
     b.validate_base_option(base_)
     _check_compile_cache(compile_cache)
     creds = None
@@ -451,7 +461,10 @@ def test_image(
 ) -> None:
     """Run the conformance suite (pytest-testinfra) against a container of IMAGE."""
     from builder import conformance, inspect as insp
+    from builder.conformance import runner
 
+    if select is not None:
+        runner.check_select(select)
     labels = insp.labels_of(_engine(), image)
     suite = Path(conformance.__file__).parent
     for t in tests or []:
@@ -552,6 +565,7 @@ def derive(
     from builder import inspect as insp
 
     insp.labels_of(engine, from_)  # a builder image, or a clear error
+    dv.check_capabilities(spec, from_, engine.inspect(from_))
     try:
         dv.check_patches(engine, from_, spec.patches)
         dv.check_horovod_patches(engine, from_, spec.horovod_patches)
@@ -668,6 +682,16 @@ def cache_stop(directory: Optional[Path] = CACHE_DIR) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn every expected failure into one line on stderr and an exit code."""
+    from builder import interrupts
+
+    restore_signals = interrupts.install()  # before any work: every cleanup runs on SIGINT/SIGTERM
+    try:
+        return _main(argv)
+    finally:
+        restore_signals()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         result = app(args=argv, standalone_mode=False, prog_name="builder")
         return result if isinstance(result, int) else 0

@@ -49,8 +49,7 @@ class DeriveSpec:
                 raise UserError(f"--horovod-patch {p}: no such file")
             if not re.fullmatch(r"[A-Za-z0-9._+-]+\.patch", p.name):
                 raise UserError(f"--horovod-patch {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
-            if p.stat().st_size == 0:
-                raise UserError(f"--horovod-patch {p}: the patch is empty")
+            _refuse_empty(p, "--horovod-patch")
         for p in self.patches:
             if not p.is_file():
                 raise UserError(f"--patch {p}: no such file")
@@ -59,26 +58,96 @@ class DeriveSpec:
             names.add(p.name)
             if not re.fullmatch(r"[A-Za-z0-9._+-]+", p.name):
                 raise UserError(f"--patch {p}: use a file name of letters, digits, '.', '_', '+' and '-'")
+            _refuse_empty(p, "--patch")
         for pkg in self.apt:
             if not APT_NAME.match(pkg):
                 raise UserError(f"--apt '{pkg}' is not a Debian package name")
         for pkg in self.pip:
             if not PIP_SPEC.match(pkg):
                 raise UserError(f"--pip '{pkg}' is not a pip requirement (name[extras][==version])")
-        for arg in self.nvbuild_args:
-            if arg in ("--configonly", "-h", "--help"):
-                raise UserError(f"--nvbuild-args: '{arg}' would not build the framework")
+        check_nvbuild_args(self.nvbuild_args)
 
     @property
     def sm(self) -> str | None:
-        """The --sm list given in --nvbuild-args, if any."""
-        args = self.nvbuild_args
-        for i, a in enumerate(args):
-            if a == "--sm" and i + 1 < len(args):
-                return args[i + 1]
-            if a.startswith("--sm="):
-                return a.split("=", 1)[1]
-        return None
+        """The --sm list given in --nvbuild-args, if any (the last one counts, as in nvbuild.sh)."""
+        return dict(nvbuild_options(self.nvbuild_args)).get("--sm")
+
+
+def _refuse_empty(path: Path, option: str) -> None:
+    """An empty (or blank) patch changes nothing but would still rebuild and be recorded."""
+    if not path.read_bytes().strip():
+        raise UserError(f"{option} {path}: the patch is empty")
+
+
+# nvbuild.sh's options (see its usage): those taking a value, and plain flags.
+NVBUILD_VALUE_OPTIONS = ("--sm", "--only")
+NVBUILD_FLAGS = ("--noclean", "--clean", "--v1", "--v2")
+
+
+def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
+    """(option, value) pairs of nvbuild.sh arguments; unknown options are refused here,
+    before anything is built, instead of by nvbuild.sh after the parent was pulled apart."""
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if arg in ("--configonly", "-h", "--help"):
+            raise UserError(f"--nvbuild-args: {arg!r} would not build the framework")
+        if name == "--cache":
+            raise UserError("--nvbuild-args: give the compile cache as --compile-cache URL "
+                            "(an URL in --nvbuild-args would be kept in the image's history)")
+        if name in NVBUILD_VALUE_OPTIONS:
+            if not eq:
+                if i + 1 >= len(args):
+                    raise UserError(f"--nvbuild-args: {name} needs a value")
+                i += 1
+                value = args[i]
+            out.append((name, value))
+        elif arg in NVBUILD_FLAGS or re.fullmatch(r"--python3\.[0-9]{1,2}", arg):
+            out.append((arg, ""))
+        else:
+            known = ", ".join(NVBUILD_VALUE_OPTIONS + NVBUILD_FLAGS + ("--python3.X",))
+            raise UserError(f"--nvbuild-args: unknown nvbuild.sh option {arg!r} (known: {known})")
+        i += 1
+    return out
+
+
+def check_nvbuild_args(args: list[str]) -> None:
+    for name, value in nvbuild_options(args):
+        if name == "--only" and value not in ("extension", "horovod"):
+            raise UserError(f"--nvbuild-args: --only {value!r}: expected 'extension' or 'horovod'")
+        if name == "--sm" and value not in ("all", "local"):
+            try:
+                archs = cuda_arch.parse(value)
+            except cuda_arch.ArchError as exc:
+                raise UserError(f"--nvbuild-args --sm: {exc}") from None
+            known = {f"{m}.{n}" for m, n in cuda_arch.KNOWN_ARCHS}
+            unknown = [a for a in archs if a not in known]
+            if unknown:
+                raise UserError(f"--nvbuild-args --sm: compute capability {', '.join(unknown)} "
+                                "is not a GPU architecture")
+
+
+def parent_cuda(info: dict) -> str | None:
+    """The CUDA toolkit of a parent image: what the builder measured (label), else the
+    CUDA_VERSION its base declares; None when it says neither."""
+    labels = dict(info.get("Config", {}).get("Labels") or {})
+    env = dict(e.split("=", 1) for e in info.get("Config", {}).get("Env") or [] if "=" in e)
+    for value in (labels.get(f"{LABEL}.cuda"), env.get("CUDA_VERSION")):
+        if value and re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)*", value):
+            return value
+    return None
+
+
+def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:
+    """--sm against the parent's CUDA: what its nvcc cannot compile is refused now."""
+    sm = spec.sm
+    cuda = parent_cuda(info)
+    if not sm or sm in ("all", "local") or not cuda:
+        return
+    problems = cuda_arch.check(cuda_arch.parse(sm), cuda)  # type: ignore[arg-type]
+    if problems:
+        raise UserError(f"--nvbuild-args --sm: {problems[0]} (the CUDA of {parent})")
 
 
 def parse_nvbuild_args(text: str | None) -> list[str]:

@@ -13,11 +13,12 @@ import collections
 import re
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from builder.errors import UserError
 
@@ -68,17 +69,16 @@ class Interrupted(BaseException):
 
 @contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into Interrupted while a long operation runs."""
+    """Turn SIGINT and SIGTERM into Interrupted while a long operation runs (the CLI's
+    handler, interrupts.py, already does; this covers library use)."""
+    from builder import interrupts
 
-    def handler(signum, _frame):
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    installed = signal.getsignal(signal.SIGINT) is interrupts.handler
+    restore = (lambda: None) if installed else interrupts.install()
     try:
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        restore()
 
 
 @dataclass
@@ -122,36 +122,80 @@ def split_ref(ref: str) -> tuple[str, str]:
     return name, tag
 
 
-class Progress:
-    """One updating status line on a terminal; plain step lines otherwise."""
+HEARTBEAT_SECONDS = 30.0
 
-    def __init__(self, label: str, stream=sys.stderr, quiet: bool = False):
+
+class Progress:
+    """One updating status line on a terminal; plain step lines otherwise, and in that
+    case a heartbeat line whenever nothing was printed for HEARTBEAT_SECONDS (a silent
+    step, such as the base's apt-get, must not look like a hung build in a CI log)."""
+
+    def __init__(self, label: str, stream=sys.stderr, quiet: bool = False,
+                 clock: Callable[[], float] = time.monotonic, heartbeat_seconds: float = HEARTBEAT_SECONDS):
         self.label, self.stream, self.quiet = label, stream, quiet
         self.tty = stream.isatty()
-        self.start = time.monotonic()
+        self.clock, self.heartbeat_seconds = clock, heartbeat_seconds
+        self.start = clock()
+        self.last_line = self.start
         self.step = ""
+        self._lock = threading.Lock()  # the heartbeat thread writes too
 
     def elapsed(self) -> str:
-        s = int(time.monotonic() - self.start)
+        s = int(self.clock() - self.start)
         return f"{s // 60:02d}:{s % 60:02d}"
 
     def on_step(self, n: int, total: int, instruction: str) -> None:
         self.step = f"step {n}/{total}: {instruction}"
         if self.quiet:
             return
-        if self.tty:
-            line = f"[{self.label} {self.elapsed()}] {self.step}"
-            self.stream.write("\r\033[K" + line[:150])  # one terminal line
-        else:
-            self.stream.write(f"{self.label} +{self.elapsed()} {self.step}\n")
-        self.stream.flush()
+        with self._lock:
+            if self.tty:
+                line = f"[{self.label} {self.elapsed()}] {self.step}"
+                self.stream.write("\r\033[K" + line[:150])  # one terminal line
+            else:
+                self.stream.write(f"{self.label} +{self.elapsed()} {self.step}\n")
+            self.stream.flush()
+            self.last_line = self.clock()
+
+    def tick(self) -> bool:
+        """Print a heartbeat line when nothing was printed for heartbeat_seconds (non-TTY)."""
+        if self.quiet or self.tty:
+            return False
+        with self._lock:
+            if self.clock() - self.last_line < self.heartbeat_seconds:
+                return False
+            self.stream.write(f"{self.label} +{self.elapsed()} {self.step or 'starting'} (still running)\n")
+            self.stream.flush()
+            self.last_line = self.clock()
+        return True
+
+    @contextmanager
+    def heartbeat(self, poll: float = 1.0) -> Iterator[None]:
+        """Call tick() from a background thread while the block runs."""
+        if self.quiet or self.tty:
+            yield
+            return
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(poll):
+                self.tick()
+
+        thread = threading.Thread(target=beat, name=f"heartbeat-{self.label}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def done(self, message: str) -> None:
         if self.tty and not self.quiet:
             self.stream.write("\r\033[K")
         if not self.quiet:
-            self.stream.write(f"{self.label} +{self.elapsed()} {message}\n")
-            self.stream.flush()
+            with self._lock:
+                self.stream.write(f"{self.label} +{self.elapsed()} {message}\n")
+                self.stream.flush()
 
 
 class DockerEngine:
@@ -185,7 +229,7 @@ class DockerEngine:
         log = open(request.log_path, "w", encoding="utf-8") if request.log_path else None
         stream = None
         try:
-            with signals_raise():
+            with signals_raise(), progress.heartbeat():
                 stream = self.api.build(
                     path=str(request.context), dockerfile="Dockerfile", rm=True, forcerm=True,
                     nocache=request.nocache, pull=False, buildargs=request.buildargs,

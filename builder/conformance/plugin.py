@@ -16,6 +16,8 @@ from builder.render import LABEL_PREFIX as LABEL
 
 def pytest_addoption(parser):
     parser.addoption("--image", action="store", required=True, help="image to test")
+    parser.addoption("--container-name", action="store", default=None,
+                     help="name of the test container (the builder removes it on an interrupt)")
 
 
 def pytest_configure(config):
@@ -75,9 +77,9 @@ def release_data(labels):
 
 
 @pytest.fixture(scope="session")
-def container(image):
+def container(image, request):
     """A long-running container of the image (entrypoint bypassed), always removed."""
-    name = f"conformance-{uuid.uuid4().hex[:10]}"
+    name = request.config.getoption("--container-name") or f"conformance-{uuid.uuid4().hex[:10]}"
     docker("run", "-d", "--name", name, "--entrypoint", "sleep", image, "infinity")
     try:
         yield name

@@ -1,6 +1,7 @@
 """Derived images: the image's own docker-examples with plain `docker build`, the user
 guide's example 1 written by hand, `builder derive` (patch check, packages, tests), and
 incremental rebuilds of the extension and of Horovod through the shared compile cache."""
+import hashlib
 import json
 import random
 import re
@@ -58,6 +59,18 @@ def test_image_own_customtensorflow_example_builds_with_plain_docker(release_ima
     assert out.returncode == 0, out.stderr[-3000:]
     assert marker(scratch_tag) == fresh_value
     assert docker("run", "--rm", "--entrypoint", "pwd", scratch_tag).stdout.strip() == "/workspace"
+    # The patch is recorded (name + sha256), no layer holds a copy in /tmp, own build id.
+    info = json.loads(docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout)
+    digest = hashlib.sha256((tmp_path / "my-tensorflow-modifications.patch").read_bytes()).hexdigest()
+    assert {"name": "my-tensorflow-modifications.patch", "sha256": digest} in info["extension"]["patches"]
+    assert info["extension"]["modified_files"] == [UNIT]
+    history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", scratch_tag).stdout
+    assert not [line for line in history.splitlines() if "COPY" in line and "/tmp" in line]
+
+    def build_id(image):
+        return docker("image", "inspect", "--format", "{{index .Config.Labels \"com.nvidia.build.id\"}}", image).stdout.strip()
+
+    assert build_id(scratch_tag) == build_id(release_image) + ".custom"
 
 
 def test_user_guide_example_1_written_by_hand(release_image, tmp_path, scratch_tag, fresh_value):
@@ -97,6 +110,8 @@ def test_derive_refuses_a_patch_that_does_not_apply(release_image, tmp_path, scr
     ([], "nothing to derive"),
     (["--apt", "Bad Name"], "is not a Debian package name"),
     (["--nvbuild-args", "--configonly"], "would not build the framework"),
+    (["--nvbuild-args", "--sm 9.9"], "compute capability 9.9 is not a GPU architecture"),
+    (["--nvbuild-args", "--sm 8.9"], "compute capability 8.9 cannot be compiled for CUDA 11.4"),  # the parent's CUDA
 ])
 def test_derive_bad_input(release_image, args, text):
     out = builder("derive", "--from", release_image, "--tag", "itest/never:1", *args)

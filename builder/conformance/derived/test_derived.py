@@ -1,5 +1,6 @@
 """Checks of a derived image on top of its parent's suite: what it says it added is there."""
 import json
+import re
 
 import pytest
 
@@ -21,6 +22,12 @@ def test_patches_are_recorded_in_labels_and_build_info(derived, build_info, host
         f = host.file(f"/opt/tensorflow/patches/{p['name']}")
         assert f.is_file and host.check_output(f"sha256sum {f.path}").split()[0] == p["sha256"]
     assert bool(ext.get("modified_files")) == bool(recorded)
+    # Every file a patch touches, added files included, is recorded as modified.
+    for p in recorded:
+        text = host.file(f"/opt/tensorflow/patches/{p['name']}").content_string
+        for path in re.findall(r"^\+\+\+ (\S+)", text, re.M):
+            if path != "/dev/null" and "/" in path:
+                assert path.split("/", 1)[1] in ext.get("modified_files", []), path
 
 
 def test_horovod_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):

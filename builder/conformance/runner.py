@@ -1,0 +1,79 @@
+"""Run the conformance suite (pytest in a child process) against an image. The builder
+names the suite's container, so an interrupt (SIGINT/SIGTERM) stops pytest and removes
+the container even when pytest cannot tear down itself."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from builder.engine import Interrupted
+from builder.errors import UserError
+
+SUITE = Path(__file__).resolve().parent
+
+
+def check_select(expr: str) -> None:
+    """A -k expression pytest would refuse (its exit 4) is bad input: refused before running."""
+    from _pytest.mark import expression
+
+    # pytest 8 raises its ParseError, pytest 9 a SyntaxError (column in .offset).
+    errors = tuple(e for e in (getattr(expression, "ParseError", None), SyntaxError) if e)
+    try:
+        expression.Expression.compile(expr)
+    except errors as exc:
+        why = getattr(exc, "message", None) or getattr(exc, "msg", None) or str(exc)
+        column = getattr(exc, "column", None) or getattr(exc, "offset", None)
+        where = f" at column {column}" if column else ""
+        raise UserError(f"-k {expr!r} is not a pytest expression{where}: {why}".replace("\n", " ")) from None
+
+
+def command(image: str, extra: list[str], select: str | None, container: str) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE),
+           "-p", "builder.conformance.plugin", "--image", image, "--container-name", container,
+           "-q", str(SUITE), *extra]
+    if select:
+        cmd += ["-k", select]
+    return cmd
+
+
+def remove_container(name: str, tries: int = 3) -> None:
+    """docker rm -f NAME, again after a moment: a `docker run` cut short may still create it."""
+    for i in range(tries):
+        try:
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:  # cleanup must not replace the interrupt
+            print(f"warning: could not remove the test container {name}: {exc}", file=sys.stderr, flush=True)
+            return
+        if i + 1 < tries:
+            time.sleep(1)
+
+
+def run(image: str, extra: list[str], select: str | None = None, stdout=None,
+        cmd: list[str] | None = None, container: str | None = None) -> int:
+    """Run the suite; return pytest's exit code. On an interrupt pytest is stopped (SIGINT,
+    so it tears down; killed after 15 s), its container removed, and Interrupted re-raised."""
+    container = container or f"builder-conformance-{uuid.uuid4().hex[:12]}"
+    # Its own session: a terminal's Ctrl-C reaches the builder, which stops pytest in order.
+    proc = subprocess.Popen(cmd or command(image, extra, select, container), stdout=stdout,
+                            start_new_session=True)
+    try:
+        return proc.wait()
+    except (Interrupted, KeyboardInterrupt):
+        _stop(proc)
+        remove_container(container)
+        raise
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

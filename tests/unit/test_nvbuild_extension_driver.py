@@ -1,0 +1,167 @@
+"""Contract test of nvbuild.sh's extension driver: what it records and prints. It runs the
+real nvbuild.sh on a minimal extension-shaped tree whose Makefile "compiles" through
+$(COMPILER_LAUNCHER) with a fake compiler, and a fake ccache on PATH that logs in
+ccache's format (so the units really compiled are known). Nothing is compiled here."""
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MAKEFILE = """\
+all:
+\tfor f in csrc/ops/*.cc; do $(COMPILER_LAUNCHER) ./fakecc -c $$f -o build/x.o || exit 1; done
+wheel:
+\t$(PYTHON) make_wheel.py $(WHEEL_DIR)
+clean:
+\trm -rf build
+"""
+
+# A wheel of a `tfext` whose build info holds what nvbuild.sh exported to the build.
+MAKE_WHEEL = r'''
+import base64, hashlib, json, os, sys, zipfile
+from pathlib import Path
+info = {"patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]"),
+        "modified_files": json.loads(os.environ.get("NVBUILD_MODIFIED_JSON") or "[]")}
+files = {
+    "tfext/__init__.py": "from tfext import sysconfig\n",
+    "tfext/sysconfig.py": f"def get_build_info():\n    return {info!r}\n",
+    "tfext-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: tfext\nVersion: 0.1\n",
+    "tfext-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b'=').decode()},{len(t.encode())}"
+          for n, t in files.items()] + ["tfext-0.1.dist-info/RECORD,,"]
+out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+with zipfile.ZipFile(out / "tfext-0.1-py3-none-any.whl", "w") as z:
+    for n, t in files.items():
+        z.writestr(n, t)
+    z.writestr("tfext-0.1.dist-info/RECORD", "\n".join(record) + "\n")
+'''
+
+# ccache's log lines as units_report reads them; a unit compiled before with the same
+# content is a hit, as with a kept cache.
+FAKE_CCACHE = r'''#!/usr/bin/env python3
+import hashlib, os, subprocess, sys
+if sys.argv[1:2] == ["--version"]:
+    print("ccache version 4.9.1\nFeatures: http-storage")
+    sys.exit(0)
+src = next(a for a in sys.argv if a.endswith(".cc"))
+key = src + ":" + hashlib.sha256(open(src, "rb").read()).hexdigest()
+store = os.environ["FAKE_CCACHE_STORE"]  # the test's, not nvbuild.sh's CCACHE_DIR
+seen = open(store).read().split() if os.path.exists(store) else []
+result = "direct_cache_hit" if key in seen else "cache_miss"
+with open(store, "a") as f:
+    f.write(key + "\n")
+with open(os.environ["CCACHE_LOGFILE"], "a") as log:
+    pid = os.getpid()
+    log.write(f"[2026-01-01T00:00:00.000000 {pid} ] Working directory: {os.getcwd()}\n")
+    log.write(f"[2026-01-01T00:00:00.000000 {pid} ] Source file: {src}\n")
+    log.write(f"[2026-01-01T00:00:00.000000 {pid} ] Result: {result}\n")
+sys.exit(subprocess.call(sys.argv[1:]))
+'''
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    d = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
+    return d / "bin" / "python"
+
+
+@pytest.fixture
+def tree(tmp_path, venv):
+    opt = tmp_path / "opt"
+    src = opt / "tensorflow-source"
+    (src / "python" / "tfext").mkdir(parents=True)
+    (src / "csrc" / "ops").mkdir(parents=True)
+    (src / "python" / "tfext" / "__init__.py").write_text("")
+    for unit in ("a", "b"):
+        (src / "csrc" / "ops" / f"{unit}.cc").write_text(f"int {unit}() {{ return 1; }}\n")
+    (src / "configure").write_text("#!/bin/sh\necho 'PYTHON=python3' > config.mk\n")
+    (src / "fakecc").write_text("#!/bin/sh\nexit 0\n")
+    (src / "Makefile").write_text(MAKEFILE.replace("$(PYTHON)", str(venv)))
+    (src / "make_wheel.py").write_text(MAKE_WHEEL)
+    for exe in ("configure", "fakecc"):
+        (src / exe).chmod(0o755)
+    shutil.copy(ROOT / "nvbuild.sh", opt)
+    shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ccache").write_text(FAKE_CCACHE)
+    (bin_dir / "ccache").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{Path(venv).parent}:/usr/bin:/bin", "PYTHON_BIN_PATH": str(venv),
+           "NVBUILD_WHEEL_DIR": str(tmp_path / "pip"), "NVBUILD_BUILD_INFO": str(tmp_path / "build-info.json"),
+           "NVBUILD_HOROVOD": "0", "HOME": str(tmp_path), "FAKE_CCACHE_STORE": str(tmp_path / "ccache-store")}
+
+    def run(*args, path=None):
+        e = dict(env, PATH=path) if path else env
+        proc = subprocess.run(["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True,
+                              env=e, timeout=300)
+        info = json.loads((tmp_path / "build-info.json").read_text()) if proc.returncode == 0 else None
+        return proc, info
+
+    run.src, run.opt, run.bin = src, opt, bin_dir
+    return run
+
+
+def compiled(stderr):
+    return [line.split("compiled: ", 1)[1] for line in stderr.splitlines() if "nvbuild.sh: compiled: " in line]
+
+
+def test_compiled_units_are_listed_without_a_compile_cache(tree):
+    proc, _ = tree()
+    assert proc.returncode == 0, proc.stderr
+    assert compiled(proc.stderr) == ["csrc/ops/a.cc", "csrc/ops/b.cc"]
+    assert "compile cache:" not in proc.stderr
+
+
+@pytest.fixture
+def http_cache():
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/ccache"
+    httpd.shutdown()
+
+
+def test_compiled_units_are_listed_with_a_compile_cache(tree, http_cache):
+    proc, _ = tree("--cache", http_cache, "--noclean")
+    assert proc.returncode == 0, proc.stderr
+    assert "nvbuild.sh: compile cache: 0 of 2 translation units from the cache" in proc.stderr
+    assert compiled(proc.stderr) == ["csrc/ops/a.cc", "csrc/ops/b.cc"]
+    (tree.src / "csrc" / "ops" / "b.cc").write_text("int b() { return 2; }\n")
+    proc, _ = tree("--cache", http_cache)  # the cache has a.cc as it is: only b.cc compiles
+    assert "compile cache: 1 of 2 translation units from the cache" in proc.stderr
+    assert compiled(proc.stderr) == ["csrc/ops/b.cc"]
+
+
+def test_without_ccache_a_warning_says_units_are_not_listed(tree):
+    (tree.bin / "ccache").unlink()
+    proc, _ = tree()
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: ccache is not installed: the extension's compiled units are not listed" in proc.stderr
+    assert compiled(proc.stderr) == []
+
+
+def test_added_changed_and_removed_files_are_recorded_with_the_patches(tree):
+    proc, info = tree()  # as the release image: the shipped source, nothing modified
+    assert proc.returncode == 0, proc.stderr
+    assert info["modified_files"] == [] and info["patches"] == []
+    # As a derived image: a patch that adds a file, changes one and removes one.
+    (tree.opt / "patches").mkdir()
+    (tree.opt / "patches" / "mine.patch").write_text("--- a/x\n+++ b/x\n")
+    (tree.src / "csrc" / "ops" / "new.cc").write_text("int n() { return 3; }\n")
+    (tree.src / "csrc" / "ops" / "a.cc").write_text("int a() { return 4; }\n")
+    (tree.src / "csrc" / "ops" / "b.cc").unlink()
+    proc, info = tree()
+    assert proc.returncode == 0, proc.stderr
+    assert info["modified_files"] == ["csrc/ops/a.cc", "csrc/ops/b.cc", "csrc/ops/new.cc"]
+    import hashlib
+    digest = hashlib.sha256((tree.opt / "patches" / "mine.patch").read_bytes()).hexdigest()
+    assert info["patches"] == [{"name": "mine.patch", "sha256": digest}]

@@ -288,6 +288,8 @@ USERNAME = typer.Option(None, "--username", help="Registry user name (the passwo
 USERNAME_ENV = typer.Option(None, "--username-env", help="Environment variable holding the registry user name.")
 PASSWORD_ENV = typer.Option(None, "--password-env", help="Environment variable holding the registry password or token.")
 PASSWORD_STDIN = typer.Option(False, "--password-stdin", help="Read the registry password from standard input.")
+INSECURE_REGISTRY = typer.Option(False, "--insecure-registry",
+                                 help="Allow a registry without TLS or with an untrusted certificate (then no credentials are sent).")
 
 
 
@@ -347,6 +349,7 @@ def build(
     username_env: Optional[str] = USERNAME_ENV,
     password_env: Optional[str] = PASSWORD_ENV,
     password_stdin: bool = PASSWORD_STDIN,
+    insecure_registry: bool = INSECURE_REGISTRY,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
@@ -383,6 +386,7 @@ def build(
 
         reg.target_ref("x:y", push_to, None)  # validate the registry before building
         creds = reg.credentials_from(username, username_env, password_env, password_stdin)
+        reg.check_before_build(reg.registry_host(push_to), creds, insecure_registry)
     settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
     if bake_ca and not ca_bundle:
         raise UserError("--bake-ca needs at least one --ca-bundle")
@@ -424,7 +428,7 @@ def build(
                 print(ref)
             if push_to:
                 for ref in outcome.refs:
-                    _push(ref, push_to, None, creds, 4, quiet, False)
+                    _push(ref, push_to, None, creds, 4, quiet, False, insecure_registry)
         except BuildError as exc:
             _echo_err(exc.report())
             outcome = b.BuildOutcome(rel.name, v.name, error=exc.message)
@@ -580,12 +584,13 @@ def derive(
     print(tag)
 
 
-def _push(image: str, registry: str, tag: Optional[str], creds, tries: int, quiet: bool, as_json: bool) -> None:
+def _push(image: str, registry: str, tag: Optional[str], creds, tries: int, quiet: bool, as_json: bool,
+          insecure: bool = False) -> None:
     from builder import registry as reg
 
     ref = reg.target_ref(image, registry, tag)
     try:
-        result = reg.Pusher(_engine(), tries=tries, quiet=quiet).push(image, ref, creds)
+        result = reg.Pusher(_engine(), tries=tries, quiet=quiet).push(image, ref, creds, insecure)
     except reg.PushError as exc:
         _echo_err(f"error: {exc}")
         raise typer.Exit(1)
@@ -601,6 +606,7 @@ def push(
     username_env: Optional[str] = USERNAME_ENV,
     password_env: Optional[str] = PASSWORD_ENV,
     password_stdin: bool = PASSWORD_STDIN,
+    insecure_registry: bool = INSECURE_REGISTRY,
     tries: int = typer.Option(4, "--tries", help="Attempts for transient failures (backoff between)."),
     as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
@@ -611,7 +617,7 @@ def push(
     if tries < 1:
         raise UserError("--tries must be at least 1")
     creds = reg.credentials_from(username, username_env, password_env, password_stdin)
-    _push(image, registry, tag, creds, tries, quiet, as_json)
+    _push(image, registry, tag, creds, tries, quiet, as_json, insecure_registry)
 
 
 cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from builder.errors import UserError
+from builder.errors import UserError, redact
 
 DEFAULT_PORT = 8741
 MAGIC = b"tfbuilder-settings\n"
@@ -60,9 +60,13 @@ class BuildSettings:
         return bool(self.apt_mirror or self.pip_index or self.ca_bundles)
 
     def validate(self) -> None:
+        from builder.urls import URL
+
         for url, what in ((self.apt_mirror, "--apt-mirror"), (self.pip_index, "--pip-index")):
-            if url and not url.startswith(("http://", "https://")):
-                raise UserError(f"{what} '{url}' is not an http:// or https:// URL")
+            # Whole-string grammar (credentials, percent-encoded, allowed here: the command
+            # line refuses them before they get this far).
+            if url is not None and not URL.fullmatch(url):
+                raise UserError(f"{what} {redact(url)[:100]!r} is not an http:// or https:// URL")
         for path in self.ca_bundles:
             if not Path(path).is_file():
                 raise UserError(f"--ca-bundle {path}: no such file")
@@ -71,10 +75,12 @@ class BuildSettings:
 
     def files(self) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
+        # One value per file, one line each: the wrapper reads them with `read -r`, never
+        # sources or evaluates them.
         if self.apt_mirror:
-            out["apt-mirror"] = self.apt_mirror.rstrip("/").encode()
+            out["apt-mirror"] = (self.apt_mirror.rstrip("/") + "\n").encode()
         if self.pip_index:
-            out["env"] = f"PIP_INDEX_URL='{self.pip_index}'\n".encode()
+            out["pip-index"] = (self.pip_index + "\n").encode()
         if self.ca_bundles:
             out["ca.crt"] = b"\n".join(Path(p).read_bytes() for p in self.ca_bundles)
         out["index"] = ("\n".join(sorted(out)) + "\n").encode()

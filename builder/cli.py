@@ -38,7 +38,10 @@ def _catalog():
 
 
 def _echo_err(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """Every message and error line goes out through here, credentials redacted."""
+    from builder.errors import redact
+
+    print(redact(message), file=sys.stderr, flush=True)
 
 
 @app.command()
@@ -230,13 +233,29 @@ def lock(
               f"{len(plan.skipped)} variants skipped")
 
 
-def _settings(apt_mirror, pip_index, ca_bundle, host_ca=False):
+def _settings(apt_mirror, pip_index, ca_bundle, host_ca=False, credentials=(None, None, None, None)):
+    """The build settings; mirror and index credentials come from a file or an
+    environment variable (never argv) and are put into the URLs the build sees."""
+    from builder import urls
     from builder.buildsettings import HOST_CA_BUNDLE, BuildSettings
 
+    apt_file, apt_env, pip_file, pip_env = credentials
+    urls_given = {}
+    for url, what, file, env in ((apt_mirror, "--apt-mirror", apt_file, apt_env),
+                                 (pip_index, "--pip-index", pip_file, pip_env)):
+        creds = urls.read_credentials(file, env, what)
+        if url is None:
+            if creds is not None:
+                raise UserError(f"{what}-credentials-file/-env go with {what} URL")
+            continue
+        urls.check_url(url, what, f"give them with {what}-credentials-file FILE or {what}-credentials-env NAME "
+                                  "(one line USER:PASSWORD)")
+        urls_given[what] = urls.with_credentials(url, creds)
     bundles = list(ca_bundle or ())
     if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
         bundles.append(HOST_CA_BUNDLE)
-    settings = BuildSettings(apt_mirror=apt_mirror, pip_index=pip_index, ca_bundles=tuple(bundles))
+    settings = BuildSettings(apt_mirror=urls_given.get("--apt-mirror"), pip_index=urls_given.get("--pip-index"),
+                             ca_bundles=tuple(bundles))
     settings.validate()
     return settings
 
@@ -248,7 +267,15 @@ def _engine():
 
 
 APT_MIRROR = typer.Option(None, "--apt-mirror", help="Debian mirror URL used while building (not kept in the image).")
-PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL, credentials allowed (not kept in the image).")
+PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL (not kept in the image; credentials: see below).")
+APT_MIRROR_CREDS_FILE = typer.Option(None, "--apt-mirror-credentials-file",
+                                     help="File whose first line is USER:PASSWORD for --apt-mirror.")
+APT_MIRROR_CREDS_ENV = typer.Option(None, "--apt-mirror-credentials-env",
+                                    help="Environment variable holding USER:PASSWORD for --apt-mirror.")
+PIP_INDEX_CREDS_FILE = typer.Option(None, "--pip-index-credentials-file",
+                                    help="File whose first line is USER:PASSWORD for --pip-index.")
+PIP_INDEX_CREDS_ENV = typer.Option(None, "--pip-index-credentials-env",
+                                   help="Environment variable holding USER:PASSWORD for --pip-index.")
 CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
@@ -263,8 +290,12 @@ def _check_ref(ref: str, what: str) -> None:
 
 
 def _check_compile_cache(url: Optional[str]) -> None:
-    if url and not url.startswith(("http://", "https://")):
-        raise UserError(f"--compile-cache '{url}' is not an http:// or https:// URL")
+    from builder import urls
+
+    if url:  # it is a build arg: credentials in it would land in docker history and the log
+        urls.check_url(url, "--compile-cache", "and a compile-cache URL is a build argument, so they would also land "
+                       "in docker history and the build log: builds on the cache's own machine write without "
+                       "credentials (see `builder cache serve --help`)")
 
 
 def _conformance(image: str, extra: list[str], select: Optional[str] = None, stdout=None) -> int:
@@ -299,6 +330,10 @@ def base(
     rebuild: bool = typer.Option(False, "--rebuild", help="Build again even when the tag exists."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
+    apt_mirror_credentials_file: Optional[Path] = APT_MIRROR_CREDS_FILE,
+    apt_mirror_credentials_env: Optional[str] = APT_MIRROR_CREDS_ENV,
+    pip_index_credentials_file: Optional[Path] = PIP_INDEX_CREDS_FILE,
+    pip_index_credentials_env: Optional[str] = PIP_INDEX_CREDS_ENV,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     print_recipe: bool = typer.Option(False, "--print", help="Print the recipe Dockerfile and its tag; build nothing."),
@@ -314,7 +349,9 @@ def base(
         print(recipe.dockerfile(), end="")
         _echo_err(f"tag: {recipe.tag}")
         return
-    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
+                         (apt_mirror_credentials_file, apt_mirror_credentials_env,
+                          pip_index_credentials_file, pip_index_credentials_env))
     tag, built = ensure_base(_engine(), recipe, settings, rebuild=rebuild, quiet=quiet)
     if not built:
         _echo_err(f"base: {tag} exists (recipe unchanged); nothing to do")
@@ -340,6 +377,10 @@ def build(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be built; build nothing."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
+    apt_mirror_credentials_file: Optional[Path] = APT_MIRROR_CREDS_FILE,
+    apt_mirror_credentials_env: Optional[str] = APT_MIRROR_CREDS_ENV,
+    pip_index_credentials_file: Optional[Path] = PIP_INDEX_CREDS_FILE,
+    pip_index_credentials_env: Optional[str] = PIP_INDEX_CREDS_ENV,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
@@ -387,7 +428,9 @@ def build(
         reg.target_ref("x:y", push_to, None)  # validate the registry before building
         creds = reg.credentials_from(username, username_env, password_env, password_stdin)
         reg.check_before_build(reg.registry_host(push_to), creds, insecure_registry)
-    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
+                         (apt_mirror_credentials_file, apt_mirror_credentials_env,
+                          pip_index_credentials_file, pip_index_credentials_env))
     if bake_ca and not ca_bundle:
         raise UserError("--bake-ca needs at least one --ca-bundle")
     opts = _options(cuda_cc, xla, gcp, hdfs, env, base_, repo, rel)
@@ -535,6 +578,10 @@ def derive(
     no_test: bool = typer.Option(False, "--no-test", help="Tag without running the conformance suite first."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
+    apt_mirror_credentials_file: Optional[Path] = APT_MIRROR_CREDS_FILE,
+    apt_mirror_credentials_env: Optional[str] = APT_MIRROR_CREDS_ENV,
+    pip_index_credentials_file: Optional[Path] = PIP_INDEX_CREDS_FILE,
+    pip_index_credentials_env: Optional[str] = PIP_INDEX_CREDS_ENV,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
@@ -551,7 +598,9 @@ def derive(
     spec.validate()
     _check_ref(tag, "--tag")
     _check_compile_cache(compile_cache)
-    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
+                         (apt_mirror_credentials_file, apt_mirror_credentials_env,
+                          pip_index_credentials_file, pip_index_credentials_env))
     engine = _engine()
     from builder import inspect as insp
 

@@ -2,6 +2,7 @@
 not the history; the CA and the pip credentials not even the build log."""
 import io
 import json
+import os
 import subprocess
 import tarfile
 import uuid
@@ -65,9 +66,11 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
     """A derived image that installs a Debian package through the settings (the release
     build's own RUN steps use the same with-build-settings wrapper)."""
     ca, marker = test_ca
+    # The pip credentials come from the environment (argv would show them in `ps`).
     out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test",
-                  "--apt-mirror", MIRROR, "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple",
-                  "--ca-bundle", str(ca), "-q")
+                  "--apt-mirror", MIRROR, "--pip-index", "https://pypi.invalid/simple",
+                  "--pip-index-credentials-env", "ITEST_PIP_CREDS", "--ca-bundle", str(ca), "-q",
+                  env={**os.environ, "ITEST_PIP_CREDS": f"itest:{TOKEN}"})
     assert out.returncode == 0, out.stderr
     log = (cache_dir / "logs" / f"derive-{scratch_tag.replace('/', '_').replace(':', '_')}.log").read_text()
     assert "deb.debian.org:80" in log, "the apt mirror from the settings was not used"
@@ -94,3 +97,10 @@ def test_bake_ca_puts_the_ca_in_the_trust_store(release_image, scratch_tag, comp
 def test_bake_ca_without_a_bundle_is_refused():
     out = builder("build", "--release", "21.08", "--bake-ca")
     assert out.returncode == 2 and "--bake-ca needs at least one --ca-bundle" in out.stderr
+
+
+def test_credentials_on_the_command_line_are_refused():
+    out = builder("derive", "--from", "x:y", "--apt", "jq", "--tag", "a/b:c",
+                  "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--pip-index-credentials-file" in out.stderr and TOKEN not in out.stderr

@@ -52,7 +52,7 @@ def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path):
                              ca_bundles=(ca,))
     with buildsettings.serve(settings, 18741) as url:
         assert url.startswith("http://127.0.0.1:18741/")
-        assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\nenv\n"
+        assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\npip-index\n"
         sources = tmp_path / "sources.list"
         sources.write_text(SOURCES)
         out = _wrapper(url, 'echo "$PIP_INDEX_URL"; cat "$PIP_CERT" | grep -c TESTCAUNIQUE; '
@@ -88,8 +88,8 @@ def test_concurrent_builds_share_the_daemon_and_settings_vanish_after(tmp_path, 
     with buildsettings.serve(a, 18742) as url_a, buildsettings.serve(a, 18742) as url_a2, \
             buildsettings.serve(b, 18742) as url_b:
         assert url_a == url_a2 != url_b                      # same settings, same URL (cache keys stay put)
-        assert b"a.example" in urllib.request.urlopen(url_a + "/env").read()
-        assert b"b.example" in urllib.request.urlopen(url_b + "/env").read()
+        assert b"a.example" in urllib.request.urlopen(url_a + "/pip-index").read()
+        assert b"b.example" in urllib.request.urlopen(url_b + "/pip-index").read()
         state = tmp_path / "cache" / "settings"
     import time
     for _ in range(50):                                      # the daemon removes what nobody holds

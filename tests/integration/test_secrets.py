@@ -104,3 +104,30 @@ def test_credentials_on_the_command_line_are_refused():
                   "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "--pip-index-credentials-file" in out.stderr and TOKEN not in out.stderr
+
+
+def test_settings_server_answers_containers_only(release_image, tmp_path, monkeypatch):
+    """The settings server gives a build container (host network, like a RUN step) its
+    settings and a host process 403; a container with a wrong token gets nothing."""
+    import urllib.error
+    import urllib.request
+
+    from builder import buildsettings, paths
+    from builder.buildsettings import BuildSettings
+
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    wrapper = paths.templates_dir() / "with-build-settings"
+    pip = f"https://itest:{TOKEN}@pypi.invalid/simple"
+
+    def in_container(url):
+        return docker("run", "--rm", "--network", "host", "-v", f"{wrapper}:/w:ro", "-e", f"BUILD_SETTINGS={url}",
+                      "--entrypoint", "bash", release_image, "/w", "bash", "-c", 'printf "%s" "$PIP_INDEX_URL"')
+
+    with buildsettings.serve(BuildSettings(pip_index=pip)) as url:
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(url + "/pip-index", timeout=10)
+        assert exc.value.code == 403
+        out = in_container(url)
+        assert out.returncode == 0 and out.stdout == pip, out.stderr
+        wrong = in_container(url[:-8] + "00000000")
+        assert wrong.returncode != 0 and TOKEN not in wrong.stdout + wrong.stderr

@@ -677,19 +677,23 @@ CACHE_DIR = typer.Option(None, "--dir", help="Cache directory (default ~/.cache/
 @cache_app.command("serve")
 def cache_serve(
     directory: Optional[Path] = CACHE_DIR,
-    port: int = typer.Option(8742, "--port", help="TCP port."),
-    listen: str = typer.Option("127.0.0.1", "--listen", help="Address to listen on (0.0.0.0 for other machines)."),
+    port: int = typer.Option(8742, "--port", help="TCP port (1-65535)."),
+    listen: str = typer.Option("127.0.0.1", "--listen", "--address",
+                               help="IP address to listen on (0.0.0.0 for other machines: their writes then need "
+                                    "the write credential)."),
     max_size: str = typer.Option("20G", "--max-size", help="Keep the store under this size, oldest objects first."),
-    max_object_size: str = typer.Option("512m", "--max-object-size", help="Largest object accepted (nginx syntax)."),
+    max_object_size: str = typer.Option("512M", "--max-object-size", help="Largest object accepted (512M, 2G, ...)."),
+    write_credentials_file: Optional[Path] = typer.Option(
+        None, "--write-credentials-file",
+        help="USER:PASSWORD (one line) for writes from other machines when listening beyond loopback "
+             "(default: generated into DIR/.server/write-credentials)."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return."),
 ) -> None:
     """Serve the compile cache; builds use it with --compile-cache URL (printed on stdout)."""
     from builder import cache
 
-    if not 0 < port < 65536:
-        raise UserError(f"--port {port} is not a TCP port")
-    server = cache.CacheServer(directory or cache.default_dir(), port, listen, cache.parse_size(max_size),
-                               max_object_size)
+    server = cache.CacheServer.checked(directory or cache.default_dir(), port, listen, max_size, max_object_size,
+                                       write_credentials_file)
     url = cache.serve(server, detach=detach)
     if detach:
         print(url)

@@ -250,3 +250,11 @@ def test_bad_settings_port_is_one_line(monkeypatch):
     monkeypatch.setenv("BUILDER_SETTINGS_PORT", "80a")
     with pytest.raises(UserError, match="BUILDER_SETTINGS_PORT='80a' is not a TCP port"):
         buildsettings.port()
+
+
+def test_doctor_says_whether_the_container_check_can_work():
+    from builder import doctor
+
+    assert doctor.settings_server_check(0).ok
+    check = doctor.settings_server_check(1000)
+    assert not check.ok and not check.required and "/proc/PID/fd" in check.detail

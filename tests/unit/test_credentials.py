@@ -178,3 +178,18 @@ def test_wrapper_takes_a_hostile_pip_index_byte_for_byte_and_runs_nothing(stub_s
     assert lines[0] == value                                   # not emptied, not evaluated
     assert lines[1] == f"deb {value.rstrip('/')} bookworm main"  # sed took it literally
     assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("option", ["--pip-index", "--apt-mirror", "--compile-cache"])
+def test_hostile_url_options_on_the_command_line_are_one_line_exit_2(option, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("reached the engine"))
+
+    @settings(max_examples=40, deadline=None)  # the wiring; the grammar itself gets 2000 above
+    @given(head=st.text(max_size=15), bad=st.sampled_from([c for c in HOSTILE if c != "\0"]), tail=st.text(max_size=15))
+    def check(head, bad, tail):
+        value = f"https://h.corp/{head}{bad}{tail}".replace("\0", "")
+        code = cli.main(["build", "--release", "21.08", "--dry-run", option, value])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+
+    check()

@@ -230,7 +230,8 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
     path, tag = split_ref(ref[len(host) + 1:])
     headers = {"Accept": MANIFEST_TYPES}
     if creds:
-        assert transport.verified, "credentials over an unverified transport"
+        if not transport.verified:  # allowed_credentials() keeps this from happening
+            raise RuntimeError("credentials over an unverified transport")
         token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
         headers["Authorization"] = f"Basic {token}"
     try:
@@ -240,6 +241,9 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
     if status == 401:
         if creds:
             raise UserError(f"registry {host} refused the credentials when reading {ref} back")
+        if transport.verified:
+            raise UserError(f"registry {host} wants credentials to read {ref} back: give --username-env/--password-env, "
+                            "--password-stdin or `docker login` it")
         raise UserError(f"registry {host} wants credentials to read {ref} back, and they are only sent "
                         "over TLS the engine trusts")
     if status != 200:

@@ -8,7 +8,6 @@ import os
 import string
 import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -197,11 +197,11 @@ def push_figures(figure, cache: Path) -> None:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1)
-        t_parent, out = sh(["builder", "push", IMAGE, "--registry", host, "--json", "-q"])
+        t_parent, out = sh(["builder", "push", IMAGE, "--registry", host, "--insecure-registry", "--json", "-q"])
         parent = json.loads(out.stdout)
         derived = f"{REPO}:with-jq"
         sh(["builder", "derive", "--from", IMAGE, "--apt", "jq", "--tag", derived, "--no-test", "-q"])
-        t_derived, out = sh(["builder", "push", derived, "--registry", host, "--json", "-q"])
+        t_derived, out = sh(["builder", "push", derived, "--registry", host, "--insecure-registry", "--json", "-q"])
         pushed = json.loads(out.stdout)
         n_parent = len(json.loads(sh(["docker", "image", "inspect", IMAGE])[1].stdout)[0]["RootFS"]["Layers"])
         sizes = json.loads(sh(["docker", "image", "inspect", derived])[1].stdout)[0]["Size"] - \

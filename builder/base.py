@@ -13,11 +13,11 @@ from pathlib import Path
 from builder import buildsettings, paths
 from builder.base_recipe import DEFAULT_MIRROR, BaseRecipe
 from builder.engine import BuildRequest, DockerEngine, Progress
-from builder.errors import UserError
+from builder.errors import UserError, redact
 
 
 def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(redact(message), file=sys.stderr, flush=True)  # the mirror URL may carry credentials
 
 
 def make_rootfs(engine: DockerEngine, recipe: BaseRecipe, mirror: str | None, workdir: Path) -> str:

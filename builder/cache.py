@@ -8,7 +8,12 @@ from nginx's access log (a GET answered 200 is a hit, 404 a miss).
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import ipaddress
 import os
+import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -21,19 +26,65 @@ from builder.errors import UserError
 
 DEFAULT_PORT = 8742
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# 512M, 2G, 1.5g, 20GiB, 1048576: the whole string, nothing else (it reaches nginx.conf).
+SIZE = re.compile(r"(?P<number>[0-9]{1,12}(?:\.[0-9]{1,6})?)(?P<unit>[KkMmGgTt]?)(?:i?[Bb])?")
+MAX_OBJECT = 64 << 30
+WRITE_USER = "builder"
 
 
-def parse_size(text: str) -> int:
-    t = text.strip().lower().removesuffix("b").removesuffix("i")
-    unit = t[-1] if t and t[-1] in SIZE_UNITS else ""
-    number = t[:-1] if unit else t
-    try:
-        value = float(number)
-    except ValueError:
-        raise UserError(f"'{text}' is not a size (examples: 500M, 20G)") from None
+def parse_size(text: str, what: str = "size") -> int:
+    m = SIZE.fullmatch(text)
+    if m is None:
+        raise UserError(f"{what} {text[:40]!r} is not a size (examples: 512M, 20G)")
+    value = int(float(m["number"]) * SIZE_UNITS[m["unit"].lower()])
     if value <= 0:
-        raise UserError(f"size '{text}' must be positive")
-    return int(value * SIZE_UNITS[unit])
+        raise UserError(f"{what} {text!r} must be positive")
+    return value
+
+
+def nginx_string(value: str, what: str) -> str:
+    """VALUE as one nginx.conf string: double-quoted, `\\` and `"` escaped; `$` (nginx
+    would expand it as a variable) and control characters refused."""
+    if re.search(r"[\x00-\x1f\x7f$]", value):
+        raise UserError(f"{what} {value[:80]!r} holds '$' or a control character, which nginx.conf cannot hold")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def check_address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise UserError(f"--listen {text[:60]!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, ...)") from None
+
+
+def is_loopback(address: str) -> bool:
+    return ipaddress.ip_address(address).is_loopback
+
+
+def check_directory(directory: Path) -> Path:
+    """DIRECTORY is a directory, or could be made one (nothing is created here)."""
+    d = Path(directory).absolute()
+    if d.exists() and not d.is_dir():
+        raise UserError(f"--dir {directory} is not a directory")
+    probe = d
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"--dir {directory}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK) and probe != d:
+        raise UserError(f"--dir {directory}: cannot create it under {probe} (permission denied)")
+    if probe == d and not os.access(d, os.W_OK | os.X_OK):
+        raise UserError(f"--dir {directory}: not writable")
+    for path in (d, d / ".server", d / "data"):
+        nginx_string(str(path), "--dir")
+    return d
+
+
+def ssha(password: str) -> str:
+    """An nginx-readable password hash ({SSHA}: salted SHA-1; the generated passwords are
+    32 random characters, a user's own file is the user's choice)."""
+    salt = secrets.token_bytes(8)
+    return "{SSHA}" + base64.b64encode(hashlib.sha1(password.encode() + salt).digest() + salt).decode()
 
 
 def default_dir() -> Path:
@@ -48,7 +99,26 @@ class CacheServer:
     port: int = DEFAULT_PORT
     listen: str = "127.0.0.1"
     max_size: int = 20 << 30
-    max_object_size: str = "512m"
+    max_object_size: int = 512 << 20
+    credentials_file: Path | None = None  # USER:PASSWORD for writes from other machines
+
+    @classmethod
+    def checked(cls, directory: Path, port: int, listen: str, max_size: str, max_object_size: str,
+                credentials_file: Path | None = None) -> "CacheServer":
+        """Every option typed and checked, before anything is written."""
+        if not 0 < port < 65536:
+            raise UserError(f"--port {port} is not a TCP port (1-65535)")
+        listen = check_address(listen)
+        size = parse_size(max_size, "--max-size")
+        object_size = parse_size(max_object_size, "--max-object-size")
+        if object_size > MAX_OBJECT:
+            raise UserError(f"--max-object-size {max_object_size} is more than {MAX_OBJECT >> 30}G")
+        if credentials_file is not None:
+            from builder.urls import read_credentials
+
+            read_credentials(Path(credentials_file), None, "--write")
+        return cls(check_directory(directory), port, listen, size, object_size,
+                   Path(credentials_file).absolute() if credentials_file else None)
 
     @property
     def state(self) -> Path:
@@ -60,15 +130,31 @@ class CacheServer:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.listen in ("0.0.0.0", "127.0.0.1") else self.listen
+        if self.listen in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        else:
+            host = f"[{self.listen}]" if ":" in self.listen else self.listen
         return f"http://{host}:{self.port}"
+
+    @property
+    def needs_write_auth(self) -> bool:
+        return not is_loopback(self.listen)
+
+    @property
+    def htpasswd(self) -> Path:
+        return self.state / "htpasswd"
+
+    @property
+    def generated_credentials(self) -> Path:
+        return self.state / "write-credentials"
 
     def save(self) -> None:
         import json
 
         (self.state / "server.json").write_text(json.dumps(
             {"port": self.port, "listen": self.listen, "max_size": self.max_size,
-             "max_object_size": self.max_object_size}))
+             "max_object_size": self.max_object_size,
+             "credentials_file": str(self.credentials_file) if self.credentials_file else None}))
 
     @classmethod
     def load(cls, directory: Path) -> "CacheServer":
@@ -77,38 +163,74 @@ class CacheServer:
 
         try:
             saved = json.loads((Path(directory) / ".server" / "server.json").read_text())
-        except (OSError, ValueError):
-            saved = {}
-        return cls(Path(directory), **saved)
+            if isinstance(saved.get("max_object_size"), str):  # written by an older builder
+                saved["max_object_size"] = parse_size(saved["max_object_size"])
+            if saved.get("credentials_file"):
+                saved["credentials_file"] = Path(saved["credentials_file"])
+            return cls(Path(directory), **saved)
+        except (OSError, ValueError, TypeError, UserError):
+            return cls(Path(directory))
 
     def nginx_conf(self) -> str:
+        """nginx.conf for this server: every value typed, every path quoted by nginx_string."""
+        q = lambda path: nginx_string(str(path), "--dir")  # noqa: E731
         user = "user root;\n" if os.geteuid() == 0 else ""
         temp = self.state / "tmp"
+        listen = f"[{self.listen}]" if ":" in self.listen else self.listen
+        writes = ""
+        if self.needs_write_auth:
+            # Reads stay open; writes come from this machine (its builds, through the
+            # host network) or carry the write credential.
+            local = ["127.0.0.1", "::1"] + ([self.listen] if self.listen not in ("0.0.0.0", "::") else [])
+            allow = "".join(f"                allow {a};\n" for a in local)
+            writes = (f"            satisfy any;\n            limit_except GET HEAD {{\n{allow}"
+                      f"                deny all;\n                auth_basic \"compile cache writes\";\n"
+                      f"                auth_basic_user_file {q(self.htpasswd)};\n            }}\n")
         return f"""{user}daemon off;
 worker_processes 2;
-pid {self.state}/nginx.pid;
-error_log {self.state}/error.log warn;
+pid {q(self.state / "nginx.pid")};
+error_log {q(self.state / "error.log")} warn;
 events {{ worker_connections 512; }}
 http {{
     log_format cache '$request_method $status $body_bytes_sent $request_length $uri';
-    access_log {self.state}/access.log cache;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
+    access_log {q(self.state / "access.log")} cache;
+    client_body_temp_path {q(temp / "body")};
+    proxy_temp_path {q(temp / "proxy")};
+    fastcgi_temp_path {q(temp / "fastcgi")};
+    uwsgi_temp_path {q(temp / "uwsgi")};
+    scgi_temp_path {q(temp / "scgi")};
     server {{
-        listen {self.listen}:{self.port};
-        root {self.data};
-        client_max_body_size {self.max_object_size};
+        listen {listen}:{int(self.port)};
+        root {q(self.data)};
+        client_max_body_size {int(self.max_object_size)};
         location / {{
             dav_methods PUT DELETE;
             create_full_put_path on;
             dav_access user:rw group:r all:r;
-        }}
+{writes}        }}
     }}
 }}
 """
+
+    def write_htpasswd(self) -> Path | None:
+        """The write credential's hash for nginx; generated (and kept, 0600) when the user
+        gave none. Returns the file holding USER:PASSWORD for clients."""
+        if not self.needs_write_auth:
+            return None
+        from builder.urls import read_credentials
+
+        source = self.credentials_file or self.generated_credentials
+        if self.credentials_file is None and not source.exists():
+            fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{WRITE_USER}:{secrets.token_urlsafe(24)}\n")
+        user, password = read_credentials(source, None, "--write")
+        tmp = self.htpasswd.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{user}:{ssha(password)}\n")
+        os.replace(tmp, self.htpasswd)
+        return source
 
 
 def nginx_binary() -> str:
@@ -148,18 +270,31 @@ def serve(server: CacheServer, detach: bool = False) -> str:
     if _running_pid(server):
         raise UserError(f"a cache server already runs for {server.directory} (builder cache stop --dir ...)")
     exe = nginx_binary()
-    for d in (server.data, server.state / "tmp"):
-        d.mkdir(parents=True, exist_ok=True)
+    conf_text = server.nginx_conf()  # every value checked before anything is written
+    try:
+        for d in (server.data, server.state / "tmp"):
+            d.mkdir(parents=True, exist_ok=True)
+        server.state.chmod(0o700)
+    except OSError as exc:
+        raise UserError(f"--dir {server.directory}: cannot create it ({exc.strerror})") from None
+    credentials = server.write_htpasswd()
+    if credentials:
+        print(f"compile cache: writes from other machines need the credential in {credentials} "
+              "(reads are open; builds on this machine write without it)", file=sys.stderr, flush=True)
     conf = server.state / "nginx.conf"
-    conf.write_text(server.nginx_conf())
+    conf.write_text(conf_text)
     server.save()
     check = subprocess.run([exe, "-t", "-q", "-c", str(conf), "-p", str(server.state)], capture_output=True, text=True)
     if check.returncode != 0:
-        raise UserError(f"nginx refused the configuration: {check.stderr.strip().splitlines()[-1]}")
+        lines = check.stderr.strip().splitlines() or ["(no message)"]
+        last = next((line for line in lines if "[emerg]" in line), lines[-1])
+        raise UserError(f"nginx refused the configuration: {last}")
     if detach:
         args = [sys.executable, "-m", "builder.cli", "cache", "serve", "--dir", str(server.directory),
                 "--port", str(server.port), "--listen", server.listen, "--max-size", str(server.max_size),
-                "--max-object-size", server.max_object_size]
+                "--max-object-size", str(server.max_object_size)]
+        if server.credentials_file:
+            args += ["--write-credentials-file", str(server.credentials_file)]
         log = open(server.state / "serve.log", "ab")
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         for _ in range(50):
@@ -180,6 +315,7 @@ def serve(server: CacheServer, detach: bool = False) -> str:
     signal.signal(signal.SIGINT, on_signal)
     print(f"compile cache serving {server.data} at {server.url} (max {server.max_size >> 20} MiB)",
           file=sys.stderr, flush=True)
+
     try:
         while not stop["now"] and nginx.poll() is None:
             prune(server)

@@ -38,7 +38,10 @@ def _catalog():
 
 
 def _echo_err(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """Every message and error line goes out through here, credentials redacted."""
+    from builder.errors import redact
+
+    print(redact(message), file=sys.stderr, flush=True)
 
 
 def _hold(resource):
@@ -244,13 +247,29 @@ def lock(
               f"{len(plan.skipped)} variants skipped")
 
 
-def _settings(apt_mirror, pip_index, ca_bundle, host_ca=False):
+def _settings(apt_mirror, pip_index, ca_bundle, host_ca=False, credentials=(None, None, None, None)):
+    """The build settings; mirror and index credentials come from a file or an
+    environment variable (never argv) and are put into the URLs the build sees."""
+    from builder import urls
     from builder.buildsettings import HOST_CA_BUNDLE, BuildSettings
 
+    apt_file, apt_env, pip_file, pip_env = credentials
+    urls_given = {}
+    for url, what, file, env in ((apt_mirror, "--apt-mirror", apt_file, apt_env),
+                                 (pip_index, "--pip-index", pip_file, pip_env)):
+        creds = urls.read_credentials(file, env, what)
+        if url is None:
+            if creds is not None:
+                raise UserError(f"{what}-credentials-file/-env go with {what} URL")
+            continue
+        urls.check_url(url, what, f"give them with {what}-credentials-file FILE or {what}-credentials-env NAME "
+                                  "(one line USER:PASSWORD)")
+        urls_given[what] = urls.with_credentials(url, creds)
     bundles = list(ca_bundle or ())
     if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
         bundles.append(HOST_CA_BUNDLE)
-    settings = BuildSettings(apt_mirror=apt_mirror, pip_index=pip_index, ca_bundles=tuple(bundles))
+    settings = BuildSettings(apt_mirror=urls_given.get("--apt-mirror"), pip_index=urls_given.get("--pip-index"),
+                             ca_bundles=tuple(bundles))
     settings.validate()
     return settings
 
@@ -262,7 +281,15 @@ def _engine():
 
 
 APT_MIRROR = typer.Option(None, "--apt-mirror", help="Debian mirror URL used while building (not kept in the image).")
-PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL, credentials allowed (not kept in the image).")
+PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL (not kept in the image; credentials: see below).")
+APT_MIRROR_CREDS_FILE = typer.Option(None, "--apt-mirror-credentials-file",
+                                     help="File whose first line is USER:PASSWORD for --apt-mirror.")
+APT_MIRROR_CREDS_ENV = typer.Option(None, "--apt-mirror-credentials-env",
+                                    help="Environment variable holding USER:PASSWORD for --apt-mirror.")
+PIP_INDEX_CREDS_FILE = typer.Option(None, "--pip-index-credentials-file",
+                                    help="File whose first line is USER:PASSWORD for --pip-index.")
+PIP_INDEX_CREDS_ENV = typer.Option(None, "--pip-index-credentials-env",
+                                   help="Environment variable holding USER:PASSWORD for --pip-index.")
 CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
@@ -277,8 +304,12 @@ def _check_ref(ref: str, what: str) -> None:
 
 
 def _check_compile_cache(url: Optional[str]) -> None:
-    if url and not url.startswith(("http://", "https://")):
-        raise UserError(f"--compile-cache '{url}' is not an http:// or https:// URL")
+    from builder import urls
+
+    if url:  # it is a build arg: credentials in it would land in docker history and the log
+        urls.check_url(url, "--compile-cache", "and a compile-cache URL is a build argument, so they would also land "
+                       "in docker history and the build log: builds on the cache's own machine write without "
+                       "credentials (see `builder cache serve --help`)")
 
 
 def _conformance(image: str, extra: list[str], select: Optional[str] = None, stdout=None) -> int:
@@ -295,6 +326,8 @@ USERNAME = typer.Option(None, "--username", help="Registry user name (the passwo
 USERNAME_ENV = typer.Option(None, "--username-env", help="Environment variable holding the registry user name.")
 PASSWORD_ENV = typer.Option(None, "--password-env", help="Environment variable holding the registry password or token.")
 PASSWORD_STDIN = typer.Option(False, "--password-stdin", help="Read the registry password from standard input.")
+INSECURE_REGISTRY = typer.Option(False, "--insecure-registry",
+                                 help="Allow a registry without TLS or with an untrusted certificate (then no credentials are sent).")
 
 
 
@@ -304,6 +337,10 @@ def base(
     rebuild: bool = typer.Option(False, "--rebuild", help="Build again even when the tag exists."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
+    apt_mirror_credentials_file: Optional[Path] = APT_MIRROR_CREDS_FILE,
+    apt_mirror_credentials_env: Optional[str] = APT_MIRROR_CREDS_ENV,
+    pip_index_credentials_file: Optional[Path] = PIP_INDEX_CREDS_FILE,
+    pip_index_credentials_env: Optional[str] = PIP_INDEX_CREDS_ENV,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     print_recipe: bool = typer.Option(False, "--print", help="Print the recipe Dockerfile and its tag; build nothing."),
@@ -319,7 +356,9 @@ def base(
         print(recipe.dockerfile(), end="")
         _echo_err(f"tag: {recipe.tag}")
         return
-    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
+                         (apt_mirror_credentials_file, apt_mirror_credentials_env,
+                          pip_index_credentials_file, pip_index_credentials_env))
     tag, built = ensure_base(_engine(), recipe, settings, rebuild=rebuild, quiet=quiet)
     if not built:
         _echo_err(f"base: {tag} exists (recipe unchanged); nothing to do")
@@ -345,6 +384,10 @@ def build(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be built; build nothing."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
+    apt_mirror_credentials_file: Optional[Path] = APT_MIRROR_CREDS_FILE,
+    apt_mirror_credentials_env: Optional[str] = APT_MIRROR_CREDS_ENV,
+    pip_index_credentials_file: Optional[Path] = PIP_INDEX_CREDS_FILE,
+    pip_index_credentials_env: Optional[str] = PIP_INDEX_CREDS_ENV,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
@@ -354,6 +397,7 @@ def build(
     username_env: Optional[str] = USERNAME_ENV,
     password_env: Optional[str] = PASSWORD_ENV,
     password_stdin: bool = PASSWORD_STDIN,
+    insecure_registry: bool = INSECURE_REGISTRY,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
@@ -393,7 +437,10 @@ def build(
 
         reg.target_ref("x:y", push_to, None)  # validate the registry before building
         creds = reg.credentials_from(username, username_env, password_env, password_stdin)
-    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+        reg.check_before_build(reg.registry_host(push_to), creds, insecure_registry)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
+                         (apt_mirror_credentials_file, apt_mirror_credentials_env,
+                          pip_index_credentials_file, pip_index_credentials_env))
     if bake_ca and not ca_bundle:
         raise UserError("--bake-ca needs at least one --ca-bundle")
     opts = _options(cuda_cc, xla, gcp, hdfs, env, base_, repo, rel)
@@ -434,7 +481,7 @@ def build(
                 print(ref)
             if push_to:
                 for ref in outcome.refs:
-                    _push(ref, push_to, None, creds, 4, quiet, False)
+                    _push(ref, push_to, None, creds, 4, quiet, False, insecure_registry)
         except BuildError as exc:
             _echo_err(exc.report())
             outcome = b.BuildOutcome(rel.name, v.name, error=exc.message)
@@ -544,6 +591,10 @@ def derive(
     no_test: bool = typer.Option(False, "--no-test", help="Tag without running the conformance suite first."),
     apt_mirror: Optional[str] = APT_MIRROR,
     pip_index: Optional[str] = PIP_INDEX,
+    apt_mirror_credentials_file: Optional[Path] = APT_MIRROR_CREDS_FILE,
+    apt_mirror_credentials_env: Optional[str] = APT_MIRROR_CREDS_ENV,
+    pip_index_credentials_file: Optional[Path] = PIP_INDEX_CREDS_FILE,
+    pip_index_credentials_env: Optional[str] = PIP_INDEX_CREDS_ENV,
     ca_bundle: Optional[List[Path]] = CA_BUNDLE,
     host_ca: bool = HOST_CA,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
@@ -560,7 +611,9 @@ def derive(
     spec.validate()
     _check_ref(tag, "--tag")
     _check_compile_cache(compile_cache)
-    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca)
+    settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
+                         (apt_mirror_credentials_file, apt_mirror_credentials_env,
+                          pip_index_credentials_file, pip_index_credentials_env))
     engine = _engine()
     from builder import inspect as insp
 
@@ -594,12 +647,13 @@ def derive(
     print(tag)
 
 
-def _push(image: str, registry: str, tag: Optional[str], creds, tries: int, quiet: bool, as_json: bool) -> None:
+def _push(image: str, registry: str, tag: Optional[str], creds, tries: int, quiet: bool, as_json: bool,
+          insecure: bool = False) -> None:
     from builder import registry as reg
 
     ref = reg.target_ref(image, registry, tag)
     try:
-        result = reg.Pusher(_engine(), tries=tries, quiet=quiet).push(image, ref, creds)
+        result = reg.Pusher(_engine(), tries=tries, quiet=quiet).push(image, ref, creds, insecure)
     except reg.PushError as exc:
         _echo_err(f"error: {exc}")
         raise typer.Exit(1)
@@ -615,6 +669,7 @@ def push(
     username_env: Optional[str] = USERNAME_ENV,
     password_env: Optional[str] = PASSWORD_ENV,
     password_stdin: bool = PASSWORD_STDIN,
+    insecure_registry: bool = INSECURE_REGISTRY,
     tries: int = typer.Option(4, "--tries", help="Attempts for transient failures (backoff between)."),
     as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
@@ -625,7 +680,7 @@ def push(
     if tries < 1:
         raise UserError("--tries must be at least 1")
     creds = reg.credentials_from(username, username_env, password_env, password_stdin)
-    _push(image, registry, tag, creds, tries, quiet, as_json)
+    _push(image, registry, tag, creds, tries, quiet, as_json, insecure_registry)
 
 
 cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)
@@ -636,19 +691,23 @@ CACHE_DIR = typer.Option(None, "--dir", help="Cache directory (default ~/.cache/
 @cache_app.command("serve")
 def cache_serve(
     directory: Optional[Path] = CACHE_DIR,
-    port: int = typer.Option(8742, "--port", help="TCP port."),
-    listen: str = typer.Option("127.0.0.1", "--listen", help="Address to listen on (0.0.0.0 for other machines)."),
+    port: int = typer.Option(8742, "--port", help="TCP port (1-65535)."),
+    listen: str = typer.Option("127.0.0.1", "--listen", "--address",
+                               help="IP address to listen on (0.0.0.0 for other machines: their writes then need "
+                                    "the write credential)."),
     max_size: str = typer.Option("20G", "--max-size", help="Keep the store under this size, oldest objects first."),
-    max_object_size: str = typer.Option("512m", "--max-object-size", help="Largest object accepted (nginx syntax)."),
+    max_object_size: str = typer.Option("512M", "--max-object-size", help="Largest object accepted (512M, 2G, ...)."),
+    write_credentials_file: Optional[Path] = typer.Option(
+        None, "--write-credentials-file",
+        help="USER:PASSWORD (one line) for writes from other machines when listening beyond loopback "
+             "(default: generated into DIR/.server/write-credentials)."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return."),
 ) -> None:
     """Serve the compile cache; builds use it with --compile-cache URL (printed on stdout)."""
     from builder import cache
 
-    if not 0 < port < 65536:
-        raise UserError(f"--port {port} is not a TCP port")
-    server = cache.CacheServer(directory or cache.default_dir(), port, listen, cache.parse_size(max_size),
-                               max_object_size)
+    server = cache.CacheServer.checked(directory or cache.default_dir(), port, listen, max_size, max_object_size,
+                                       write_credentials_file)
     url = cache.serve(server, detach=detach)
     if detach:
         print(url)

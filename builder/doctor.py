@@ -51,10 +51,24 @@ def checks() -> list[Check]:
                                 ("hadolint", "Dockerfile lint", False)):
         path = shutil.which(tool) or (f"/usr/bin/{tool}" if shutil.which(f"/usr/bin/{tool}") else None)
         result.append(Check(tool, path is not None, f"{path or 'missing'} ({why})", required))
+    result.append(settings_server_check())
     gpus = _run("nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader")
     result.append(Check("GPU", bool(gpus), gpus.replace("\n", "; ") or "none (GPU-only checks are skipped)",
                         required=False))
     return result
+
+
+def settings_server_check(euid: int | None = None) -> Check:
+    """The settings server tells build containers from host processes through other
+    processes' /proc/PID/fd, which only root can read; otherwise it can serve no one."""
+    import os
+
+    root = (os.geteuid() if euid is None else euid) == 0
+    return Check("settings server", root,
+                 "can check that callers are build containers" if root else
+                 "not root: it cannot read other processes' /proc/PID/fd, so builds with settings "
+                 "(--apt-mirror, --pip-index, --ca-bundle, or the default --host-ca) would get none: "
+                 "use --no-host-ca without settings, or run as root", required=False)
 
 
 def report(items: list[Check]) -> tuple[str, bool]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from builder.errors import UserError
+from builder.errors import UserError, redact
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
@@ -239,7 +239,7 @@ class DockerEngine:
                         detail = chunk.get("errorDetail") or {}
                         message = (chunk.get("error") or detail.get("message") or "unknown error").strip()
                         if log:
-                            log.write(f"ERROR: {message}\n")
+                            log.write(f"ERROR: {redact(message)}\n")
                         raise BuildError(message, current, list(tail), request.log_path)
                     if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
                         image_id = chunk["aux"]["ID"]
@@ -247,7 +247,7 @@ class DockerEngine:
                     if not text:
                         continue
                     if log:
-                        log.write(text)
+                        log.write(redact(text))  # the log writer: credentials never reach the file
                         log.flush()
                     for line in text.splitlines():
                         m = STEP.match(line)

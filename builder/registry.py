@@ -4,6 +4,12 @@ docker-py reports push failures inside the stream instead of raising, so every c
 is checked; transient failures (refused or reset connections, 5xx) are retried with
 backoff a bounded number of times; afterwards the manifest is read back through the
 registry's HTTP API v2 and its digest compared with the one the engine reported.
+
+TLS is never downgraded: before any credential or layer leaves the machine, probe()
+asks GET /v2/ over TLS with the engine's trust (system bundle + certs.d). An untrusted
+certificate or a plain-HTTP registry is an error (exit 2) unless --insecure-registry
+says so explicitly, and then no credentials are sent at all (neither ours nor the Docker
+config's): credentials travel only over verified TLS.
 Credentials come from the Docker config (and its credential helpers), from environment
 variables the user names, or from standard input: never from the command line, and
 they are never printed or logged.
@@ -11,18 +17,17 @@ they are never printed or logged.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import re
 import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.engine import DockerEngine, Progress, signals_raise, split_ref
-from builder.errors import UserError
+from builder.errors import UserError, redact, register_secret
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
                        r"\b50[0234]\b|service unavailable|bad gateway|no such host|server gave HTTP response",
@@ -108,6 +113,7 @@ def credentials_from(username: str | None, username_env: str | None, password_en
         return None
     if not user:
         raise UserError("a password needs a username: --username or --username-env NAME")
+    register_secret(password)
     return Credentials(user, password)
 
 
@@ -119,50 +125,133 @@ def config_credentials(host: str) -> Credentials | None:
         found = auth.resolve_authconfig(auth.load_config(), host)
     except Exception:
         return None
-    if found and found.get("Username") and found.get("Password"):
-        return Credentials(found["Username"], found["Password"])
-    if found and found.get("username") and found.get("password"):
-        return Credentials(found["username"], found["password"])
+    for user_key, password_key in (("Username", "Password"), ("username", "password")):
+        if found and found.get(user_key) and found.get(password_key):
+            register_secret(found[password_key])
+            return Credentials(found[user_key], found[password_key])
     return None
 
 
-def _ssl_context(host: str) -> ssl.SSLContext:
-    """Trust what the engine trusts for this registry: /etc/docker/certs.d/HOST/ca.crt."""
+@dataclass(frozen=True)
+class Transport:
+    """How the registry is spoken to, found by probe() before anything is pushed."""
+
+    host: str
+    scheme: str     # "https" or "http"
+    verified: bool  # TLS with a certificate the engine trusts: the only way credentials travel
+
+
+def _ssl_context(host: str, verify: bool = True) -> ssl.SSLContext:
+    """Trust what the engine trusts for this registry: the system bundle plus
+    /etc/docker/certs.d/HOST/ca.crt (and its client certificate, when there is one)."""
     context = ssl.create_default_context()
-    ca = CERTS_D / host / "ca.crt"
-    if ca.exists():
-        context.load_verify_locations(cafile=str(ca))
+    d = CERTS_D / host
+    if (d / "ca.crt").is_file():
+        context.load_verify_locations(cafile=str(d / "ca.crt"))
+    if (d / "client.cert").is_file() and (d / "client.key").is_file():
+        context.load_cert_chain(str(d / "client.cert"), str(d / "client.key"))
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     return context
 
 
-def _registry_get(url: str, host: str, creds: Credentials | None, headers: dict) -> urllib.request.addinfourl:
-    request = urllib.request.Request(url, headers=headers, method="HEAD")
-    if creds:
-        token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    return urllib.request.urlopen(request, timeout=30, context=_ssl_context(host))
+def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
+             timeout: float = 30) -> tuple[int, dict[str, str]]:
+    """One request, no redirects followed (urllib would carry Authorization along to
+    wherever a redirect points, plain HTTP included)."""
+    if transport.scheme == "https":
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            transport.host, timeout=timeout, context=_ssl_context(transport.host, transport.verified))
+    else:
+        conn = http.client.HTTPConnection(transport.host, timeout=timeout)
+    try:
+        conn.request(method, path, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        conn.close()
 
 
-def manifest_digest(ref: str, creds: Credentials | None) -> str:
-    """The digest the registry serves for REF's manifest (HTTPS first, then plain HTTP)."""
+def probe(host: str, insecure: bool = False) -> Transport:
+    """Find how HOST is reached, sending no credentials: TLS the engine trusts, or (only
+    with --insecure-registry) TLS without verification or plain HTTP. An untrusted
+    certificate or a plain-HTTP registry without the flag is the user's to fix (exit 2)."""
+    try:
+        _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=15)
+        return Transport(host, "https", True)
+    except ssl.SSLCertVerificationError as exc:
+        if insecure:
+            return Transport(host, "https", False)
+        raise UserError(f"registry {host} presents a certificate this machine does not trust "
+                        f"({exc.verify_message or exc.reason}): put its CA certificate in {CERTS_D / host / 'ca.crt'} "
+                        "(the engine trusts it from there too), or pass --insecure-registry to push without "
+                        "verification and without credentials") from None
+    except ssl.SSLError as exc:
+        tls_error = exc  # perhaps no TLS at all: plain HTTP is asked below, without credentials
+    except (OSError, http.client.HTTPException) as exc:
+        raise PushError(f"cannot reach the registry at {host}: {exc}", transient=True) from None
+    try:
+        status, _ = _request(Transport(host, "http", False), "GET", "/v2/", {}, timeout=15)
+    except (OSError, http.client.HTTPException):
+        status = 0
+    if status in (0, 400):  # a TLS server that refused the handshake (Go's answers plain HTTP with 400)
+        raise UserError(f"the TLS handshake with registry {host} failed: {tls_error}")
+    if not insecure:
+        raise UserError(f"registry {host} speaks plain HTTP, not TLS: pass --insecure-registry to push to it "
+                        "(credentials are never sent over plain HTTP)")
+    return Transport(host, "http", False)
+
+
+def allowed_credentials(transport: Transport, creds: Credentials | None) -> Credentials | None:
+    """The credentials that may travel over TRANSPORT: none unless TLS is verified."""
+    if transport.verified:
+        return creds or config_credentials(transport.host)
+    if creds is not None:
+        raise UserError(f"credentials are only sent over TLS the engine trusts, and {transport.host} is "
+                        f"reached {'over plain HTTP' if transport.scheme == 'http' else 'without verifying its certificate'}: "
+                        f"trust its CA in {CERTS_D / transport.host / 'ca.crt'} instead of --insecure-registry")
+    return None
+
+
+def check_before_build(host: str, creds: Credentials | None, insecure: bool) -> None:
+    """`build --push`: an untrusted certificate or credentials that could not be sent are
+    reported before hours of building; a registry that is down now is the push's to retry."""
+    try:
+        allowed_credentials(probe(host, insecure), creds)
+    except PushError:
+        pass
+
+
+def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -> str:
+    """The digest the registry serves for REF's manifest, read the way probe() found."""
     host = registry_host(ref)
     path, tag = split_ref(ref[len(host) + 1:])
     headers = {"Accept": MANIFEST_TYPES}
-    last: Exception | None = None
-    for scheme in ("https", "http"):
-        try:
-            with _registry_get(f"{scheme}://{host}/v2/{path}/manifests/{tag}", host, creds, headers) as r:
-                digest = r.headers.get("Docker-Content-Digest", "")
-                if not digest:
-                    raise PushError(f"the registry at {host} sent no Docker-Content-Digest for {ref}")
-                return digest
-        except urllib.error.HTTPError as exc:
-            if exc.code == 401:
-                raise UserError(f"registry {host} refused the credentials when reading {ref} back") from None
-            raise PushError(f"reading {ref} back from the registry failed: HTTP {exc.code}") from None
-        except (urllib.error.URLError, ssl.SSLError, OSError) as exc:
-            last = exc
-    raise PushError(f"cannot read {ref} back from the registry: {last}")
+    if creds:
+        if not transport.verified:  # allowed_credentials() keeps this from happening
+            raise RuntimeError("credentials over an unverified transport")
+        token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    try:
+        status, response = _request(transport, "HEAD", f"/v2/{path}/manifests/{tag}", headers)
+    except (OSError, http.client.HTTPException) as exc:
+        raise PushError(f"cannot read {ref} back from the registry: {exc}") from None
+    if status == 401:
+        if creds:
+            raise UserError(f"registry {host} refused the credentials when reading {ref} back")
+        if transport.verified:
+            raise UserError(f"registry {host} wants credentials to read {ref} back: give --username-env/--password-env, "
+                            "--password-stdin or `docker login` it")
+        raise UserError(f"registry {host} wants credentials to read {ref} back, and they are only sent "
+                        "over TLS the engine trusts")
+    if status != 200:
+        raise PushError(f"reading {ref} back from the registry failed: HTTP {status}")
+    digest = response.get("docker-content-digest", "")
+    if not digest:
+        raise PushError(f"the registry at {host} sent no Docker-Content-Digest for {ref}")
+    return digest
 
 
 class Pusher:
@@ -189,7 +278,7 @@ class Pusher:
         digest = ""
         try:
             stream = self.engine.api.push(repo, tag=tag, stream=True, decode=True,
-                                          auth_config=creds.auth_config() if creds else None)
+                                          auth_config=creds.auth_config() if creds else {})
             for chunk in stream:
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("error") or chunk.get("errorDetail", {}).get("message") or "").strip()
@@ -229,22 +318,30 @@ class Pusher:
         return PushResult(ref, digest, sum(max(e["bytes"], e.get("total", 0)) for e in pushed), len(pushed),
                           len(skipped))
 
-    def push(self, image: str, ref: str, creds: Credentials | None) -> PushResult:
+    def push(self, image: str, ref: str, creds: Credentials | None, insecure: bool = False) -> PushResult:
+        """Probe the registry (no credentials), log in, tag, push, read the digest back.
+        Any failure after the local registry tag was made takes it back."""
         if self.engine.image_id(image) is None:
             raise UserError(f"no image '{image}' in the engine")
         host = registry_host(ref)
-        creds = creds or config_credentials(host)
-        if creds:
-            self.login(host, creds)
-        previous = self.engine.image_id(ref)  # a failed or interrupted push moves no tag
-        self.engine.tag(image, ref)
         progress = Progress(f"push {ref}", quiet=self.quiet)
+        transport: Transport | None = None
+        previous, tagged = None, False
         attempt = 0
         try:
             with signals_raise():
                 while True:
                     attempt += 1
                     try:
+                        if transport is None:  # before any credential or layer leaves this machine
+                            transport = probe(host, insecure)
+                            creds = allowed_credentials(transport, creds)
+                            if creds:
+                                self.login(host, creds)
+                        if not tagged:
+                            previous = self.engine.image_id(ref)  # a failed or interrupted push moves no tag
+                            self.engine.tag(image, ref)
+                            tagged = True
                         result = self._push_once(ref, creds, progress)
                         break
                     except PushError as exc:
@@ -252,20 +349,20 @@ class Pusher:
                             tries = f" after {attempt} tries" if attempt > 1 else ""
                             raise PushError(f"push of {ref} failed{tries}: {str(exc).splitlines()[0]}") from None
                         wait = self.backoff * 2 ** (attempt - 1)
-                        print(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); retrying in {wait:.0f}s",
-                              file=sys.stderr, flush=True)
+                        print(redact(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); "
+                                     f"retrying in {wait:.0f}s"), file=sys.stderr, flush=True)
                         time.sleep(wait)
+                result.attempts = attempt
+                served = manifest_digest(ref, creds, transport)
+                if served != result.digest:
+                    raise PushError(f"the registry serves {served} for {ref}, but the engine pushed {result.digest}")
         except BaseException:
-            self._restore(ref, previous)
+            if tagged:
+                self._restore(ref, previous)
             raise
-        result.attempts = attempt
-        served = manifest_digest(ref, creds)
-        if served != result.digest:
-            raise PushError(f"the registry serves {served} for {ref}, but the engine pushed {result.digest}")
         progress.done(f"pushed {result.layers_pushed} layers ({result.bytes_uploaded / 1e6:.1f} MB), "
                       f"{result.layers_skipped} already there; digest verified")
         return result
-
 
     def _restore(self, ref: str, previous: str | None) -> None:
         try:

@@ -69,7 +69,8 @@ def derived_small(release_image):
 
 
 def test_push_to_plain_registry_prints_the_verified_digest(release_image, plain_registry):
-    out = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    out = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
+                     "--json", "-q")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     ref = f"{plain_registry.host}/ml/tensorflow:21.08-tf2-py3"
@@ -79,9 +80,11 @@ def test_push_to_plain_registry_prints_the_verified_digest(release_image, plain_
 
 
 def test_derived_push_uploads_only_its_new_layers(release_image, derived_small, plain_registry):
-    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
+                     "--json", "-q")
     assert parent.returncode == 0, parent.stderr
-    out = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    out = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
+                     "--json", "-q")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     parent_layers = len(json.loads(docker("image", "inspect", release_image).stdout)[0]["RootFS"]["Layers"])
@@ -140,18 +143,20 @@ def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_reg
 def test_registry_down_fails_after_retries_then_resumes(release_image, derived_small, plain_registry):
     """The registry goes away: the push fails after its tries; once it is back the push
     succeeds and mounts the parent's layers instead of uploading them again."""
-    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--json", "-q")
+    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
+                     "--json", "-q")
     assert parent.returncode == 0, parent.stderr
     plain_registry.stop()
     try:
-        down = builder("push", derived_small, "--registry", f"{plain_registry.host}/flaky", "--tries", "2", "-q")
+        down = builder("push", derived_small, "--registry", f"{plain_registry.host}/flaky", "--tries", "2",
+                       "--insecure-registry", "-q")
         assert down.returncode == 1
         assert re.search(rf"error: push of {re.escape(plain_registry.host)}/flaky/derived-small:jq "
                          r"failed after 2 tries: ", down.stderr), down.stderr
         assert "retrying in" in down.stderr
     finally:
         plain_registry.start()
-    again = builder("push", derived_small, "--registry", f"{plain_registry.host}/flaky", "--json", "-q")
+    again = builder("push", derived_small, "--registry", f"{plain_registry.host}/flaky", "--insecure-registry", "--json", "-q")
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert api_digest(plain_registry, "flaky/derived-small", "jq") == report["digest"]
@@ -181,3 +186,20 @@ def test_nothing_secret_reached_the_registry_or_the_logs(secure_registry, cache_
             found.append(str(log))
     assert found == []
     assert any(secure_registry.storage.rglob("data")), "nothing was pushed to scan"
+
+
+def test_plain_registry_without_the_flag_is_refused_before_pushing(release_image, plain_registry):
+    """TLS is never silently downgraded: plain HTTP needs --insecure-registry, and then no
+    credentials go with it; nothing is tagged or published before the refusal."""
+    from .conftest import image_id
+
+    ref = f"{plain_registry.host}/refused/tensorflow:21.08-tf2-py3"
+    out = builder("push", release_image, "--registry", f"{plain_registry.host}/refused")
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"error: registry {plain_registry.host} speaks plain HTTP, not TLS: pass --insecure-registry to push to it "
+        "(credentials are never sent over plain HTTP)"], out.stderr
+    assert image_id(ref) is None
+    out = builder("push", release_image, "--registry", f"{plain_registry.host}/refused", "--insecure-registry",
+                  "--username-env", "REG_USER", "--password-env", "REG_PASSWORD", env=creds_env())
+    assert out.returncode == 2 and "credentials are only sent over TLS" in out.stderr, out.stderr
+    assert PASSWORD not in out.stderr and image_id(ref) is None

@@ -50,7 +50,7 @@ def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_
     reg = Registry(tmp_path_factory.mktemp(f"registry-int{code}")).start()
     ref = f"{reg.host}/tensorflow:21.08-tf2-py3"
     try:
-        proc = subprocess.Popen(["builder", "push", release_image, "--registry", reg.host],
+        proc = subprocess.Popen(["builder", "push", release_image, "--registry", reg.host, "--insecure-registry"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:   # wait until layers are on their way

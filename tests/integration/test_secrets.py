@@ -2,6 +2,7 @@
 not the history; the CA and the pip credentials not even the build log."""
 import io
 import json
+import os
 import subprocess
 import tarfile
 import uuid
@@ -65,9 +66,11 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
     """A derived image that installs a Debian package through the settings (the release
     build's own RUN steps use the same with-build-settings wrapper)."""
     ca, marker = test_ca
+    # The pip credentials come from the environment (argv would show them in `ps`).
     out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test",
-                  "--apt-mirror", MIRROR, "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple",
-                  "--ca-bundle", str(ca), "-q")
+                  "--apt-mirror", MIRROR, "--pip-index", "https://pypi.invalid/simple",
+                  "--pip-index-credentials-env", "ITEST_PIP_CREDS", "--ca-bundle", str(ca), "-q",
+                  env={**os.environ, "ITEST_PIP_CREDS": f"itest:{TOKEN}"})
     assert out.returncode == 0, out.stderr
     log = (cache_dir / "logs" / f"derive-{scratch_tag.replace('/', '_').replace(':', '_')}.log").read_text()
     assert "deb.debian.org:80" in log, "the apt mirror from the settings was not used"
@@ -94,3 +97,37 @@ def test_bake_ca_puts_the_ca_in_the_trust_store(release_image, scratch_tag, comp
 def test_bake_ca_without_a_bundle_is_refused():
     out = builder("build", "--release", "21.08", "--bake-ca")
     assert out.returncode == 2 and "--bake-ca needs at least one --ca-bundle" in out.stderr
+
+
+def test_credentials_on_the_command_line_are_refused():
+    out = builder("derive", "--from", "x:y", "--apt", "jq", "--tag", "a/b:c",
+                  "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--pip-index-credentials-file" in out.stderr and TOKEN not in out.stderr
+
+
+def test_settings_server_answers_containers_only(release_image, tmp_path, monkeypatch):
+    """The settings server gives a build container (host network, like a RUN step) its
+    settings and a host process 403; a container with a wrong token gets nothing."""
+    import urllib.error
+    import urllib.request
+
+    from builder import buildsettings, paths
+    from builder.buildsettings import BuildSettings
+
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    wrapper = paths.templates_dir() / "with-build-settings"
+    pip = f"https://itest:{TOKEN}@pypi.invalid/simple"
+
+    def in_container(url):
+        return docker("run", "--rm", "--network", "host", "-v", f"{wrapper}:/w:ro", "-e", f"BUILD_SETTINGS={url}",
+                      "--entrypoint", "bash", release_image, "/w", "bash", "-c", 'printf "%s" "$PIP_INDEX_URL"')
+
+    with buildsettings.serve(BuildSettings(pip_index=pip)) as url:
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(url + "/pip-index", timeout=10)
+        assert exc.value.code == 403
+        out = in_container(url)
+        assert out.returncode == 0 and out.stdout == pip, out.stderr
+        wrong = in_container(url[:-8] + "00000000")
+        assert wrong.returncode != 0 and TOKEN not in wrong.stdout + wrong.stderr

@@ -1,10 +1,17 @@
 """Corporate settings: what the settings server offers and how the in-image wrapper uses it."""
+import http.server
 import os
+import re
+import socket
 import subprocess
+import threading
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from builder import buildsettings, paths
 from builder.buildsettings import BuildSettings
@@ -45,14 +52,26 @@ def _wrapper(url, command, env=None):
                           env={**os.environ, "BUILD_SETTINGS": url or "", **(env or {})}, timeout=30)
 
 
-def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path):
+@pytest.fixture
+def open_server(tmp_path, monkeypatch):
+    """The real handler in-process, its container check replaced (tested on its own
+    below): for the wrapper and the path rules, which run on the host."""
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    server = buildsettings.make_server(buildsettings.state_dir(), 0, peer_allowed=lambda peer, local: True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path, open_server):
     ca = tmp_path / "corp.pem"
     ca.write_text(PEM)
     settings = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
                              ca_bundles=(ca,))
-    with buildsettings.serve(settings, 18741) as url:
-        assert url.startswith("http://127.0.0.1:18741/")
-        assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\nenv\n"
+    with buildsettings.hold(settings) as (state, name):
+        url = f"http://127.0.0.1:{open_server}/{name}"
+        assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\npip-index\n"
         sources = tmp_path / "sources.list"
         sources.write_text(SOURCES)
         out = _wrapper(url, 'echo "$PIP_INDEX_URL"; cat "$PIP_CERT" | grep -c TESTCAUNIQUE; '
@@ -82,32 +101,159 @@ def test_wrapper_fails_clearly_when_the_server_is_gone():
     assert out.returncode != 0 and "cannot read settings" in out.stderr
 
 
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            r.read()
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def test_concurrent_builds_share_the_daemon_and_settings_vanish_after(tmp_path, monkeypatch):
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
     a, b = BuildSettings(pip_index="https://a.example/simple"), BuildSettings(pip_index="https://b.example/simple")
-    with buildsettings.serve(a, 18742) as url_a, buildsettings.serve(a, 18742) as url_a2, \
-            buildsettings.serve(b, 18742) as url_b:
+    with buildsettings.serve(a) as url_a, buildsettings.serve(a) as url_a2, buildsettings.serve(b) as url_b:
         assert url_a == url_a2 != url_b                      # same settings, same URL (cache keys stay put)
-        assert b"a.example" in urllib.request.urlopen(url_a + "/env").read()
-        assert b"b.example" in urllib.request.urlopen(url_b + "/env").read()
         state = tmp_path / "cache" / "settings"
-    import time
+        token_a = url_a.rsplit("/", 1)[1]
+        assert re.fullmatch(r"[0-9a-f]{64}", token_a) and a.digest() not in url_a   # not the bare digest
+        assert b"a.example" in (state / token_a / "pip-index").read_bytes()
+        assert oct(state.stat().st_mode & 0o777) == "0o700"
+        assert _get(url_a + "/pip-index") == 403             # this test is a host process: refused
     for _ in range(50):                                      # the daemon removes what nobody holds
         if not any(p.is_dir() for p in state.iterdir()):
             break
         time.sleep(0.2)
     assert not any(p.is_dir() for p in state.iterdir())
+    # Next time: the same URL for the same settings (the port and the key are kept).
+    with buildsettings.serve(a) as again:
+        assert again == url_a
 
 
-def test_a_foreign_server_on_the_port_is_reported():
-    import http.server
-    import threading
+def test_a_host_process_of_any_user_gets_403(tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
+    with buildsettings.serve(BuildSettings(pip_index="https://u:tok-403@pypi.corp/simple")) as url:
+        assert _get(url + "/pip-index") == 403
+        assert _get(url + "/index") == 403
+        if os.geteuid() == 0:                                 # and as another user (nobody)
+            port_, path = url.split(":")[2].split("/", 1)
+            code = subprocess.run(["bash", "-c", f'exec 3<>/dev/tcp/127.0.0.1/{port_}; '
+                                   f'printf "GET /{path}/pip-index HTTP/1.0\\r\\n\\r\\n" >&3; head -c 12 <&3'],
+                                  capture_output=True, text=True, user=65534, group=65534, cwd="/", timeout=30)
+            code.stdout = code.stdout.split(" ")[-1]
+            assert code.stdout.strip() == "403", code.stderr
+        out = _wrapper(url, "true")                            # the wrapper on the host gets nothing either
+        assert out.returncode != 0 and "cannot read settings" in out.stderr
 
-    httpd = http.server.HTTPServer(("127.0.0.1", 18743), http.server.SimpleHTTPRequestHandler)
+
+def test_only_exact_live_paths_are_served(open_server):
+    with buildsettings.hold(BuildSettings(pip_index="https://x.example/simple")) as (state, name):
+        base = f"http://127.0.0.1:{open_server}"
+        assert _get(f"{base}/{name}/pip-index") == 200
+        other = buildsettings.token(state, "0" * 16)
+        for path in ["/", f"/{name}", f"/{name}/", f"/{name}/index?x=1", f"/{name}/index%3Fx", f"/{name}/../key",
+                     f"/{name}/%2e%2e/key", "/key", "/port", f"/{other}/index", f"/{name}.lock", f"/{name}/index/",
+                     f"//{name}/index", f"/{name.upper()}/index", f"/{name}/env", "/.builder-settings"]:
+            assert _get(base + path) == 404, path
+        # A raw request with a fragment (urllib would drop it).
+        with socket.create_connection(("127.0.0.1", open_server)) as conn:
+            conn.sendall(f"GET /{name}/index#x HTTP/1.0\r\n\r\n".encode())
+            assert conn.recv(100).startswith(b"HTTP/1.0 404")
+
+
+def test_fuzzed_paths_get_nothing_but_the_live_files(open_server):
+    with buildsettings.hold(BuildSettings(pip_index="https://x.example/simple")) as (_, name):
+        live = {f"/{name}/index", f"/{name}/pip-index"}
+
+        @settings(max_examples=300, deadline=None)
+        @given(path=st.one_of(st.text(alphabet="/.%?#abcdef0123456789indexpg-", max_size=80),
+                              st.sampled_from(sorted(live)).flatmap(
+                                  lambda p: st.text(alphabet="/.%?#x", max_size=3).map(lambda t: p + t))))
+        def check(path):
+            request = path if path.startswith("/") else "/" + path
+            with socket.create_connection(("127.0.0.1", open_server)) as conn:
+                conn.sendall(f"GET {request} HTTP/1.0\r\n\r\n".encode())
+                status = conn.recv(100).split(b" ")[1]
+            assert (status == b"200") == (request in live or buildsettings._PING.fullmatch(request) is not None)
+
+        check()
+
+
+CONTAINER_ID = "9b6d1b4e65424c16245cc2da710c2c64cb22639a04a6321f35425a28ff17267e"
+
+
+@pytest.mark.parametrize("text,inside", [
+    (f"4:memory:/docker/{CONTAINER_ID}\n0::/docker/{CONTAINER_ID}\n", True),
+    (f"0::/system.slice/docker-{CONTAINER_ID}.scope\n", True),
+    ("9:name=systemd:/\n4:memory:/process_api/106c72cecc82\n0::/\n", False),
+    (f"0::/user.slice/user-1000.slice/user@1000.service/docker/{CONTAINER_ID}\n", False),  # a user's own subtree
+    (f"0::/docker/{CONTAINER_ID}/child\n", False),
+    ("0::/docker/abc\n", False),
+])
+def test_container_cgroup(text, inside):
+    assert buildsettings.container_cgroup(text) is inside
+
+
+def test_the_peer_socket_and_its_owner_are_found_through_proc():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(listener.getsockname()) as client:
+            accepted, _ = listener.accept()
+            with accepted:
+                inode = buildsettings.socket_inode(client.getsockname(), listener.getsockname())
+                assert inode == os.fstat(client.fileno()).st_ino
+                assert buildsettings.socket_owners(inode) == [os.getpid()]
+                assert buildsettings.peer_in_container(client.getsockname(), listener.getsockname()) is False
+
+
+def test_a_foreign_server_on_a_fixed_port_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    taken = httpd.server_address[1]
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        with pytest.raises(UserError, match="port 18743 is taken by something else"):
-            with buildsettings.serve(BuildSettings(pip_index="https://x.example/simple"), 18743):
+        with pytest.raises(UserError, match=f"port {taken} is taken by something else"):
+            with buildsettings.serve(BuildSettings(pip_index="https://x.example/simple"), taken):
                 pass
+        # Without a fixed port, another free port is taken and kept for next time.
+        monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
+        state = buildsettings.state_dir()
+        (state / "port").write_text(str(taken))
+        with buildsettings.serve(BuildSettings(pip_index="https://x.example/simple")) as url:
+            port_used = int(url.split(":")[2].split("/")[0])
+            assert port_used != taken and int((state / "port").read_text()) == port_used
     finally:
         httpd.shutdown()
+        httpd.server_close()
+
+
+def test_two_cache_dirs_get_their_own_daemons_and_ports(tmp_path, monkeypatch):
+    monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
+    settings_ = BuildSettings(pip_index="https://x.example/simple")
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "one"))
+    with buildsettings.serve(settings_) as one:
+        monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "two"))
+        with buildsettings.serve(settings_) as two:
+            assert one.split("/")[2] != two.split("/")[2]       # ports differ
+            assert one.rsplit("/", 1)[1] != two.rsplit("/", 1)[1]  # so do the keys, hence the tokens
+            for url, d in ((one, tmp_path / "one"), (two, tmp_path / "two")):
+                port_ = int(url.split(":")[2].split("/")[0])
+                assert buildsettings._daemon_answers(d / "settings", port_) is True
+
+
+def test_bad_settings_port_is_one_line(monkeypatch):
+    monkeypatch.setenv("BUILDER_SETTINGS_PORT", "80a")
+    with pytest.raises(UserError, match="BUILDER_SETTINGS_PORT='80a' is not a TCP port"):
+        buildsettings.port()
+
+
+def test_doctor_says_whether_the_container_check_can_work():
+    from builder import doctor
+
+    assert doctor.settings_server_check(0).ok
+    check = doctor.settings_server_check(1000)
+    assert not check.ok and not check.required and "/proc/PID/fd" in check.detail

@@ -1,0 +1,83 @@
+"""HTTP(S) URLs given to the builder (apt mirror, pip index, compile cache) and the
+credentials that may go with them.
+
+A URL is checked against one whole-string grammar (scheme, host, port, a path of
+unreserved and percent-encoded characters; no query, fragment, quote, `$`, backtick,
+space or newline) before it reaches a shell script, sed, apt or pip. Credentials never
+come from the command line, where `ps` shows them to every user: a URL with a
+USER:PASSWORD@ part on argv is refused, and credentials come from a file or an
+environment variable instead (one line `USER:PASSWORD`), are percent-encoded into the
+URL the build sees, and are registered for redaction.
+"""
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from pathlib import Path
+
+from builder.errors import UserError, register_secret
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]{{2,45}}\])"
+_PCHAR = r"(?:[A-Za-z0-9._~+,=:!*-]|%[0-9A-Fa-f]{2})"
+_USERINFO = rf"{_PCHAR}+:{_PCHAR}+@"
+URL = re.compile(rf"(?P<scheme>https?)://(?P<userinfo>{_USERINFO})?(?P<host>{_HOST})(?::(?P<port>[0-9]{{1,5}}))?"
+                 rf"(?P<path>(?:/{_PCHAR}*)*)", re.ASCII)
+MAX_URL = 2048
+_CREDENTIALS = re.compile(r"(?P<user>[^:\x00-\x1f\x7f]+):(?P<password>[^\x00-\x1f\x7f]+)")
+
+
+def has_userinfo(url: str) -> bool:
+    """USER[:PASSWORD]@ before the host (what the grammar would read as credentials)."""
+    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@", url))
+
+
+def check_url(url: str, what: str, credentials_hint: str) -> str:
+    """URL, if it is a plain http(s) URL without credentials; else one line naming WHAT."""
+    shown = url if len(url) <= 100 else url[:100] + "..."
+    if has_userinfo(url):
+        raise UserError(f"{what}: credentials in a URL on the command line are visible to every user (ps); "
+                        f"{credentials_hint}")
+    m = URL.fullmatch(url) if len(url) <= MAX_URL else None
+    if m is None:
+        raise UserError(f"{what} {shown!r} is not an http:// or https:// URL (host, port and path only: "
+                        "no quotes, spaces, $, `, ?, # or control characters)")
+    if m["port"] and not 0 < int(m["port"]) < 65536:
+        raise UserError(f"{what} {shown!r}: port {m['port']} is not a TCP port")
+    return url
+
+
+def read_credentials(file: Path | None, env: str | None, what: str) -> tuple[str, str] | None:
+    """(user, password) from a file or an environment variable holding USER:PASSWORD."""
+    if file is not None and env is not None:
+        raise UserError(f"{what}-credentials-file and {what}-credentials-env exclude each other")
+    if file is not None:
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{what}-credentials-file {file}: cannot read it ({type(exc).__name__})") from None
+        source = f"{what}-credentials-file {file}"
+        lines = text.splitlines()
+        value = lines[0] if lines else ""
+    elif env is not None:
+        if env not in os.environ:
+            raise UserError(f"{what}-credentials-env {env}: that variable is not set")
+        source, value = f"{what}-credentials-env {env}", os.environ[env]
+    else:
+        return None
+    m = _CREDENTIALS.fullmatch(value)
+    if m is None:  # the value itself is never shown
+        raise UserError(f"{source}: expected one line USER:PASSWORD (no control characters)")
+    register_secret(m["password"])
+    register_secret(urllib.parse.quote(m["password"], safe=""))
+    return m["user"], m["password"]
+
+
+def with_credentials(url: str, credentials: tuple[str, str] | None) -> str:
+    """URL with USER:PASSWORD@ (percent-encoded, so the result still fits the grammar)."""
+    if credentials is None:
+        return url
+    scheme, rest = url.split("://", 1)
+    user, password = (urllib.parse.quote(c, safe="") for c in credentials)
+    return f"{scheme}://{user}:{password}@{rest}"

@@ -1,0 +1,272 @@
+"""TLS is never downgraded: real local registries (an HTTPS one with a self-signed CA made
+by openssl, a plain HTTP one) record every request; a fake engine stands in for dockerd
+and, like dockerd, sends whatever credentials it is handed to the registry."""
+from __future__ import annotations
+
+import base64
+import http.server
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from builder import cli
+from builder import registry as reg
+from builder.errors import UserError
+
+DIGEST = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
+
+
+def make_cert(d: Path) -> tuple[Path, Path, Path]:
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)  # noqa: E731
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=unit CA",
+        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
+    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
+    run("openssl", "x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.crt"), "-CAkey",
+        str(d / "ca.key"), "-CAcreateserial", "-days", "1", "-extfile", str(d / "san.cnf"), "-out",
+        str(d / "server.crt"))
+    return d / "ca.crt", d / "server.crt", d / "server.key"
+
+
+class Registry:
+    """A registry API stub that remembers every request and what it was sent."""
+
+    def __init__(self, tls_files: tuple[Path, Path, Path] | None = None):
+        self.requests: list[tuple[str, str, str | None]] = []  # method, path, Authorization
+        self.manifests: dict[str, str] = {}
+        self.serve_digest: str | None = None  # a registry that serves another digest
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _answer(self, body: bool) -> None:
+                outer.requests.append((self.command, self.path, self.headers.get("Authorization")))
+                if self.path == "/v2/":
+                    self.send_response(200)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    if body:
+                        self.wfile.write(b"{}")
+                    return
+                digest = outer.serve_digest or outer.manifests.get(self.path)
+                if digest is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Docker-Content-Digest", digest)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self):  # noqa: N802
+                self._answer(True)
+
+            def do_HEAD(self):  # noqa: N802
+                self._answer(False)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.tls = tls_files is not None
+        if tls_files:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(tls_files[1]), str(tls_files[2]))
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.host = f"127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def authorizations(self) -> list[str]:
+        return [a for _, _, a in self.requests if a]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeAPI:
+    """What Pusher uses of docker-py's APIClient; like dockerd, it authenticates to the
+    registry with what it is given, over the registry's own scheme."""
+
+    def __init__(self, registry: Registry, ca: Path | None):
+        self.registry, self.ca = registry, ca
+        self.calls: list[tuple] = []
+
+    def _send_credentials(self, username: str, password: str) -> None:
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
+        import http.client
+
+        if self.registry.tls:
+            conn = http.client.HTTPSConnection(self.registry.host, context=ssl.create_default_context(
+                cafile=str(self.ca)) if self.ca else ssl._create_unverified_context())
+        else:
+            conn = http.client.HTTPConnection(self.registry.host)
+        conn.request("GET", "/v2/", headers={"Authorization": f"Basic {token}"})
+        conn.getresponse().read()
+        conn.close()
+
+    def login(self, username, password, registry, reauth):
+        self.calls.append(("login", registry))
+        self._send_credentials(username, password)
+
+    def push(self, repo, tag, stream, decode, auth_config):
+        self.calls.append(("push", repo, tag, auth_config))
+        if auth_config is None:  # docker-py would add the Docker config's credentials
+            raise AssertionError("auth_config=None lets docker-py send the config's credentials")
+        if auth_config.get("username"):
+            self._send_credentials(auth_config["username"], auth_config["password"])
+        name = repo.split("/", 1)[1]
+        self.registry.manifests[f"/v2/{name}/manifests/{tag}"] = DIGEST
+        yield {"status": "Pushing", "id": "layer1", "progressDetail": {"current": 10, "total": 10}}
+        yield {"status": "Pushed", "id": "layer1"}
+        yield {"status": f"{tag}: digest: {DIGEST} size: 1"}
+
+    def remove_image(self, ref, noprune):
+        self.calls.append(("rmi", ref))
+        self.engine.images.pop(ref, None)
+
+
+class FakeEngine:
+    def __init__(self, api: FakeAPI):
+        self.api = api
+        api.engine = self
+        self.images = {"local/img:1": "sha256:img"}
+
+    def image_id(self, ref):
+        return self.images.get(ref)
+
+    def tag(self, image, ref):
+        self.api.calls.append(("tag", ref))
+        self.images[ref] = self.images.get(image, image)
+
+
+@pytest.fixture
+def certs_d(tmp_path, monkeypatch):
+    d = tmp_path / "certs.d"
+    d.mkdir()
+    monkeypatch.setattr(reg, "CERTS_D", d)
+    monkeypatch.setattr(reg, "config_credentials", lambda host: None)
+    return d
+
+
+@pytest.fixture
+def tls_registry(tmp_path):
+    files = make_cert(tmp_path)
+    r = Registry(files)
+    r.ca = files[0]
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def plain_registry():
+    r = Registry()
+    yield r
+    r.close()
+
+
+CREDS = reg.Credentials("alice", "pw-unit-s3cret")
+
+
+def pusher(registry: Registry, ca: Path | None = None) -> tuple[reg.Pusher, FakeEngine]:
+    engine = FakeEngine(FakeAPI(registry, ca))
+    return reg.Pusher(engine, tries=2, backoff=0.01, quiet=True), engine
+
+
+def test_untrusted_certificate_is_refused_before_anything_is_sent(tls_registry, certs_d):
+    p, engine = pusher(tls_registry, tls_registry.ca)
+    ref = f"{tls_registry.host}/ml/img:1"
+    with pytest.raises(UserError) as exc:
+        p.push("local/img:1", ref, CREDS)
+    message = str(exc.value)
+    assert "does not trust" in message and str(certs_d / tls_registry.host / "ca.crt") in message
+    assert "--insecure-registry" in message and "\n" not in message
+    assert engine.api.calls == []              # no login, no tag, no push
+    assert ref not in engine.images
+    assert tls_registry.requests == []         # the handshake failed: not even GET /v2/ arrived
+
+
+def test_a_ca_in_certs_d_is_trusted_and_the_digest_is_read_back_over_tls(tls_registry, certs_d):
+    (certs_d / tls_registry.host).mkdir()
+    (certs_d / tls_registry.host / "ca.crt").write_bytes(tls_registry.ca.read_bytes())
+    p, engine = pusher(tls_registry, tls_registry.ca)
+    result = p.push("local/img:1", f"{tls_registry.host}/ml/img:1", CREDS)
+    assert result.digest == DIGEST
+    assert [c[0] for c in engine.api.calls] == ["login", "tag", "push"]
+    # The read-back authenticated (over verified TLS) with the user's credentials.
+    assert ("HEAD", "/v2/ml/img/manifests/1", "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode()) \
+        in tls_registry.requests
+
+
+def test_insecure_registry_with_an_untrusted_certificate_sends_no_credentials(tls_registry, certs_d, monkeypatch):
+    p, engine = pusher(tls_registry, None)
+    with pytest.raises(UserError, match="credentials are only sent over TLS the engine trusts"):
+        p.push("local/img:1", f"{tls_registry.host}/ml/img:1", CREDS, insecure=True)
+    assert engine.api.calls == [] and tls_registry.authorizations() == []
+    # Without credentials of its own, not even the Docker config's are handed over.
+    monkeypatch.setattr(reg, "config_credentials", lambda host: CREDS)
+    result = p.push("local/img:1", f"{tls_registry.host}/ml/img:1", None, insecure=True)
+    assert result.digest == DIGEST
+    assert ("push", f"{tls_registry.host}/ml/img", "1", {}) in engine.api.calls
+    assert tls_registry.authorizations() == []
+
+
+def test_plain_http_registry_needs_the_flag_and_never_gets_credentials(plain_registry, certs_d, monkeypatch):
+    p, engine = pusher(plain_registry)
+    ref = f"{plain_registry.host}/img:1"
+    with pytest.raises(UserError, match="speaks plain HTTP, not TLS: pass --insecure-registry"):
+        p.push("local/img:1", ref, None)
+    with pytest.raises(UserError, match="over plain HTTP"):
+        p.push("local/img:1", ref, CREDS, insecure=True)
+    assert engine.api.calls == [] and ref not in engine.images
+    monkeypatch.setattr(reg, "config_credentials", lambda host: CREDS)  # the Docker config has some
+    result = p.push("local/img:1", ref, None, insecure=True)
+    assert result.digest == DIGEST and engine.images[ref] == "sha256:img"
+    assert [c[0] for c in engine.api.calls] == ["tag", "push"]    # no login
+    assert plain_registry.authorizations() == []                  # nothing secret ever arrived over HTTP
+    assert any(r[:2] == ("HEAD", "/v2/img/manifests/1") for r in plain_registry.requests)
+
+
+def test_a_failure_after_tagging_takes_the_tag_back(plain_registry, certs_d):
+    p, engine = pusher(plain_registry)
+    plain_registry.serve_digest = OTHER   # the read-back disagrees: after publishing, still a failure
+    ref = f"{plain_registry.host}/img:1"
+    with pytest.raises(reg.PushError, match="the registry serves"):
+        p.push("local/img:1", ref, None, insecure=True)
+    assert ref not in engine.images and ("rmi", ref) in engine.api.calls
+    engine.images[ref] = "sha256:older"   # an existing tag is put back, not removed
+    with pytest.raises(reg.PushError):
+        p.push("local/img:1", ref, None, insecure=True)
+    assert engine.images[ref] == "sha256:older"
+
+
+def test_unreachable_registry_retries_then_fails_with_no_tag(certs_d):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]    # closed again: nothing listens there
+    p, engine = pusher(Registry.__new__(Registry))
+    with pytest.raises(reg.PushError, match=r"failed after 2 tries: cannot reach the registry"):
+        p.push("local/img:1", f"127.0.0.1:{port}/img:1", CREDS)
+    assert engine.api.calls == []
+
+
+def test_cli_untrusted_registry_is_one_line_exit_2(tls_registry, certs_d, monkeypatch, capsys):
+    engine = FakeEngine(FakeAPI(tls_registry, None))
+    monkeypatch.setattr(cli, "_engine", lambda: engine)
+    code = cli.main(["push", "local/img:1", "--registry", tls_registry.host, "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: registry {tls_registry.host} presents")
+    assert engine.api.calls == []
+
+
+def test_build_push_checks_the_registry_before_building(tls_registry, certs_d, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the build started"))
+    code = cli.main(["build", "--release", "21.08", "--push", tls_registry.host, "--dry-run"])
+    assert code == 2 and "presents a certificate this machine does not trust" in capsys.readouterr().err

@@ -30,6 +30,8 @@ REFERENCE_PATTERN = rf"({NAME})(?::({TAG_PATTERN}))?(?:@({DIGEST_PATTERN}))?"
 NAME_TOTAL_LENGTH_MAX = 255  # distribution/reference: NameTotalLengthMax
 
 REPOSITORY = re.compile(NAME)
+# Where `builder push --registry` sends images: HOST[:PORT][/NAMESPACE].
+REGISTRY = re.compile(rf"{DOMAIN}(?:/{REMOTE_NAME})?")
 TAG = re.compile(TAG_PATTERN)
 DIGEST = re.compile(DIGEST_PATTERN)
 SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -133,7 +135,7 @@ def tag_problem(tag: str) -> str | None:
     if len(tag) > 128:
         return "is longer than 128 characters"
     if not TAG.fullmatch(tag):
-        return "is not a tag (letters, digits, '_', '.' and '-', not starting with '.' or '-')"
+        return "is not a valid image tag (letters, digits, '_', '.' and '-', not starting with '.' or '-')"
     return None
 
 

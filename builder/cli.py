@@ -38,7 +38,8 @@ def _catalog():
 
 
 def _echo_err(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    # Undecodable argv bytes come back as lone surrogates: shown escaped, never a crash.
+    print(message.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr, flush=True)
 
 
 @app.command()
@@ -367,7 +368,7 @@ def build(
         variants = list(rel.variants.values())
     else:
         variants = [rel.variant("tf2-py3" if "tf2-py3" in rel.variants else next(iter(rel.variants)))]
-    bid = build_id or b.default_build_id()
+    bid = b.default_build_id() if build_id is None else build_id
     if not grammar.BUILD_ID.fullmatch(bid):
         raise UserError(f"--build-id {grammar.shown(bid)} may hold only letters, digits, '_', '.' and '-' "
                         "(64 at most, not starting with '.' or '-')")

@@ -73,7 +73,7 @@ APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9][A-Za-z0-9.+:~-]*)?")
 # A patch file name as it is copied into a build context and named in a RUN line.
 FILE_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._+-]{1,255}")
 # One flag per line of the nvbuildopts file (nvbuild.sh reads it with `read -r`).
-NVBUILD_FLAG = re.compile(r"[^\s#][^\x00-\x1f\x7f]{0,254}(?<!\s)")
+NVBUILD_FLAG = re.compile(r"(?![\s#])[^\x00-\x1f\x7f\ud800-\udfff]{1,255}(?<!\s)")
 
 # Free text (env and label values, entrypoint texts): any Unicode scalar value except the
 # C0 controls (NUL, newline, CR, ESC ...) and DEL, tab excepted. A Dockerfile ENV or

@@ -7,6 +7,7 @@ Nothing here touches the network or the Docker engine; writing the context to di
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -100,8 +101,13 @@ class Rendered:
 def template_env() -> jinja2.Environment:
     """The one Jinja2 environment for every template: StrictUndefined, and the writers of
     builder/quoting.py as filters (`dq`, `sh`, `ref`, ...): nothing is pasted unchecked."""
+    return _template_env(str(paths.templates_dir()))
+
+
+@functools.lru_cache(maxsize=4)  # compiled templates are reused (a render is then ~1 ms)
+def _template_env(directory: str) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+        loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -189,7 +195,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
             raise UserError(f"--env {name} is a build parameter; use the matching option "
                             "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)")
         env[name] = value
-    repository = options.repository or release.repository
+    repository = release.repository if options.repository is None else options.repository
     why = grammar.repository_problem(repository)
     if why:
         raise UserError(f"--repo {grammar.shown(repository)} {why}")

@@ -56,6 +56,7 @@ VERSION = re.compile(VERSION_PATTERN)
 NUMERIC_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}")
 PYTHON_VERSION = re.compile(r"3\.[0-9]{1,2}")
 OS_DISTRO = re.compile(r"[a-z][a-z0-9-]{0,31}")
+DEBIAN_SUITE = re.compile(r"[a-z]{1,32}")
 COMPONENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 # A framework's display name ("TensorFlow"): it reaches comments, labels and READMEs.
 FRAMEWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}")

@@ -94,6 +94,6 @@ FILTERS: dict[str, Callable[..., str]] = {
     "version": checked(grammar.NUMERIC_VERSION, "a version such as 11.8"),
     "pyversion": checked(grammar.PYTHON_VERSION, "a Python version such as 3.9"),
     "apt": checked(grammar.APT_NAME, "a Debian package name"),
-    "suite": checked(re.compile(r"[a-z]+"), "a Debian suite name"),
+    "suite": checked(grammar.DEBIAN_SUITE, "a Debian suite name"),
     "flag": checked(grammar.NVBUILD_FLAG, "a build flag (one line, no leading '#')"),
 }

@@ -116,7 +116,7 @@ class Release:
         from builder.errors import UserError
 
         if name not in self.variants:
-            raise UserError(f"release {self.name} has no variant '{name}' "
+            raise UserError(f"release {self.name} has no variant {shown(name)} "
                             f"(it has: {', '.join(self.variants)})")
         return self.variants[name]
 
@@ -133,7 +133,7 @@ class Catalog:
         from builder.errors import UserError
 
         if name not in self.releases:
-            raise UserError(f"unknown release '{name}' (known: {', '.join(self.releases)})")
+            raise UserError(f"unknown release {shown(name)} (known: {', '.join(self.releases)})")
         return self.releases[name]
 
 

@@ -253,6 +253,8 @@ PIP_INDEX = typer.Option(None, "--pip-index", help="pip index URL, credentials a
 CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
+
+
 def _check_ref(ref: str, what: str, image_id: bool = False) -> None:
     """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
     from builder import grammar

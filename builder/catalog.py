@@ -266,6 +266,7 @@ class _Checker:
                  chain: list[tuple[str, dict]] | None = None):
         self.file, self.data, self.problems = file, data, problems
         self.chain = chain or [(file, data)]
+        self.failed = False  # a problem was found (maybe one already reported for a sibling)
 
     def origin(self, key: str) -> str:
         """The file, child first along the parent chain, that states KEY."""
@@ -281,6 +282,7 @@ class _Checker:
         return self.file
 
     def add(self, key: str, message: str) -> None:
+        self.failed = True
         problem = Problem(self.origin(key), key, message)
         if problem not in self.problems:
             self.problems.append(problem)
@@ -362,7 +364,6 @@ class _Checker:
 
 def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
                    chain: list[tuple[str, dict]] | None = None) -> Release | None:
-    before = len(problems)
     c = _Checker(file, data, problems, chain)
     for k in data:
         if k not in TOP_KEYS:
@@ -472,7 +473,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
     for vname, v in variants.items():
         _check_duplicates(c, f"variants.{vname}.framework", v, gpu_wheels, horovod)
 
-    if len(problems) > before:
+    if c.failed:
         return None
     assert distro and os_version and python and cuda and upstream and suite and off_cuda and off_python
     return Release(

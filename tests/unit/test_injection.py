@@ -492,3 +492,11 @@ def test_console_script_round_trips_a_hostile_env_value():
     assert result.returncode == 0, result.stderr
     assert len(lex.instructions(result.stdout)) == BENIGN_COUNT
     assert lex.merged(result.stdout, "ENV")["X_ENV"] == value
+
+
+def test_a_bad_value_in_a_parent_fails_every_child_without_a_crash(make_catalog):
+    parent = 'release: base\nabstract: true\nparent: _common\npython: "x"\n'
+    child = GOOD.replace("parent: _common", "parent: base").replace('python: "3.10"\n', "")
+    problems = _load_problems(make_catalog, {"base.yaml": parent, "30.01.yaml": child,
+                                             "30.02.yaml": child.replace('"30.01"', '"30.02"')})
+    assert [(p.file, p.key) for p in problems] == [("base.yaml", "python")]

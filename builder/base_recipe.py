@@ -39,7 +39,7 @@ class BaseRecipe:
         env = template_env()
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,
-                               host_compiler_packages=packages, nvcc_ccbin=ccbin, recipe_id=recipe_id)
+                               host_compiler_packages=packages.split(), nvcc_ccbin=ccbin, recipe_id=recipe_id)
         return env.get_template("base/Dockerfile.j2").render(base=base)
 
     @property

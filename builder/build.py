@@ -17,7 +17,7 @@ from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
 from builder.engine import BuildError, BuildRequest, DockerEngine, Progress
 from builder.errors import UserError
-from builder.render import BASE_CHOICES, RenderOptions, render
+from builder.render import RenderOptions, check_base_option, render
 
 
 def cache_dir() -> Path:
@@ -137,11 +137,16 @@ def verify_and_label(engine: DockerEngine, image_id: str, release: Release, vari
 
 def add_labels(engine: DockerEngine, image_id: str, labels: dict[str, str], log_path: Path) -> str:
     """A label-only image on top of IMAGE_ID (no new layer)."""
-    from builder.render import dockerfile_quote
+    from builder.quoting import FILTERS, QuotingError
 
-    lines = " \\\n      ".join(f"{k}={dockerfile_quote(v)}" for k, v in labels.items())
+    try:  # the values are what the image reported: written quoted, or refused
+        lines = " \\\n      ".join(f"{FILTERS['label_key'](k)}={FILTERS['dq'](v)}" for k, v in labels.items())
+    except QuotingError as exc:
+        raise BuildError(f"the image reported a label value that cannot be written: {exc}",
+                         step="read-back check", log_path=log_path) from None
     with tempfile.TemporaryDirectory(prefix="builder-labels-") as tmp:
-        (Path(tmp) / "Dockerfile").write_text(f"FROM {image_id}\nLABEL {lines}\n", encoding="utf-8")
+        (Path(tmp) / "Dockerfile").write_text(f"FROM {FILTERS['ref'](image_id)}\nLABEL {lines}\n",
+                                             encoding="utf-8")
         request = BuildRequest(context=Path(tmp), buildargs={}, nocache=False, network_mode=None,
                                log_path=log_path.with_suffix(".labels.log"), quiet=True)
         return engine.build(request, Progress("labels", quiet=True)).image_id
@@ -155,5 +160,4 @@ def prepare_base(engine: DockerEngine, release: Release, choice: BaseChoice,
 
 
 def validate_base_option(base: str) -> None:
-    if base not in BASE_CHOICES and (" " in base or not base):
-        raise UserError(f"--base '{base}' is not auto, upstream, offline or an image reference")
+    check_base_option(base)

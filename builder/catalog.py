@@ -15,25 +15,16 @@ from typing import Any
 
 import yaml
 
-from builder import cuda_arch
+from builder import cuda_arch, grammar
 from builder.errors import CatalogError, Problem
+# Every field's grammar is in builder/grammar.py (whole-string matches); these names are
+# the ones other modules import from here.
+from builder.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, shown
 
 RELEASES_DIR = Path(__file__).parent / "releases"
-# Whole-string patterns: use them with fullmatch (they also end in \Z, so that `.match`
-# elsewhere cannot accept a trailing newline the way `$` does).
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*\Z")
-# Docker tag grammar: up to 128 of [A-Za-z0-9_.-], not starting with . or -.
-TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
-# PyPI distribution names (PEP 508) and public PEP 440 versions, as pins write them.
-PACKAGE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
-VERSION = r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
-PIN = re.compile(rf"({PACKAGE_NAME.pattern})==({VERSION})")
-# A requirement without a marker: a name, optionally with version bounds ("cffi>=1.4.0").
-SPECIFIER = rf"(?:===?|~=|!=|<=?|>=?)\s*{VERSION}(?:\.\*)?"
-REQUIREMENT = re.compile(rf"({PACKAGE_NAME.pattern})(?:\s*{SPECIFIER}(?:\s*,\s*{SPECIFIER})*)?")
-PYTHON_VERSION = re.compile(r"3\.[0-9]{1,2}")
-COMPONENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+# A catalog file is a page of YAML: anything bigger is a mistake or an attack.
+MAX_FILE_BYTES = 256 * 1024
+MAX_DEPTH = 32
 DEBIAN_SUITES = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
 
 # Allowed keys at each level; anything else is reported (a typo must not pass silently).
@@ -125,7 +116,7 @@ class Release:
         from builder.errors import UserError
 
         if name not in self.variants:
-            raise UserError(f"release {self.name} has no variant '{name}' "
+            raise UserError(f"release {self.name} has no variant {shown(name)} "
                             f"(it has: {', '.join(self.variants)})")
         return self.variants[name]
 
@@ -142,7 +133,7 @@ class Catalog:
         from builder.errors import UserError
 
         if name not in self.releases:
-            raise UserError(f"unknown release '{name}' (known: {', '.join(self.releases)})")
+            raise UserError(f"unknown release {shown(name)} (known: {', '.join(self.releases)})")
         return self.releases[name]
 
 
@@ -159,20 +150,63 @@ def merge(parent: Any, child: Any) -> Any:
     return child
 
 
+class _Refused(yaml.composer.ComposerError):
+    """YAML that is well formed but not accepted in a catalog."""
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load without anchors and aliases (one alias can expand to gigabytes: an alias
+    bomb; a catalog has no use for them, `parent` is how releases share values) and
+    without deep nesting (the composer recurses)."""
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Refused(None, None, "anchors and aliases (&name, *name) are not allowed "
+                                              "in the catalog; use `parent` to share values", event.start_mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                  event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _parse(path: Path) -> Any:
+    """The YAML document of one catalog file; OSError, UnicodeDecodeError, YAMLError or
+    ValueError (too big) when it cannot be had."""
+    with path.open("rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"larger than {MAX_FILE_BYTES // 1024} KiB; a catalog file is a page of YAML")
+    loader = _Loader(data.decode("utf-8"))
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str, dict]]:
     raw: dict[str, tuple[str, dict]] = {}
     for path in sorted(directory.glob("*.yaml")):
         name = path.name
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = _parse(path)
+        except ValueError as exc:  # UnicodeDecodeError is one too
+            reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+            problems.append(Problem(name, "", f"cannot read: {reason}"))
+            continue
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f"line {mark.line + 1}: " if mark is not None else ""
-            reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            problems.append(Problem(name, "", f"{line}malformed YAML: {reason}"))
+            reason = grammar.one_line(getattr(exc, "problem", None) or str(exc).splitlines()[0])
+            kind = "" if isinstance(exc, _Refused) else "malformed YAML: "
+            problems.append(Problem(name, "", f"{line}{kind}{reason}"))
             continue
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(Problem(name, "", f"cannot read: {exc}"))
+        except OSError as exc:
+            problems.append(Problem(name, "", f"cannot read: {exc.strerror or exc}"))
             continue
         if not isinstance(data, dict):
             problems.append(Problem(name, "", "must be a mapping of keys to values"))
@@ -185,6 +219,10 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
             problems.append(Problem(name, "release", f"write the release name as a quoted string, e.g. \"{rel}\""))
             continue
         rel = str(rel)
+        if not grammar.RELEASE.fullmatch(rel):
+            problems.append(Problem(name, "release", f"{shown(rel)} is not a release name (letters, digits, "
+                                                     "'.', '_' and '-'; no '..'; 64 at most)"))
+            continue
         if rel in raw:
             problems.append(Problem(name, "release", f"release '{rel}' is already defined in {raw[rel][0]}"))
             continue
@@ -207,7 +245,7 @@ def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem]
     else:
         parent = str(parent)
         if parent not in raw:
-            problems.append(Problem(file, "parent", f"unknown parent '{parent}'"))
+            problems.append(Problem(file, "parent", f"unknown parent {shown(parent)}"))
             merged = None
         else:
             base = _resolve(parent, raw, problems, done, chain + (rel,))
@@ -221,13 +259,33 @@ def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem]
 
 
 class _Checker:
-    """Typed access into one release's resolved data, recording problems by key path."""
+    """Typed access into one release's resolved data, recording problems by key path at
+    the file that holds the key (a parent's bad value is its file's problem, once)."""
 
-    def __init__(self, file: str, data: dict, problems: list[Problem]):
+    def __init__(self, file: str, data: dict, problems: list[Problem],
+                 chain: list[tuple[str, dict]] | None = None):
         self.file, self.data, self.problems = file, data, problems
+        self.chain = chain or [(file, data)]
+        self.failed = False  # a problem was found (maybe one already reported for a sibling)
+
+    def origin(self, key: str) -> str:
+        """The file, child first along the parent chain, that states KEY."""
+        parts = [re.sub(r"\[\d+\]$", "", p) for p in key.split(".")]
+        for file, data in self.chain:
+            node: Any = data
+            for part in parts:
+                if not isinstance(node, dict) or node.get(part) is None:
+                    break
+                node = node[part]
+            else:
+                return file
+        return self.file
 
     def add(self, key: str, message: str) -> None:
-        self.problems.append(Problem(self.file, key, message))
+        self.failed = True
+        problem = Problem(self.origin(key), key, message)
+        if problem not in self.problems:
+            self.problems.append(problem)
 
     def get(self, key: str) -> Any:
         node: Any = self.data
@@ -248,7 +306,7 @@ class _Checker:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            self.add(key, f"must be a string, got {type(value).__name__} {value!r}")
+            self.add(key, f"must be a string, got {type(value).__name__} {shown(value)}")
             return None
         if isinstance(value, float):
             self.add(key, f"write versions as quoted strings, e.g. \"{value}\"")
@@ -273,59 +331,76 @@ class _Checker:
         if value is None:
             return False
         if not isinstance(value, bool):
-            self.add(key, f"must be a boolean (true or false), got {value!r}")
+            self.add(key, f"must be a boolean (true or false), got {shown(value)}")
             return False
         return value
 
-    def string_map(self, key: str, check_names: bool = False) -> dict[str, str]:
+    def string_map(self, key: str, names: re.Pattern[str], what: str,
+                   values: re.Pattern[str] = grammar.TEXT, value_what: str = "text") -> dict[str, str]:
+        """A mapping whose keys match NAMES and whose values (strings or integers) match VALUES."""
         out: dict[str, str] = {}
         for name, value in self.mapping(key).items():
             where = f"{key}.{name}"
-            if check_names and not (isinstance(name, str) and ENV_NAME.fullmatch(name)):
-                self.add(where, f"'{name}' is not a valid environment variable name")
+            if not grammar.matches(names, name):
+                self.add(where, f"{shown(name)} is not {what}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (str, int)):
-                self.add(where, f"must be a string or integer, got {type(value).__name__} {value!r}")
+                self.add(where, f"must be a string or integer, got {type(value).__name__} {shown(value)}")
+                continue
+            if not values.fullmatch(str(value)):
+                self.add(where, f"{shown(value)} is not {value_what}")
                 continue
             out[str(name)] = str(value)
         return out
 
+    def text(self, key: str, pattern: re.Pattern[str], what: str, required: bool = True) -> str | None:
+        """A string field that must match PATTERN whole."""
+        value = self.string(key, required)
+        if value is not None and not pattern.fullmatch(value):
+            self.add(key, f"{shown(value)} is not {what}")
+            return None
+        return value
 
-def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> Release | None:
-    before = len(problems)
-    c = _Checker(file, data, problems)
+
+def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
+                   chain: list[tuple[str, dict]] | None = None) -> Release | None:
+    c = _Checker(file, data, problems, chain)
     for k in data:
         if k not in TOP_KEYS:
             c.add(str(k), f"unknown key (allowed: {', '.join(sorted(TOP_KEYS))})")
     repository = c.string("repository") or ""
-    if repository and not re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*", repository):
-        c.add("repository", f"'{repository}' is not a valid image repository name")
+    why = grammar.repository_problem(repository) if repository else None
+    if why:
+        c.add("repository", f"{shown(repository)} {why}")
     c.mapping("os", {"distro", "version"})
-    distro, os_version = c.string("os.distro"), c.string("os.version")
-    python = c.string("python")
-    if python is not None and not PYTHON_VERSION.fullmatch(python):
-        c.add("python", f"'{python}' is not a Python version such as \"3.9\"")
-    cuda = c.string("cuda")
+    distro = c.text("os.distro", grammar.OS_DISTRO, "a distribution name such as ubuntu")
+    os_version = c.text("os.version", grammar.NUMERIC_VERSION, "a version such as \"20.04\"")
+    python = c.text("python", PYTHON_VERSION, "a Python version such as \"3.9\"")
+    cuda = c.text("cuda", grammar.NUMERIC_VERSION, "a CUDA version such as \"11.4.1\"")
     if cuda is not None:
         try:
             cuda_arch.supported_archs(cuda)
         except cuda_arch.ArchError as exc:
             c.add("cuda", str(exc))
             cuda = None
-    components = c.string_map("components")
+    components = c.string_map("components", grammar.COMPONENT, "a component name such as cudnn",
+                              grammar.NUMERIC_VERSION, "a version such as \"8.2.1\"")
     c.mapping("base", {"upstream", "offline"})
     c.mapping("base.upstream", {"image", "digest"})
     upstream = c.string("base.upstream.image")
+    if upstream is not None and (grammar.reference_problem(upstream) or "@" in upstream):
+        c.add("base.upstream.image", f"{shown(upstream)} {grammar.reference_problem(upstream) or 'has a digest'}: "
+                                     "give NAME:TAG here and the digest in base.upstream.digest")
+        upstream = None
     digest = c.string("base.upstream.digest", required=False)
-    if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+    if digest is not None and not grammar.SHA256_DIGEST.fullmatch(digest):
         c.add("base.upstream.digest", "must be sha256:<64 hex digits>")
     c.mapping("base.offline", {"debian", "cuda", "python"})
     suite = c.string("base.offline.debian")
     if suite is not None and suite not in DEBIAN_SUITES:
-        c.add("base.offline.debian", f"unknown Debian suite '{suite}' (known: {', '.join(DEBIAN_SUITES)})")
-    off_cuda, off_python = c.string("base.offline.cuda"), c.string("base.offline.python")
-    if off_python is not None and not PYTHON_VERSION.fullmatch(off_python):
-        c.add("base.offline.python", f"'{off_python}' is not a Python version such as \"3.9\"")
+        c.add("base.offline.debian", f"unknown Debian suite {shown(suite)} (known: {', '.join(DEBIAN_SUITES)})")
+    off_cuda = c.text("base.offline.cuda", grammar.NUMERIC_VERSION, "a CUDA version such as \"11.8\"")
+    off_python = c.text("base.offline.python", PYTHON_VERSION, "a Python version such as \"3.9\"")
 
     build = c.mapping("build", BUILD_KEYS)
     toggles = {t: c.boolean(f"build.{t}") for t in TOGGLES}
@@ -347,20 +422,22 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
                             c.add("build.cuda_compute_capabilities", f"{msg} (from {where})")
                     except cuda_arch.ArchError as exc:
                         c.add(where, str(exc))
-    nvbuildopts = build.get("nvbuildopts", [])
-    if not isinstance(nvbuildopts, list) or not all(isinstance(x, str) for x in nvbuildopts):
-        c.add("build.nvbuildopts", "must be a list of strings")
-        nvbuildopts = []
+    nvbuildopts = [flag for where, flag in _string_list(c, "build.nvbuildopts", "build flags") or []
+                   if _matches(c, where, flag, grammar.NVBUILD_FLAG,
+                               "a build flag (one line, no leading '#' or surrounding spaces)")]
 
-    env = c.string_map("env", check_names=True)
-    labels = c.string_map("labels")
+    env = c.string_map("env", grammar.ENV_NAME, "a valid environment variable name",
+                       grammar.TEXT, "a value an image can carry (no control characters)")
+    labels = c.string_map("labels", grammar.LABEL_KEY, LABEL_KEY_WHAT, grammar.TEXT, "label text (no control characters)")
     expose = data.get("expose", [])
     if not isinstance(expose, list) or not all(isinstance(p, int) and not isinstance(p, bool)
                                                and 0 < p < 65536 for p in expose):
         c.add("expose", "must be a list of port numbers")
         expose = []
     c.mapping("entrypoint", ENTRYPOINT_KEYS)
-    entrypoint = {k: c.string(f"entrypoint.{k}") or "" for k in sorted(ENTRYPOINT_KEYS)}
+    entrypoint = {k: c.text(f"entrypoint.{k}", grammar.ONE_LINE_TEXT,
+                            "one line of text (200 characters at most, no control characters)") or ""
+                  for k in sorted(ENTRYPOINT_KEYS)}
 
     variants: dict[str, Variant] = {}
     vdata = c.mapping("variants")
@@ -368,24 +445,26 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
         c.add("variants", "missing required field (at least one variant)")
     for vname, vraw in vdata.items():
         key = f"variants.{vname}"
-        if not isinstance(vname, str) or not VARIANT_NAME.fullmatch(vname):
-            c.add(key, "variant names are lower-case letters, digits, '.' and '-'")
+        if not grammar.matches(grammar.VARIANT, vname):
+            c.add(key, "variant names are lower-case letters, digits, '.' and '-' (64 at most)")
             continue
         c.mapping(key, VARIANT_KEYS)
         c.mapping(f"{key}.framework", FRAMEWORK_KEYS)
-        fname = c.string(f"{key}.framework.name")
-        fversion = c.string(f"{key}.framework.version")
+        fname = c.text(f"{key}.framework.name", grammar.FRAMEWORK_NAME,
+                       "a framework name such as TensorFlow (letters, digits, ' ', '.', '_', '+', '-')")
+        fversion = c.text(f"{key}.framework.version", VERSION, "a version such as \"2.5.0\"")
         api = c.required(f"{key}.framework.api")
         if api is not None and api not in (1, 2):
-            c.add(f"{key}.framework.api", f"must be 1 or 2, got {api!r}")
+            c.add(f"{key}.framework.api", f"must be 1 or 2, got {shown(api)}")
         tag = c.string(f"{key}.tag", required=False) or f"{rel}-{vname}"
-        if not TAG.fullmatch(tag):
-            c.add(f"{key}.tag", f"'{tag}' is not a valid image tag")
-        if fversion is not None and not re.fullmatch(VERSION, fversion):
-            c.add(f"{key}.framework.version", f"'{fversion}' is not a version such as \"2.5.0\"")
+        why = grammar.tag_problem(tag)
+        if why:
+            c.add(f"{key}.tag", f"{shown(tag)} {why}")
         package, pythons, pins = _check_wheel(c, f"{key}.framework")
-        venv = c.string_map(f"{key}.env", check_names=True)
-        vlabels = c.string_map(f"{key}.labels")
+        venv = c.string_map(f"{key}.env", grammar.ENV_NAME, "a valid environment variable name",
+                            grammar.TEXT, "a value an image can carry (no control characters)")
+        vlabels = c.string_map(f"{key}.labels", grammar.LABEL_KEY, LABEL_KEY_WHAT,
+                               grammar.TEXT, "label text (no control characters)")
         if fname and fversion and api in (1, 2):
             variants[vname] = Variant(vname, tag, fname, fversion, int(api), venv, vlabels,
                                       package, pythons, pins)
@@ -394,7 +473,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
     for vname, v in variants.items():
         _check_duplicates(c, f"variants.{vname}.framework", v, gpu_wheels, horovod)
 
-    if len(problems) > before:
+    if c.failed:
         return None
     assert distro and os_version and python and cuda and upstream and suite and off_cuda and off_python
     return Release(
@@ -405,6 +484,16 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem]) -> 
         nvbuildopts=list(nvbuildopts), env=env, labels=labels, expose=list(expose),
         entrypoint=entrypoint, variants=variants, resolved=data, gpu_wheels=gpu_wheels, horovod=horovod,
     )
+
+
+LABEL_KEY_WHAT = "a label key (reverse-DNS: lower-case letters and digits, '.' or '-' between them)"
+
+
+def _matches(c: _Checker, where: str, value: str, pattern: re.Pattern[str], what: str) -> bool:
+    if pattern.fullmatch(value):
+        return True
+    c.add(where, f"{shown(value)} is not {what}")
+    return False
 
 
 def _string_list(c: _Checker, key: str, what: str) -> list[tuple[str, str]] | None:
@@ -421,7 +510,7 @@ def _string_list(c: _Checker, key: str, what: str) -> list[tuple[str, str]] | No
         if isinstance(item, float):
             c.add(where, f"write it as a quoted string, e.g. \"{item}\"")
         elif not isinstance(item, str):
-            c.add(where, f"must be a string ({what}), got {type(item).__name__} {item!r}")
+            c.add(where, f"must be a string ({what}), got {type(item).__name__} {shown(item)}")
         else:
             out.append((where, item))
     return out
@@ -431,12 +520,12 @@ def _check_wheel(c: _Checker, key: str) -> tuple[str | None, tuple[str, ...], tu
     """framework.package / pythons / pins: the upstream wheel and its known-good pins."""
     package = c.string(f"{key}.package", required=False)
     if package is not None and not PACKAGE_NAME.fullmatch(package):
-        c.add(f"{key}.package", f"'{package}' is not a PyPI distribution name")
+        c.add(f"{key}.package", f"{shown(package)} is not a PyPI distribution name")
         package = None
     pythons: list[str] = []
     for where, item in _string_list(c, f"{key}.pythons", 'Python versions such as "3.9"') or []:
         if not PYTHON_VERSION.fullmatch(item):
-            c.add(where, f"'{item}' is not a Python version such as \"3.9\"")
+            c.add(where, f"{shown(item)} is not a Python version such as \"3.9\"")
         elif item in pythons:
             c.add(where, f"Python {item} is listed twice")
         else:
@@ -452,7 +541,7 @@ def _check_wheel(c: _Checker, key: str) -> tuple[str | None, tuple[str, ...], tu
     for where, item in _string_list(c, f"{key}.pins", 'exact pins such as "numpy==1.19.5"') or []:
         m = PIN.fullmatch(item)
         if not m:
-            c.add(where, f"'{item}' is not an exact pin such as \"numpy==1.19.5\"")
+            c.add(where, f"{shown(item)} is not an exact pin such as \"numpy==1.19.5\"")
             continue
         name = canonical_name(m.group(1))
         if name in seen:
@@ -467,10 +556,10 @@ def _check_gpu_wheels(c: _Checker) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in c.mapping("gpu_wheels").items():
         where = f"gpu_wheels.{name}"
-        if not isinstance(name, str) or not COMPONENT_NAME.fullmatch(name):
+        if not grammar.matches(grammar.COMPONENT, name):
             c.add(where, "component names are lower-case letters, digits, '_' and '-' (e.g. cudnn)")
         elif not isinstance(value, str) or not PIN.fullmatch(value):
-            c.add(where, f"must be an exact pip requirement such as \"nvidia-cudnn-cu11==8.5.0.96\", got {value!r}")
+            c.add(where, f"must be an exact pip requirement such as \"nvidia-cudnn-cu11==8.5.0.96\", got {shown(value)}")
         else:
             out[name] = value
     return out
@@ -484,8 +573,8 @@ def _check_horovod(c: _Checker) -> HorovodSpec | None:
             c.add("horovod", "give {version, requires}, or null for no Horovod")
         return None
     version = c.string("horovod.version")
-    if version is not None and not re.fullmatch(VERSION, version):
-        c.add("horovod.version", f"'{version}' is not a version such as \"0.22.1\"")
+    if version is not None and not VERSION.fullmatch(version):
+        c.add("horovod.version", f"{shown(version)} is not a version such as \"0.22.1\"")
         version = None
     requires = []
     listed = _string_list(c, "horovod.requires", 'requirements such as "cloudpickle"')
@@ -493,7 +582,7 @@ def _check_horovod(c: _Checker) -> HorovodSpec | None:
         c.add("horovod.requires", "missing required field (its install_requires, e.g. [cloudpickle, psutil])")
     for where, item in listed or []:
         if not REQUIREMENT.fullmatch(item):
-            c.add(where, f"'{item}' is not a requirement such as \"cffi\" or \"cffi>=1.4.0\"")
+            c.add(where, f"{shown(item)} is not a requirement such as \"cffi\" or \"cffi>=1.4.0\"")
         else:
             requires.append(item)
     return HorovodSpec(version, tuple(requires)) if version else None
@@ -511,9 +600,7 @@ def _check_duplicates(c: _Checker, key: str, variant: Variant, gpu_wheels: dict[
     for name, where in entries:
         norm = canonical_name(name)
         if norm in owners and owners[norm] != where:
-            problem = Problem(c.file, where, f"{name} is also named in {owners[norm]}")
-            if problem not in c.problems:  # release-level clashes are seen once per variant
-                c.problems.append(problem)
+            c.add(where, f"{name} is also named in {owners[norm]}")  # added once, not once per variant
         owners.setdefault(norm, where)
 
 
@@ -535,7 +622,7 @@ def load(directory: Path | str = RELEASES_DIR) -> Catalog:
         merged = _resolve(rel, raw, problems, done)
         if merged is None or merged.get("abstract") is True:
             continue
-        release = _check_release(rel, file, merged, problems)
+        release = _check_release(rel, file, merged, problems, _chain(rel, raw))
         if release is None:
             continue
         for v in release.variants.values():
@@ -546,8 +633,18 @@ def load(directory: Path | str = RELEASES_DIR) -> Catalog:
             tags[ref] = f"{rel}/{v.name}"
         releases[rel] = release
     if problems:
-        raise CatalogError(problems)
+        raise CatalogError(list(dict.fromkeys(problems)))  # a parent's problem once, at its file
     return Catalog(releases)
+
+
+def _chain(rel: str, raw: dict[str, tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """(file, data) of the release and its ancestors, child first (resolved: no cycle)."""
+    out: list[tuple[str, dict]] = []
+    while rel in raw and len(out) <= len(raw):
+        file, data = raw[rel]
+        out.append((file, data))
+        rel = str(data.get("parent")) if data.get("parent") is not None else ""
+    return out
 
 
 def _release_order(name: str) -> tuple:

@@ -41,7 +41,8 @@ def _echo_err(message: str) -> None:
     """Every message and error line goes out through here, credentials redacted."""
     from builder.errors import redact
 
-    print(redact(message), file=sys.stderr, flush=True)
+    # Undecodable argv bytes come back as lone surrogates: shown escaped, never a crash.
+    print(redact(message).encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr, flush=True)
 
 
 def _hold(resource):
@@ -293,14 +294,17 @@ PIP_INDEX_CREDS_ENV = typer.Option(None, "--pip-index-credentials-env",
 CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads (repeatable; not kept).")
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
-IMAGE_REF = r"[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
 
 
-def _check_ref(ref: str, what: str) -> None:
-    import re as _re
+def _check_ref(ref: str, what: str, image_id: bool = False) -> None:
+    """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
+    from builder import grammar
 
-    if not _re.fullmatch(IMAGE_REF, ref):
-        raise UserError(f"{what} '{ref}' is not a valid image reference")
+    if image_id and grammar.IMAGE_ID.fullmatch(ref):
+        return
+    why = grammar.reference_problem(ref)
+    if why:
+        raise UserError(f"{what} {grammar.shown(ref)} {why}")
 
 
 def _check_compile_cache(url: Optional[str]) -> None:
@@ -401,9 +405,7 @@ def build(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
-    import re as _re
-
-    from builder import build as b
+    from builder import build as b, grammar
     from builder.engine import BuildError, Interrupted
     from builder.render import render as do_render
 
@@ -419,11 +421,17 @@ def build(
         variants = list(rel.variants.values())
     else:
         variants = [rel.variant("tf2-py3" if "tf2-py3" in rel.variants else next(iter(rel.variants)))]
-    bid = build_id or b.default_build_id()
-    if not _re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", bid):
-        raise UserError(f"--build-id '{bid}' may hold only letters, digits, '_', '.' and '-' (64 at most)")
+    bid = b.default_build_id() if build_id is None else build_id
+    if not grammar.BUILD_ID.fullmatch(bid):
+        raise UserError(f"--build-id {grammar.shown(bid)} may hold only letters, digits, '_', '.' and '-' "
+                        "(64 at most, not starting with '.' or '-')")
     for t in tag or []:
         _check_ref(t, "--tag")
+    if not tag:  # each variant is also tagged TAG-BUILD_ID: that tag must be valid too
+        for v in variants:
+            why = grammar.tag_problem(f"{v.tag}-{bid}")
+            if why:
+                raise UserError(f"the build-id tag {grammar.shown(f'{v.tag}-{bid}')} {why}: give a shorter --build-id")
     if framework_src is not None and not framework_src.is_dir():
         raise UserError(f"--framework-src {framework_src} is not a directory")
     from builder import buildcontext, paths
@@ -609,6 +617,7 @@ def derive(
                          apt=list(apt or []), pip=list(pip or []),
                          nvbuild_args=dv.parse_nvbuild_args(nvbuild_args))
     spec.validate()
+    _check_ref(from_, "--from", image_id=True)
     _check_ref(tag, "--tag")
     _check_compile_cache(compile_cache)
     settings = _settings(apt_mirror, pip_index, ca_bundle, host_ca,
@@ -760,7 +769,9 @@ def _main(argv: list[str] | None) -> int:
             _echo_err(f"  {problem}")
         return exc.exit_code
     except UserError as exc:
-        _echo_err(f"error: {exc}")
+        from builder.grammar import one_line
+
+        _echo_err(f"error: {one_line(str(exc))}")  # a value quoted in the message cannot break the line
         return exc.exit_code
     except Interrupted as exc:
         _echo_err(f"interrupted ({exc}); no tag was moved")

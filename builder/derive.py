@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from builder import buildsettings, cuda_arch
+from builder import buildsettings, cuda_arch, grammar
 from builder.engine import BuildRequest, DockerEngine, Progress
 from builder.errors import UserError
 from builder.render import LABEL_PREFIX as LABEL, template_env
 
-APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
-PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?$")
 
 
 class PatchError(UserError):
@@ -47,7 +45,7 @@ class DeriveSpec:
         for p in self.horovod_patches:
             if not p.is_file():
                 raise UserError(f"--horovod-patch {p}: no such file")
-            if not re.fullmatch(r"[A-Za-z0-9._+-]+\.patch", p.name):
+            if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
                 raise UserError(f"--horovod-patch {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
             _refuse_empty(p, "--horovod-patch")
         for p in self.patches:
@@ -56,15 +54,20 @@ class DeriveSpec:
             if p.name in names:
                 raise UserError(f"--patch {p}: two patches are named {p.name}")
             names.add(p.name)
-            if not re.fullmatch(r"[A-Za-z0-9._+-]+", p.name):
+            if not grammar.FILE_NAME.fullmatch(p.name):
                 raise UserError(f"--patch {p}: use a file name of letters, digits, '.', '_', '+' and '-'")
             _refuse_empty(p, "--patch")
         for pkg in self.apt:
-            if not APT_NAME.match(pkg):
-                raise UserError(f"--apt '{pkg}' is not a Debian package name")
+            if not grammar.APT_NAME.fullmatch(pkg):
+                raise UserError(f"--apt {grammar.shown(pkg)} is not a Debian package name[=version]")
         for pkg in self.pip:
-            if not PIP_SPEC.match(pkg):
-                raise UserError(f"--pip '{pkg}' is not a pip requirement (name[extras][==version])")
+            if not grammar.PIP_SPEC.fullmatch(pkg):
+                raise UserError(f"--pip {grammar.shown(pkg)} is not a pip requirement (name[extras][==version])")
+        for arg in self.nvbuild_args:
+            if not grammar.TEXT.fullmatch(arg):
+                raise UserError(f"--nvbuild-args: {grammar.shown(arg)} holds a control character or undecodable bytes")
+            if arg in ("--configonly", "-h", "--help"):
+                raise UserError(f"--nvbuild-args: '{arg}' would not build the framework")
         check_nvbuild_args(self.nvbuild_args)
 
     @property
@@ -221,8 +224,8 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
         labels[f"{LABEL}.cuda-compute-capabilities"] = cuda_cc
     d = SimpleNamespace(parent_ref=parent_ref, patches=records, horovod_patches=hvd_records,
                         rebuild=bool(spec.patches or spec.horovod_patches or spec.nvbuild_args),
-                        nvbuild_args=[shlex.quote(a) for a in spec.nvbuild_args], cuda_cc=cuda_cc,
-                        apt=spec.apt, pip=[shlex.quote(p) for p in spec.pip], labels=labels)
+                        nvbuild_args=spec.nvbuild_args, cuda_cc=cuda_cc,
+                        apt=spec.apt, pip=spec.pip, labels=labels)
     return template_env().get_template("derived/Dockerfile.j2").render(d=d)
 
 

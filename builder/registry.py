@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder import grammar
 from builder.engine import DockerEngine, Progress, signals_raise, split_ref
 from builder.errors import UserError, redact, register_secret
 
@@ -76,13 +77,14 @@ class PushResult:
 def target_ref(image: str, registry: str, tag: str | None) -> str:
     """IMAGE retagged under REGISTRY (HOST[:PORT][/NAMESPACE]); the repository's last
     path component is kept: local/tensorflow:21.08 -> host:5000/ns/tensorflow:21.08."""
-    if not re.fullmatch(r"[A-Za-z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*", registry):
-        raise UserError(f"--registry '{registry}' is not HOST[:PORT][/NAMESPACE]")
+    if not grammar.REGISTRY.fullmatch(registry):
+        raise UserError(f"--registry {grammar.shown(registry)} is not HOST[:PORT][/NAMESPACE]")
     repo, image_tag = split_ref(image.split("@")[0])
     name = repo.rsplit("/", 1)[-1]
     final_tag = tag or image_tag
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", final_tag):
-        raise UserError(f"--tag '{final_tag}' is not a valid image tag")
+    why = grammar.tag_problem(final_tag)
+    if why:
+        raise UserError(f"--tag {grammar.shown(final_tag)} {why}")
     return f"{registry.rstrip('/')}/{name}:{final_tag}"
 
 

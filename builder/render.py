@@ -7,7 +7,7 @@ Nothing here touches the network or the Docker engine; writing the context to di
 """
 from __future__ import annotations
 
-import re
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,8 +15,8 @@ from typing import Any
 
 import jinja2
 
-from builder import cuda_arch, lock, paths
-from builder.catalog import ENV_NAME, Release, Variant
+from builder import cuda_arch, grammar, lock, paths, quoting
+from builder.catalog import Release, Variant
 from builder.errors import UserError
 
 LABEL_PREFIX = "dev.tfbuilder"
@@ -75,8 +75,11 @@ class RenderOptions:
             name, sep, value = pair.partition("=")
             if not sep:
                 raise UserError(f"--env '{pair}' is not NAME=VALUE")
-            if not ENV_NAME.match(name):
-                raise UserError(f"--env '{name}' is not a valid environment variable name")
+            if not grammar.ENV_NAME.fullmatch(name):
+                raise UserError(f"--env {grammar.shown(name)} is not a valid environment variable name")
+            if not grammar.TEXT.fullmatch(value):
+                raise UserError(f"--env {name}: the value {grammar.shown(value)} holds a control character "
+                                "(newline, CR, NUL, ...) or undecodable bytes; an image cannot carry it")
             out.append((name, value))
         return tuple(out)
 
@@ -95,23 +98,21 @@ class Rendered:
         return self.files["Dockerfile"]
 
 
-def dockerfile_quote(value: Any) -> str:
-    """Double-quote a value for ENV/LABEL: escape \\, " and $ so it stays literal."""
-    text = str(value)
-    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
-    text = text.replace("\n", "\\n")
-    return f'"{text}"'
-
-
 def template_env() -> jinja2.Environment:
-    """The one Jinja2 environment for every template: StrictUndefined, the `dq` filter."""
+    """The one Jinja2 environment for every template: StrictUndefined, and the writers of
+    builder/quoting.py as filters (`dq`, `sh`, `ref`, ...): nothing is pasted unchecked."""
+    return _template_env(str(paths.templates_dir()))
+
+
+@functools.lru_cache(maxsize=4)  # compiled templates are reused (a render is then ~1 ms)
+def _template_env(directory: str) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+        loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["dq"] = dockerfile_quote
+    env.filters.update(quoting.FILTERS)
     return env
 
 
@@ -148,9 +149,17 @@ def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
         if not options.offline_base_image:
             raise UserError("the offline base image tag is unknown (render it through `builder`)")
         return options.offline_base_image, f"Debian {off.debian} with CUDA {off.cuda} (offline base)"
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", base):
-        raise UserError(f"--base '{base}' is not auto, upstream, offline or an image reference")
+    check_base_option(base)
     return base, f"{base} (custom base)"
+
+
+def check_base_option(base: str) -> None:
+    """--base: a choice or an image reference (Docker's grammar) or image id."""
+    if base in BASE_CHOICES or grammar.IMAGE_ID.fullmatch(base):
+        return
+    why = grammar.reference_problem(base)
+    if why:
+        raise UserError(f"--base {grammar.shown(base)} is not auto, upstream, offline or an image reference: it {why}")
 
 
 def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]) -> None:
@@ -186,7 +195,10 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
             raise UserError(f"--env {name} is a build parameter; use the matching option "
                             "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)")
         env[name] = value
-    repository = options.repository or release.repository
+    repository = release.repository if options.repository is None else options.repository
+    why = grammar.repository_problem(repository)
+    if why:
+        raise UserError(f"--repo {grammar.shown(repository)} {why}")
     image_ref = f"{repository}:{variant.tag}"
     base_image, base_description = base_image_for(release, options)
     year = 2000 + int(release.name.split(".")[0]) if release.name.split(".")[0].isdigit() else 2021

@@ -6,7 +6,8 @@ import pytest
 from builder import catalog
 from builder.base_recipe import BaseRecipe
 from builder.errors import UserError
-from builder.render import RenderOptions, dockerfile_quote, render
+from builder.quoting import QuotingError, dockerfile_string
+from builder.render import RenderOptions, render
 
 
 @pytest.fixture(scope="module")
@@ -189,9 +190,11 @@ def test_shell_parts_are_valid_bash(cat, tmp_path):
             assert result.returncode == 0, (name, result.stderr)
 
 
-def test_dockerfile_quote():
-    assert dockerfile_quote("plain") == '"plain"'
-    assert dockerfile_quote('a"b$c\\d\ne') == '"a\\"b\\$c\\\\d\\ne"'
+def test_dockerfile_string():
+    assert dockerfile_string("plain") == '"plain"'
+    assert dockerfile_string('a"b$c\\d') == '"a\\"b\\$c\\\\d"'
+    with pytest.raises(QuotingError):  # no Dockerfile escape gives a newline back
+        dockerfile_string("a\nb")
 
 
 def test_offline_base_tag_is_derived_from_the_recipe(cat):

@@ -1,0 +1,156 @@
+"""Every grammar a value must match before it reaches another language, defined once.
+
+All patterns are used with `fullmatch` (`matches` below). None is anchored with `^...$`:
+`re.match("^x$", "x\\n")` succeeds, because `$` also matches before a trailing newline,
+and that newline is what would start a new Dockerfile instruction or shell command.
+Patterns use explicit ASCII classes (`\\w` would accept any Unicode letter).
+
+A value that passes its grammar is then written by the one function for its target
+(builder/quoting.py), or, where the grammar leaves no character that target treats
+specially (image references, versions, names), pasted after the grammar was re-checked.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# --- Docker's image reference grammar (github.com/distribution/reference, regexp.go) ---
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|-+)"
+PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_IPV6 = r"\[[a-fA-F0-9:]+\]"
+DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
+REMOTE_NAME = rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*"
+NAME = rf"(?:{DOMAIN}/)?{REMOTE_NAME}"
+TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+DIGEST_PATTERN = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+REFERENCE_PATTERN = rf"({NAME})(?::({TAG_PATTERN}))?(?:@({DIGEST_PATTERN}))?"
+NAME_TOTAL_LENGTH_MAX = 255  # distribution/reference: NameTotalLengthMax
+
+REPOSITORY = re.compile(NAME)
+# Where `builder push --registry` sends images: HOST[:PORT][/NAMESPACE].
+REGISTRY = re.compile(rf"{DOMAIN}(?:/{REMOTE_NAME})?")
+TAG = re.compile(TAG_PATTERN)
+DIGEST = re.compile(DIGEST_PATTERN)
+SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+REFERENCE = re.compile(REFERENCE_PATTERN)
+# An image id as the engine prints it, full or short (what `docker images -q` shows).
+IMAGE_ID = re.compile(r"(?:sha256:)?[0-9a-f]{12,64}")
+
+# --- names and versions of the builder's own vocabulary ---
+# Release names become directory names (dockerfiles/RELEASE/), tags and log file names:
+# no '/', no '..', nothing a shell or Dockerfile treats specially.
+RELEASE = re.compile(r"(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+VARIANT = re.compile(r"(?!.*\.\.)[a-z0-9][a-z0-9.-]{0,63}")
+BUILD_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+# Docker's label key recommendation: reverse-DNS, lower-case alphanumerics, '.' and '-',
+# starting with a letter, no two separators in a row.
+LABEL_KEY = re.compile(r"[a-z][a-z0-9]*(?:[.-][a-z0-9]+)*")
+# PEP 440 public versions, as the catalog pins them.
+VERSION_PATTERN = r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+VERSION = re.compile(VERSION_PATTERN)
+# Toolkit and OS versions: "11.4.1", "22.04".
+NUMERIC_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}")
+PYTHON_VERSION = re.compile(r"3\.[0-9]{1,2}")
+OS_DISTRO = re.compile(r"[a-z][a-z0-9-]{0,31}")
+DEBIAN_SUITE = re.compile(r"[a-z]{1,32}")
+COMPONENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+# A framework's display name ("TensorFlow"): it reaches comments, labels and READMEs.
+FRAMEWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}")
+# PyPI distribution names (PEP 508), exact pins, and requirements without markers.
+PACKAGE_NAME_PATTERN = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+PACKAGE_NAME = re.compile(PACKAGE_NAME_PATTERN)
+PIN = re.compile(rf"({PACKAGE_NAME_PATTERN})==({VERSION_PATTERN})")
+_SPECIFIER = rf"(?:===?|~=|!=|<=?|>=?)\s*{VERSION_PATTERN}(?:\.\*)?"
+REQUIREMENT = re.compile(rf"({PACKAGE_NAME_PATTERN})(?:\s*{_SPECIFIER}(?:\s*,\s*{_SPECIFIER})*)?")
+# What `builder derive --pip` takes: name[extras] and comma-separated version clauses.
+PIP_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._-]+\])?"
+                      r"(?:[<>=!~]=?[A-Za-z0-9.*+!-]+(?:,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?")
+# Debian package names (policy 5.6.1), optionally =VERSION.
+APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9][A-Za-z0-9.+:~-]*)?")
+# A patch file name as it is copied into a build context and named in a RUN line.
+FILE_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._+-]{1,255}")
+# One flag per line of the nvbuildopts file (nvbuild.sh reads it with `read -r`).
+NVBUILD_FLAG = re.compile(r"(?![\s#])[^\x00-\x1f\x7f\ud800-\udfff]{1,255}(?<!\s)")
+
+# Free text (env and label values, entrypoint texts): any Unicode scalar value except the
+# C0 controls (NUL, newline, CR, ESC ...) and DEL, tab excepted. A Dockerfile ENV or
+# LABEL value has no escape for a newline (a backslash-newline continues the line), an
+# env file is one line per variable, a terminal obeys ESC; NUL cannot be in an
+# environment at all. Lone surrogates (undecodable bytes from argv) cannot be written.
+TEXT = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f\ud800-\udfff]*")
+ONE_LINE_TEXT = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f\ud800-\udfff]{1,200}")
+
+
+def matches(pattern: re.Pattern[str], value: Any) -> bool:
+    """True when VALUE is a str that PATTERN matches whole."""
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value as an error message may show it: quoted, on one line (control characters
+    and undecodable bytes escaped by repr), cut short (a catalog value may be huge)."""
+    if not isinstance(value, str):
+        text = repr(value)
+        return text[:limit] + "..." if len(text) > limit else text
+    return repr(value[:limit] + "..." if len(value) > limit else value)
+
+
+def one_line(message: str) -> str:
+    """An error message with every line break escaped, so it stays one line."""
+    return message.replace("\r", "\\r").replace("\n", "\\n").replace("\x00", "\\x00")
+
+
+def split_domain(name: str) -> tuple[str | None, str]:
+    """(domain, rest) the way Docker splits a repository name: the first component is a
+    registry host when it holds '.' or ':', is 'localhost', or has upper-case letters."""
+    first, sep, rest = name.partition("/")
+    if sep and (any(c in first for c in ".:") or first == "localhost" or first.lower() != first):
+        return first, rest
+    return None, name
+
+
+def repository_problem(name: str) -> str | None:
+    """Why NAME is not an image repository name (Docker's grammar), or None."""
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if len(name) > NAME_TOTAL_LENGTH_MAX:
+        return f"is longer than {NAME_TOTAL_LENGTH_MAX} characters"
+    if REPOSITORY.fullmatch(name):
+        return None
+    domain, rest = split_domain(name)
+    lowered = f"{domain}/{rest.lower()}" if domain is not None else rest.lower()
+    if lowered != name and REPOSITORY.fullmatch(lowered):
+        return "has upper-case letters: repository names are lowercase"
+    return ("is not a repository name (lower-case letters and digits, '.', '_' or '-' "
+            "between them, '/' between components, optionally HOST[:PORT]/ first)")
+
+
+def tag_problem(tag: str) -> str | None:
+    """Why TAG is not an image tag, or None."""
+    if not isinstance(tag, str) or not tag:
+        return "is empty"
+    if len(tag) > 128:
+        return "is longer than 128 characters"
+    if not TAG.fullmatch(tag):
+        return "is not a valid image tag (letters, digits, '_', '.' and '-', not starting with '.' or '-')"
+    return None
+
+
+def reference_problem(ref: str) -> str | None:
+    """Why REF is not an image reference NAME[:TAG][@DIGEST], or None."""
+    if not isinstance(ref, str) or not ref:
+        return "is empty"
+    m = REFERENCE.fullmatch(ref)
+    if m is not None:
+        return repository_problem(m.group(1))
+    name = ref.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, tag = name.rsplit(":", 1)
+        why = tag_problem(tag)
+        if why:
+            return f"has an invalid tag: it {why}"
+    return repository_problem(name) or "is not an image reference NAME[:TAG][@DIGEST]"

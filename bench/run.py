@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build-performance benchmark: one command, a table on stdout, JSON in bench/results/.
 
-    python3 bench/run.py [--skip-base] [--runs N] [--push]
+    python3 bench/run.py [--skip-base] [--runs N] [--push] [--only render,base,build,cnn,size]
 
 Figures (each records the command that produced it; ratios are taken within one run,
 because absolute times on a shared 2-core machine mean little on their own):
@@ -42,8 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO = "bench/tensorflow"
 RELEASE, VARIANT = "21.08", "tf2-py3"
 IMAGE = f"{REPO}:{RELEASE}-{VARIANT}"
+# Bytecode caches (__pycache__/*.pyc, written by pip and Debian's postinst at install) are
+# not waste: without them every container compiles each module on import again. They are
+# reported on their own line.
+BYTECODE = r"(^|/)__pycache__/.+\.pyc$"
 WASTE_PATTERNS = (r"^var/lib/apt/lists/.+", r"^var/cache/apt/.+\.bin$", r"^var/cache/apt/archives/.+\.deb$",
-                  r"^root/\.cache/.+", r"^tmp/.+", r"(^|/)__pycache__/.+\.pyc$",
+                  r"^root/\.cache/.+", r"^tmp/.+",
                   r"^opt/tensorflow/tensorflow-source/build/.+")
 HOST_PYTHON = "/root/.pyenv/versions/3.9.18/bin/python3"  # the image's Python minor, for the host venv
 HVD_UNIT = "horovod/common/operations.cc"
@@ -175,9 +179,10 @@ def image_report(image: str) -> dict:
                                 shadowed += final[name][1]
                             final[name] = (index, m.size)
     junk = sum(size for path, (_, size) in final.items() if any(re.search(p, path) for p in WASTE_PATTERNS))
+    bytecode = sum(size for path, (_, size) in final.items() if re.search(BYTECODE, path))
     size = inspect["Size"]
     return {"image": image, "size_bytes": size, "layers": len(inspect["RootFS"]["Layers"]),
-            "wasted_shadowed_bytes": shadowed, "wasted_junk_bytes": junk,
+            "wasted_shadowed_bytes": shadowed, "wasted_junk_bytes": junk, "bytecode_bytes": bytecode,
             "wasted_fraction": round((shadowed + junk) / size, 5)}
 
 
@@ -220,37 +225,8 @@ def push_figures(figure, cache: Path) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=3, help="runs of the short measurements (median)")
-    ap.add_argument("--skip-base", action="store_true", help="do not rebuild the offline base")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    ap.add_argument("--push", action="store_true", help="also measure pushes to a local registry")
-    args = ap.parse_args()
-    cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
-    env = {"BUILDER_CACHE_DIR": str(cache)}
-    os.environ.update(env)
-    results: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                                 "docker": sh(["docker", "version", "--format", "{{.Server.Version}}"])[1].stdout.strip()},
-                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "figures": []}
-
-    def figure(name: str, value, unit: str, command: str, note: str = "") -> None:
-        results["figures"].append({"name": name, "value": value, "unit": unit, "command": command, "note": note})
-        print(f"{name:<44} {value!s:>12} {unit:<8} {note}", flush=True)
-
-    print(f"{'figure':<44} {'value':>12} {'unit':<8} note")
-    figure("cli start-up (builder --help), median", round(median_time(["builder", "--help"], args.runs), 3), "s",
-           "builder --help", "target < 0.3 s")
-    figure("render all Dockerfiles, median", round(median_time(["builder", "render", "--all", "--check"], args.runs), 3),
-           "s", "builder render --all --check")
-
-    if not args.skip_base:
-        t, _ = sh(["builder", "base", "--release", RELEASE, "--rebuild", "-q"])
-        figure("offline base build (debootstrap + CUDA)", round(t, 1), "s", f"builder base --release {RELEASE} --rebuild")
-    noop_base = median_time(["builder", "base", "--release", RELEASE, "-q"], args.runs)
-    figure("offline base, asked again (no-op), median", round(noop_base, 3), "s", f"builder base --release {RELEASE}",
-           "target < 1 s")
-
+def build_figures(figure, cache: Path, runs: int) -> None:
+    """Cold build (split by step and phase), no-op and env-only rebuilds, both patch ratios."""
     build = ["builder", "build", "--release", RELEASE, "--variant", VARIANT, "--repo", REPO, "-q"]
     cache_dir = cache / "compile-cache"
     _, served = sh(["builder", "cache", "serve", "--detach", "--dir", str(cache_dir), "--port", str(free_port())])
@@ -273,7 +249,7 @@ def main() -> int:
         figure("  read-back check and labels", round(t_cold - sum(sec for _, sec in steps), 1), "s",
                "image_report.py in the built image", "after the last step")
 
-        t_noop = statistics.median(sh(build + ["--build-id", "cold", "--compile-cache", url])[0] for _ in range(args.runs))
+        t_noop = statistics.median(sh(build + ["--build-id", "cold", "--compile-cache", url])[0] for _ in range(runs))
         figure("no-op rebuild, median", round(t_noop, 2), "s", " ".join(build[:-1]) + " (again)",
                f"{t_noop / t_cold:.1%} of cold; target <= 3%")
 
@@ -305,17 +281,63 @@ def main() -> int:
     finally:
         sh(["builder", "cache", "stop", "--dir", str(cache_dir)], check=False)
 
-    results["cnn"] = cnn_figures(figure, IMAGE, max(3, args.runs // 2 + 1))
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs of the short measurements (median)")
+    ap.add_argument("--skip-base", action="store_true", help="do not rebuild the offline base")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--push", action="store_true", help="also measure pushes to a local registry")
+    ap.add_argument("--only", default="render,base,build,cnn,size",
+                    help="comma-separated sections to run (render, base, build, cnn, size); cnn and size "
+                         f"measure the existing {IMAGE}")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    unknown = only - {"render", "base", "build", "cnn", "size"}
+    if unknown:
+        ap.error(f"unknown --only section(s): {', '.join(sorted(unknown))}")
+    cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
+    env = {"BUILDER_CACHE_DIR": str(cache)}
+    os.environ.update(env)
+    results: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                 "docker": sh(["docker", "version", "--format", "{{.Server.Version}}"])[1].stdout.strip()},
+                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "figures": []}
+
+    def figure(name: str, value, unit: str, command: str, note: str = "") -> None:
+        results["figures"].append({"name": name, "value": value, "unit": unit, "command": command, "note": note})
+        print(f"{name:<44} {value!s:>12} {unit:<8} {note}", flush=True)
+
+    print(f"{'figure':<44} {'value':>12} {'unit':<8} note")
+    if "render" in only:
+        figure("cli start-up (builder --help), median", round(median_time(["builder", "--help"], args.runs), 3), "s",
+               "builder --help", "target < 0.3 s")
+        figure("render all Dockerfiles, median",
+               round(median_time(["builder", "render", "--all", "--check"], args.runs), 3),
+               "s", "builder render --all --check")
+
+    if "base" in only and not args.skip_base:
+        t, _ = sh(["builder", "base", "--release", RELEASE, "--rebuild", "-q"])
+        figure("offline base build (debootstrap + CUDA)", round(t, 1), "s", f"builder base --release {RELEASE} --rebuild")
+    if "base" in only:
+        noop_base = median_time(["builder", "base", "--release", RELEASE, "-q"], args.runs)
+        figure("offline base, asked again (no-op), median", round(noop_base, 3), "s",
+               f"builder base --release {RELEASE}", "target < 1 s")
+    if "build" in only:
+        build_figures(figure, cache, args.runs)
+    if "cnn" in only:
+        results["cnn"] = cnn_figures(figure, IMAGE, max(3, args.runs // 2 + 1))
     if args.push:
         push_figures(figure, cache)
-
-    report = image_report(IMAGE)
-    figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", f"docker image inspect {IMAGE}")
-    figure("layers", report["layers"], "", f"docker image inspect {IMAGE}")
-    figure("bytes wasted", f"{report['wasted_fraction']:.2%}", "",
-           "bench/run.py image_report (docker save)",
-           f"{(report['wasted_shadowed_bytes'] + report['wasted_junk_bytes']) / 1e6:.1f} MB; target < 1%")
-    results["image"] = report
+    if "size" in only:
+        report = image_report(IMAGE)
+        figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", f"docker image inspect {IMAGE}")
+        figure("layers", report["layers"], "", f"docker image inspect {IMAGE}")
+        figure("bytes wasted", f"{report['wasted_fraction']:.2%}", "",
+               "bench/run.py image_report (docker save)",
+               f"{(report['wasted_shadowed_bytes'] + report['wasted_junk_bytes']) / 1e6:.1f} MB; target < 1%")
+        figure("bytecode caches (kept, not waste)", round(report["bytecode_bytes"] / 1e6, 1), "MB",
+               "bench/run.py image_report (docker save)", "__pycache__/*.pyc written at install")
+        results["image"] = report
 
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"

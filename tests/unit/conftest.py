@@ -1,4 +1,6 @@
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -42,3 +44,11 @@ variants:
   tf2-py3:
     framework: {version: "2.14.1"}
 """
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A plain virtual environment's Python, for scripts that must not see the test's packages."""
+    d = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
+    return d / "bin" / "python"

@@ -68,13 +68,6 @@ sys.exit(subprocess.call(sys.argv[1:]))
 '''
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory):
-    d = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
-    return d / "bin" / "python"
-
-
 @pytest.fixture
 def tree(tmp_path, venv):
     opt = tmp_path / "opt"

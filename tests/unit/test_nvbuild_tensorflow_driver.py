@@ -67,13 +67,6 @@ open(".tf_configure.bazelrc", "w").write('build --action_env TF_CUDA_COMPUTE_CAP
 '''
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory):
-    d = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
-    return d / "bin" / "python"
-
-
 @pytest.fixture
 def tree(tmp_path, venv):
     opt = tmp_path / "opt"

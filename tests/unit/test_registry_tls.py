@@ -15,22 +15,10 @@ import pytest
 from builder import cli
 from builder import registry as reg
 from builder.errors import UserError
+from tests.integration.registries import make_ca_and_cert as make_cert
 
 DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
-
-
-def make_cert(d: Path) -> tuple[Path, Path, Path]:
-    run = lambda *a: subprocess.run(a, check=True, capture_output=True)  # noqa: E731
-    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=unit CA",
-        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
-    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
-    run("openssl", "x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.crt"), "-CAkey",
-        str(d / "ca.key"), "-CAcreateserial", "-days", "1", "-extfile", str(d / "san.cnf"), "-out",
-        str(d / "server.crt"))
-    return d / "ca.crt", d / "server.crt", d / "server.key"
 
 
 class Registry:

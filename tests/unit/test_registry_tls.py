@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import http.server
 import ssl
-import subprocess
 import threading
 from pathlib import Path
 

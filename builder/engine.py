@@ -24,6 +24,7 @@ from builder.errors import UserError, redact
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
+STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")
 TAIL_LINES = 30
 # How a full disk shows up: the kernel's ENOSPC, apt's own check, quotas.
 DISK_FULL = re.compile(r"no space left on device|enough free space|disk quota exceeded", re.IGNORECASE)
@@ -223,6 +224,7 @@ class DockerEngine:
         progress = progress or Progress("build", quiet=request.quiet)
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         containers: list[str] = []
+        created: list[str] = []  # step images of a --no-cache build (none of them shared)
         image_id = ""
         steps = cached = 0
         current = ""
@@ -262,6 +264,10 @@ class DockerEngine:
                             progress.on_step(int(m.group(1)), int(m.group(2)), m.group(3))
                             tail.clear()
                             continue
+                        m = STEP_IMAGE.match(line)
+                        if m and request.nocache and not current.split(": ", 1)[-1].upper().startswith("FROM"):
+                            created.append(m.group(1))
+                            continue
                         m = RUNNING_IN.match(line)
                         if m:
                             containers.append(m.group(1))
@@ -273,14 +279,14 @@ class DockerEngine:
                         if done and not image_id:
                             image_id = done.group(1)
         except Interrupted:
-            self._abort(stream, containers)
+            self._abort(stream, containers, created)
             progress.done(f"interrupted during {current or 'the build'}; build containers removed")
             raise
         except BuildError:
-            self._abort(stream, containers)
+            self._abort(stream, containers, created)
             raise
         except Exception as exc:
-            self._abort(stream, containers)
+            self._abort(stream, containers, created)
             if exc.__class__.__module__.startswith(("docker", "requests", "urllib3")):
                 raise BuildError(f"the engine failed: {exc}", current, list(tail), request.log_path) from None
             raise
@@ -293,9 +299,12 @@ class DockerEngine:
         progress.done(f"built {image_id[:19]} ({steps} steps, {cached} from cache)")
         return BuildResult(image_id, steps, seconds, cached, request.log_path)
 
-    def _abort(self, stream: Any, containers: list[str]) -> None:
-        """Stop reading (the engine cancels a build whose client went away) and remove
-        the containers the build started, which the engine may leave behind."""
+    def _abort(self, stream: Any, containers: list[str], created: list[str] | None = None) -> None:
+        """Stop reading (the engine cancels a build whose client went away), remove the
+        containers the build started, which the engine may leave behind, and the step
+        images a --no-cache build made: the legacy builder takes the newest matching
+        image as a cache hit, so a half chain left behind would make every later build
+        branch off it and rebuild from there."""
         try:
             if stream is not None:
                 stream.close()
@@ -313,6 +322,12 @@ class DockerEngine:
                         pending.remove(cid)
             if pending:
                 time.sleep(0.5)
+        for image in reversed(created or []):  # newest first: each is the parent of the next
+            try:
+                # Never forced: an image another build already uses as its parent stays.
+                self.api.remove_image(image, force=False, noprune=True)
+            except Exception:
+                pass
 
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
                     timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]:

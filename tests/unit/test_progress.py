@@ -70,3 +70,4 @@ def test_the_heartbeat_thread_ticks_while_the_block_runs_and_stops_after():
     assert beats >= 3
     time.sleep(0.2)
     assert out.getvalue().count("(still running)") == beats
+

@@ -166,8 +166,9 @@ def test_interrupt_moves_no_tag_and_leaves_no_build_container(release_image, sig
     before_id = image_id(release_image)
     before_containers = build_containers()
     # A compile cache nobody serves makes the Horovod step miss the layer cache and compile
-    # for minutes. (Not --no-cache: the step images such a build leaves behind are the
-    # newest cache candidates, and every later build would branch off them and miss.)
+    # for minutes: an interrupt lands in a running step without --no-cache, which would
+    # redo the toolchain and wheel steps first (the builder removes what such a build made
+    # when it is interrupted: tests/unit/test_build_cleanup.py).
     dead_cache = f"http://127.0.0.1:{free_port()}/ccache"
     proc = subprocess.Popen(["builder", "build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO,
                              "--build-id", f"int{code}", "--compile-cache", dead_cache],

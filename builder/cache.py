@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import UserError
+from builder.grammar import SIZE
 
 DEFAULT_PORT = 8742
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 # 512M, 2G, 1.5g, 20GiB, 1048576: the whole string, nothing else (it reaches nginx.conf).
-SIZE = re.compile(r"(?P<number>[0-9]{1,12}(?:\.[0-9]{1,6})?)(?P<unit>[KkMmGgTt]?)(?:i?[Bb])?")
 MAX_OBJECT = 64 << 30
 WRITE_USER = "builder"
 

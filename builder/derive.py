@@ -66,8 +66,6 @@ class DeriveSpec:
         for arg in self.nvbuild_args:
             if not grammar.TEXT.fullmatch(arg):
                 raise UserError(f"--nvbuild-args: {grammar.shown(arg)} holds a control character or undecodable bytes")
-            if arg in ("--configonly", "-h", "--help"):
-                raise UserError(f"--nvbuild-args: '{arg}' would not build the framework")
         check_nvbuild_args(self.nvbuild_args)
 
     @property
@@ -106,7 +104,8 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
                 i += 1
                 value = args[i]
             out.append((name, value))
-        elif arg in NVBUILD_FLAGS or re.fullmatch(r"--python3\.[0-9]{1,2}", arg):
+        elif arg in NVBUILD_FLAGS or (arg.startswith("--python")
+                                        and grammar.PYTHON_VERSION.fullmatch(arg[len("--python"):])):
             out.append((arg, ""))
         else:
             known = ", ".join(NVBUILD_VALUE_OPTIONS + NVBUILD_FLAGS + ("--python3.X",))

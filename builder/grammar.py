@@ -154,3 +154,18 @@ def reference_problem(ref: str) -> str | None:
         if why:
             return f"has an invalid tag: it {why}"
     return repository_problem(name) or "is not an image reference NAME[:TAG][@DIGEST]"
+
+
+# --- URLs the builder hands to builds (apt mirror, pip index, compile cache) ---
+# Scheme, host, port and a path of unreserved and percent-encoded characters: no query,
+# fragment, quote, `$`, backtick, space or newline (builder/urls.py checks and uses it).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]{{2,45}}\])"
+_PCHAR = r"(?:[A-Za-z0-9._~+,=:!*-]|%[0-9A-Fa-f]{2})"
+_USERINFO = rf"{_PCHAR}+:{_PCHAR}+@"
+URL = re.compile(rf"(?P<scheme>https?)://(?P<userinfo>{_USERINFO})?(?P<host>{_HOST})(?::(?P<port>[0-9]{{1,5}}))?"
+                 rf"(?P<path>(?:/{_PCHAR}*)*)", re.ASCII)
+URL_MAX = 2048
+
+# --- sizes given to `builder cache serve` (512M, 2G, 1.5GiB) ---
+SIZE = re.compile(r"(?P<number>[0-9]{1,12}(?:\.[0-9]{1,6})?)(?P<unit>[KkMmGgTt]?)(?:i?[Bb])?")

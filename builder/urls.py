@@ -17,14 +17,8 @@ import urllib.parse
 from pathlib import Path
 
 from builder.errors import UserError, register_secret
+from builder.grammar import URL, URL_MAX as MAX_URL
 
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]{{2,45}}\])"
-_PCHAR = r"(?:[A-Za-z0-9._~+,=:!*-]|%[0-9A-Fa-f]{2})"
-_USERINFO = rf"{_PCHAR}+:{_PCHAR}+@"
-URL = re.compile(rf"(?P<scheme>https?)://(?P<userinfo>{_USERINFO})?(?P<host>{_HOST})(?::(?P<port>[0-9]{{1,5}}))?"
-                 rf"(?P<path>(?:/{_PCHAR}*)*)", re.ASCII)
-MAX_URL = 2048
 _CREDENTIALS = re.compile(r"(?P<user>[^:\x00-\x1f\x7f]+):(?P<password>[^\x00-\x1f\x7f]+)")
 
 

@@ -149,7 +149,9 @@ def checkout(tmp_path, monkeypatch):
     return copy
 
 
-def test_render_all_with_a_private_catalog_keeps_other_releases_dockerfiles(checkout, tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def private_catalog(tmp_path, monkeypatch):
+    """BUILDER_CATALOG naming a catalog of two of the releases (21.06 and 21.08)."""
     from builder import catalog, lock
 
     private = tmp_path / "cat"
@@ -158,6 +160,10 @@ def test_render_all_with_a_private_catalog_keeps_other_releases_dockerfiles(chec
         shutil.copy(catalog.RELEASES_DIR / name, private / name)
     shutil.copytree(lock.LOCKS_DIR, private / "locks")
     monkeypatch.setenv("BUILDER_CATALOG", str(private))
+    return private
+
+
+def test_render_all_with_a_private_catalog_keeps_other_releases_dockerfiles(checkout, private_catalog, capsys):
     before = {p: p.read_text() for p in checkout.glob("dockerfiles/*/*.Dockerfile")}
     stray = checkout / "dockerfiles" / "21.08" / "tf9-py3.Dockerfile"  # a variant 21.08 no longer has
     stray.write_text("stale")
@@ -167,15 +173,7 @@ def test_render_all_with_a_private_catalog_keeps_other_releases_dockerfiles(chec
     assert {"21.10", "22.12"} <= {p.parent.name for p in after}
 
 
-def test_render_all_check_with_a_private_catalog_ignores_unknown_releases(checkout, tmp_path, monkeypatch, capsys):
-    from builder import catalog, lock
-
-    private = tmp_path / "cat"
-    private.mkdir()
-    for name in ("_common.yaml", "21.06.yaml", "21.08.yaml"):
-        shutil.copy(catalog.RELEASES_DIR / name, private / name)
-    shutil.copytree(lock.LOCKS_DIR, private / "locks")
-    monkeypatch.setenv("BUILDER_CATALOG", str(private))
+def test_render_all_check_with_a_private_catalog_ignores_unknown_releases(checkout, private_catalog, capsys):
     assert cli.main(["render", "--all", "--check"]) == 0, capsys.readouterr().err
 
 

@@ -52,3 +52,15 @@ def venv(tmp_path_factory):
     d = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
     return d / "bin" / "python"
+
+
+@pytest.fixture
+def loopback_http():
+    """Something answering HTTP on loopback, as a cache server would: its root URL."""
+    import http.server
+    import threading
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()

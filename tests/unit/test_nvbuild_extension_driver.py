@@ -2,13 +2,11 @@
 real nvbuild.sh on a minimal extension-shaped tree whose Makefile "compiles" through
 $(COMPILER_LAUNCHER) with a fake compiler, and a fake ccache on PATH that logs in
 ccache's format (so the units really compiled are known). Nothing is compiled here."""
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -116,11 +114,8 @@ def test_compiled_units_are_listed_without_a_compile_cache(tree):
 
 
 @pytest.fixture
-def http_cache():
-    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/ccache"
-    httpd.shutdown()
+def http_cache(loopback_http):
+    return f"{loopback_http}/ccache"
 
 
 def test_compiled_units_are_listed_with_a_compile_cache(tree, http_cache):

@@ -123,15 +123,8 @@ def test_configure_bazel_package_install_in_order(tree):
 
 
 @pytest.fixture
-def http_cache():
-    """Something answering HTTP on loopback, as a cache server would."""
-    import http.server
-    import threading
-
-    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/bazel"
-    httpd.shutdown()
+def http_cache(loopback_http):
+    return f"{loopback_http}/bazel"
 
 
 def test_cache_flags_and_no_reconfigure_when_nothing_changed(tree, http_cache):

@@ -425,7 +425,7 @@ CLI_BUILD = {"--build-id": lambda v: ["--build-id", v], "--tag": lambda v: ["--t
 
 
 @pytest.mark.parametrize("option", sorted(CLI_BUILD))
-@many(20)
+@many(25)
 @given(value=hostile)
 def test_build_options_are_checked_before_the_engine(capsys, cached_catalog, no_engine, option, value):
     assume(not value.startswith("-"))

@@ -48,7 +48,7 @@ def make_rootfs(engine: DockerEngine, recipe: BaseRecipe, mirror: str | None, wo
 
 
 def ensure_base(engine: DockerEngine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
-                rebuild: bool = False, quiet: bool = False, log_dir: Path | None = None) -> tuple[str, bool]:
+                rebuild: bool = False, quiet: bool = False) -> tuple[str, bool]:
     """Return (tag, built_now). An existing tag is reused unless `rebuild`."""
     settings.validate()
     if not rebuild and engine.image_id(recipe.tag):
@@ -61,12 +61,7 @@ def ensure_base(engine: DockerEngine, recipe: BaseRecipe, settings: buildsetting
         context.mkdir()
         (context / "Dockerfile").write_text(recipe.dockerfile())
         shutil.copy2(paths.templates_dir() / "with-build-settings", context / "with-build-settings")
-        if log_dir is None:  # where every command logs: the cache dir's logs/
-            from builder.build import cache_dir
-
-            log_dir = cache_dir() / "logs"
-        log_path = log_dir / f"base-{recipe.tag.split(':')[-1]}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path = paths.logs_dir() / f"base-{recipe.tag.split(':')[-1]}.log"  # where every command logs
         with buildsettings.serve(settings) as url:
             request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": url or ""},
                                    network_mode="host" if url else None, log_path=log_path, quiet=quiet)

@@ -15,13 +15,10 @@ from builder import buildcontext, buildsettings, paths, readback
 from builder.base import ensure_base, log
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
-from builder.engine import BuildError, BuildRequest, DockerEngine, Progress
+from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.errors import BuildError
 from builder.errors import UserError
 from builder.render import RenderOptions, check_base_option, render
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("BUILDER_CACHE_DIR") or Path.home() / ".cache" / "tfbuilder")
 
 
 def default_build_id() -> str:
@@ -93,9 +90,7 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
     rendered = render(release, variant, opts)
     image_ref = rendered.meta["image"]
     refs = tags or [image_ref, f"{image_ref}-{build_id}"]
-    logs = cache_dir() / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"{release.name}-{variant.name}-{build_id}.log"
+    log_path = paths.logs_dir() / f"{release.name}-{variant.name}-{build_id}.log"
     with tempfile.TemporaryDirectory(prefix=f"builder-{release.name}-{variant.name}-") as tmp:
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
         buildargs = {"BASE_IMAGE": base.image, "BUILD_ID": build_id, "BUILD_REF": source_ref(),
@@ -123,7 +118,7 @@ def verify_and_label(engine: DockerEngine, image_id: str, release: Release, vari
     requested = meta["cuda_compute_capabilities"]
     requested = [] if isinstance(requested, str) else list(requested)
     try:
-        report = readback.read_report(engine, image_id, requested, store=cache_dir() / "readback")
+        report = readback.read_report(engine, image_id, requested, store=paths.readback_store())
     except UserError as exc:  # an image that cannot say what it holds is a failed build, not bad input
         raise BuildError(str(exc), step="read-back check", log_path=log_path) from None
     verdict = readback.check(report, release, variant, requested, meta["toggles"], expect_extension)
@@ -156,7 +151,7 @@ def prepare_base(engine: DockerEngine, release: Release, choice: BaseChoice,
                  settings: buildsettings.BuildSettings, quiet: bool) -> None:
     if choice.needs_build:
         log(f"base: building {choice.image}")
-        ensure_base(engine, BaseRecipe(release.offline), settings, quiet=quiet, log_dir=cache_dir() / "logs")
+        ensure_base(engine, BaseRecipe(release.offline), settings, quiet=quiet)
 
 
 def validate_base_option(base: str) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from builder import paths
 from builder.errors import UserError, redact
 
 MAGIC = b"tfbuilder-settings\n"
@@ -52,12 +53,7 @@ def port() -> int | None:
 
 
 def state_dir() -> Path:
-    from builder.build import cache_dir
-
-    d = cache_dir() / "settings"
-    d.mkdir(parents=True, exist_ok=True)
-    d.chmod(0o700)
-    return d
+    return paths.settings_state_dir()
 
 
 @dataclass(frozen=True)
@@ -126,6 +122,33 @@ _PING = re.compile(r"/\.builder-settings/(?P<nonce>[0-9a-f]{32})")
 # cannot pass by naming a sub-cgroup "docker/ID".
 CONTAINER_CGROUP = re.compile(r"/(?:docker/(?P<a>[0-9a-f]{64})|system\.slice/docker-(?P<b>[0-9a-f]{64})\.scope)")
 _START_LOCK = ".daemon-start"
+
+
+def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host_ca: bool = False,
+                 credentials=(None, None, None, None)) -> "BuildSettings":
+    """The build settings of the shared options; mirror and index credentials come from a
+    file or an environment variable (never argv) and are put into the URLs the build sees."""
+    from builder import urls
+
+    apt_file, apt_env, pip_file, pip_env = credentials
+    given = {}
+    for url, what, file, env in ((apt_mirror, "--apt-mirror", apt_file, apt_env),
+                                 (pip_index, "--pip-index", pip_file, pip_env)):
+        creds = urls.read_credentials(file, env, what)
+        if url is None:
+            if creds is not None:
+                raise UserError(f"{what}-credentials-file/-env go with {what} URL")
+            continue
+        urls.check_url(url, what, f"give them with {what}-credentials-file FILE or {what}-credentials-env NAME "
+                                  "(one line USER:PASSWORD)")
+        given[what] = urls.with_credentials(url, creds)
+    bundles = list(ca_bundles or ())
+    if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
+        bundles.append(HOST_CA_BUNDLE)
+    settings = BuildSettings(apt_mirror=given.get("--apt-mirror"), pip_index=given.get("--pip-index"),
+                             ca_bundles=tuple(bundles))
+    settings.validate()
+    return settings
 
 
 def key(state: Path) -> bytes:

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder import paths
 from builder.errors import UserError
 from builder.grammar import SIZE
 
@@ -88,9 +89,7 @@ def ssha(password: str) -> str:
 
 
 def default_dir() -> Path:
-    from builder.build import cache_dir
-
-    return cache_dir() / "compile-cache"
+    return paths.compile_cache_dir()
 
 
 @dataclass(frozen=True)
@@ -391,3 +390,12 @@ def stats(server: CacheServer) -> dict:
         "stores": puts,
         "store_errors": put_errors,
     }
+
+
+def stats_text(s: dict) -> str:
+    """`builder cache stats` for people."""
+    return "\n".join([
+        f"{s['directory']}: {'running at ' + s['url'] if s['running'] else 'not running'}",
+        f"  {s['objects']} objects, {s['size_bytes'] / 1e6:.1f} MB",
+        f"  {s['lookups']} lookups: {s['hits']} hits, {s['misses']} misses (hit rate {s['hit_rate']:.0%}); "
+        f"{s['stores']} stores, {s['store_errors']} refused"])

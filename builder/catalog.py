@@ -136,6 +136,13 @@ class Catalog:
             raise UserError(f"unknown release {shown(name)} (known: {', '.join(self.releases)})")
         return self.releases[name]
 
+    def summary(self) -> list[dict]:
+        """One row per release (`builder releases`)."""
+        return [{"release": r.name, "os": f"{r.os_distro} {r.os_version}", "python": r.python, "cuda": r.cuda,
+                 "variants": {v.name: f"{v.framework_name} {v.framework_version}" for v in r.variants.values()},
+                 "offline_base": f"{r.offline.debian}/cuda{r.offline.cuda}/py{r.offline.python}", "parent": r.parent}
+                for r in self.releases.values()]
+
 
 def merge(parent: Any, child: Any) -> Any:
     """Deep merge for inheritance: mappings merge, `None` deletes, the rest replaces."""

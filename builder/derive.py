@@ -16,17 +16,9 @@ from types import SimpleNamespace
 
 from builder import buildsettings, cuda_arch, grammar
 from builder.engine import BuildRequest, DockerEngine, Progress
-from builder.errors import UserError
+from builder.errors import PatchError, UserError
 from builder.render import LABEL_PREFIX as LABEL, template_env
 
-
-
-class PatchError(UserError):
-    """A patch that does not apply; `details` holds the rejected hunks."""
-
-    def __init__(self, message: str, details: str):
-        super().__init__(message)
-        self.details = details
 
 
 @dataclass

@@ -20,52 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from builder.errors import UserError, redact
+from builder.errors import BuildError, Interrupted, UserError, redact
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
 STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")
 TAIL_LINES = 30
-# How a full disk shows up: the kernel's ENOSPC, apt's own check, quotas.
-DISK_FULL = re.compile(r"no space left on device|enough free space|disk quota exceeded", re.IGNORECASE)
-
-
-class BuildError(Exception):
-    """A build that failed in the engine: the failing step and the last lines of output."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, step: str = "", tail: list[str] | None = None, log_path: Path | None = None):
-        self.message, self.step, self.tail, self.log_path = message, step, tail or [], log_path
-        super().__init__(message)
-
-    @property
-    def disk_full(self) -> bool:
-        return any(DISK_FULL.search(text) for text in [self.message, *self.tail])
-
-    def report(self) -> str:
-        lines = [f"build failed: {self.message}"]
-        if self.disk_full:
-            lines.append("the engine ran out of disk space: free some (docker system prune, or remove old "
-                         "images) and build again; no tag was moved")
-        if self.step:
-            lines.append(f"failing step: {self.step}")
-        if self.tail:
-            lines.append("last lines of its output:")
-            lines += [f"  | {line}" for line in self.tail]
-        if self.log_path:
-            lines.append(f"full log: {self.log_path}")
-        return "\n".join(lines)
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived; exit code 130 or 143 as shells report them. A
-    BaseException, like KeyboardInterrupt, so no `except Exception` can swallow it."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        self.exit_code = 128 + signum
-        super().__init__(signal.Signals(signum).name)
 
 
 @contextmanager

@@ -75,3 +75,17 @@ def coverage_text(report: dict) -> str:
     table = [header] + rows
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+
+
+def summary_text(report: dict) -> str:
+    """`builder inspect` without --json: the report's scalar fields and small tables."""
+    lines = []
+    for key, value in report.items():
+        if key in ("coverage_table", "cuda_binaries", "tensorflow_build_info", "extension_build_info"):
+            continue
+        if isinstance(value, dict):
+            lines.append(f"{key}:")
+            lines += [f"  {k}: {v}" for k, v in value.items()]
+        else:
+            lines.append(f"{key}: {value}")
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from builder.engine import Interrupted
+from builder.errors import Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []

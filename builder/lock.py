@@ -409,3 +409,8 @@ def write(p: Plan, root: Path | None = None, upgrade: bool = False,
             path.unlink()
             removed.append(path)
     return written, current, removed
+
+
+def shown(path: Path) -> Path:
+    """PATH relative to the working directory when it is under it (as messages show it)."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path

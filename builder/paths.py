@@ -1,7 +1,12 @@
-"""Where the project's non-Python parts live: templates/, framework-src/, nvbuild.sh.
+"""Every path the builder uses, in one place.
 
-They sit at the top of the checkout (the fixed layout), so the builder is installed
-editable (`pip install -e .`); BUILDER_HOME points elsewhere when needed.
+The project's non-Python parts (templates/, framework-src/, nvbuild.sh) sit at the top of
+the checkout (the fixed layout), so the builder is installed editable (`pip install -e .`);
+BUILDER_HOME points elsewhere when needed.
+
+What commands write (build logs, the settings server's state, the compile cache, read-back
+reports) lives under one cache directory: BUILDER_CACHE_DIR, else $XDG_CACHE_HOME/tfbuilder,
+else ~/.cache/tfbuilder.
 """
 from __future__ import annotations
 
@@ -38,3 +43,38 @@ def cuda_arch_module() -> Path:
 
 def image_report_module() -> Path:
     return Path(__file__).resolve().parent / "image_report.py"
+
+
+# --- what the commands write ----------------------------------------------------------
+
+def cache_dir() -> Path:
+    env = os.environ.get("BUILDER_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "tfbuilder"
+
+
+def logs_dir() -> Path:
+    """Build, base and derive logs (created on first use)."""
+    d = cache_dir() / "logs"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def settings_state_dir() -> Path:
+    """The settings server's state: its key, port and the settings of running builds (0700)."""
+    d = cache_dir() / "settings"
+    d.mkdir(parents=True, exist_ok=True)
+    d.chmod(0o700)
+    return d
+
+
+def compile_cache_dir() -> Path:
+    """Default directory of `builder cache serve`."""
+    return cache_dir() / "compile-cache"
+
+
+def readback_store() -> Path:
+    """Read-back reports kept under the image's content key (a no-op rebuild reuses one)."""
+    return cache_dir() / "readback"

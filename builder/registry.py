@@ -28,7 +28,7 @@ from pathlib import Path
 
 from builder import grammar
 from builder.engine import DockerEngine, Progress, signals_raise, split_ref
-from builder.errors import UserError, redact, register_secret
+from builder.errors import PushError, UserError, redact, register_secret
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
                        r"\b50[0234]\b|service unavailable|bad gateway|no such host|server gave HTTP response",
@@ -41,14 +41,6 @@ MANIFEST_TYPES = ", ".join([
     "application/vnd.oci.image.index.v1+json",
 ])
 CERTS_D = Path("/etc/docker/certs.d")
-
-
-class PushError(Exception):
-    exit_code = 1
-
-    def __init__(self, message: str, transient: bool = False):
-        super().__init__(message)
-        self.transient = transient
 
 
 @dataclass

@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from builder.engine import Interrupted
+from builder.errors import Interrupted
 from builder.errors import UserError
 
 SUITE = Path(__file__).resolve().parent

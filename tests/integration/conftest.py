@@ -38,10 +38,17 @@ def labels(ref):
     return json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref).stdout)
 
 
+# Fixtures that build an image (the offline base, the release image): a test using one
+# is `slow` (`-m "not slow"` runs the engine tests that only use existing images).
+BUILDING_FIXTURES = {"offline_base", "release_image"}
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.engine)
+            if BUILDING_FIXTURES & set(getattr(item, "fixturenames", ())) or "build" in item.name:
+                item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,7 +2,8 @@
 legacy builder's output; no engine."""
 import pytest
 
-from builder.engine import BuildError, BuildRequest, DockerEngine
+from builder.engine import BuildRequest, DockerEngine
+from builder.errors import BuildError
 
 
 class StepAPI:

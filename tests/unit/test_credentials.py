@@ -12,9 +12,9 @@ import threading
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from builder import cli, paths, urls
-from builder.engine import BuildError, BuildRequest, DockerEngine
-from builder.errors import UserError, redact, register_secret
+from builder import buildsettings, cli, paths, urls
+from builder.engine import BuildRequest, DockerEngine
+from builder.errors import BuildError, UserError, redact, register_secret
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
 HOSTILE = ["'", '"', "$", "`", " ", "\n", "\r", "\0", "#", "?", "&", ";", "\\", "(", ")", "<", ">", "|", "\t", "\x7f"]
@@ -62,7 +62,7 @@ def test_credentials_from_a_file_or_the_environment_reach_the_url(tmp_path, monk
     f = tmp_path / "pip.creds"
     f.write_text("bob:p@ss:w/rd\n")
     monkeypatch.setenv("MIRROR_CREDS", "apt-user:m1rror-pw")
-    s = cli._settings("http://mirror.corp/debian", "https://pypi.corp/simple", None, False,
+    s = buildsettings.from_options("http://mirror.corp/debian", "https://pypi.corp/simple", None, False,
                       (None, "MIRROR_CREDS", f, None))
     assert s.pip_index == "https://bob:p%40ss%3Aw%2Frd@pypi.corp/simple"
     assert s.apt_mirror == "http://apt-user:m1rror-pw@mirror.corp/debian"
@@ -93,9 +93,9 @@ def test_credentials_without_their_url_and_both_sources_are_refused(tmp_path, mo
     f.write_text("u:p\n")
     monkeypatch.setenv("C", "u:p")
     with pytest.raises(UserError, match="go with --pip-index URL"):
-        cli._settings(None, None, None, False, (None, None, f, None))
+        buildsettings.from_options(None, None, None, False, (None, None, f, None))
     with pytest.raises(UserError, match="exclude each other"):
-        cli._settings(None, "https://x/simple", None, False, (None, None, f, "C"))
+        buildsettings.from_options(None, "https://x/simple", None, False, (None, None, f, "C"))
 
 
 # --- redaction -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from builder import interrupts
-from builder.engine import Interrupted
+from builder.errors import Interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
 

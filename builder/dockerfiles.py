@@ -1,0 +1,87 @@
+"""`builder render`: the committed Dockerfiles under dockerfiles/ (written, or checked for
+drift) and build contexts written for one release. Every variant is rendered (and so
+validated) before anything is written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from builder import buildcontext, outputdir
+from builder.catalog import Catalog, Release
+from builder.errors import UserError
+from builder.plan import buildable_variants, render_options
+from builder.render import Rendered, committed_path, render
+
+
+@dataclass
+class SyncResult:
+    expected: int = 0          # Dockerfiles the catalog makes
+    written: int = 0           # written (or build contexts, with an output directory)
+    drift: list[str] = field(default_factory=list)  # with check: what differs
+
+    def summary(self, check: bool, output: Path | None) -> str:
+        if check:
+            return f"dockerfiles/ matches the catalog ({self.expected} Dockerfiles)"
+        if output is None:
+            return f"rendered {self.expected} Dockerfiles, {self.written} changed"
+        return f"wrote {self.written} build contexts under {output}"
+
+
+def sync_all(catalog: Catalog, root: Path, output: Path | None = None, check: bool = False) -> SyncResult:
+    """Render every buildable release variant with the release's own options into
+    ROOT/dockerfiles (or check it, or write build contexts under OUTPUT)."""
+    result = SyncResult()
+    expected = set()
+    for rel in catalog.releases.values():
+        for v in buildable_variants(rel)[0]:  # not buildable here: no Dockerfile pretends otherwise
+            rendered = render(rel, v, render_options(rel))
+            path = committed_path(root, rel.name, v.name)
+            expected.add(path)
+            if output is not None:
+                buildcontext.write(rendered, output / rel.name / v.name)
+                result.written += 1
+                continue
+            current = path.read_text(encoding="utf-8") if path.exists() else None
+            if current != rendered.dockerfile:
+                if check:
+                    result.drift.append(str(path.relative_to(root)))
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    outputdir.write_atomic(path, rendered.dockerfile)
+                    result.written += 1
+    result.expected = len(expected)
+    # Only Dockerfiles of releases this catalog knows can be stale: a private catalog
+    # (BUILDER_CATALOG) with a subset of the releases leaves the others alone.
+    stale = sorted(p for p in (root / "dockerfiles").glob("*/*.Dockerfile")
+                   if p not in expected and p.parent.name in catalog.releases)
+    if check:
+        result.drift += [f"{p.relative_to(root)} (no such release variant)" for p in stale]
+    elif output is None:
+        for p in stale:
+            p.unlink()
+    return result
+
+
+def render_release(rel: Release, variant: str | None, options, say: Callable[[str], None]) -> list[Rendered]:
+    """One variant, or every variant that can be built here (the others named with the reason)."""
+    if variant:
+        variants = [rel.variant(variant)]
+    else:
+        variants, skipped = buildable_variants(rel)
+        for name, reason in skipped:
+            say(f"skipped {name}: {reason}")
+        if not variants:
+            raise UserError(f"release {rel.name} has no variant that can be built here")
+    return [render(rel, v, options) for v in variants]  # all validated before any write
+
+
+def write_contexts(rendered_all: list[Rendered], output: Path, framework_src: Path | None) -> list[Path]:
+    """Each rendered variant's build context; returns the Dockerfiles written."""
+    written = []
+    for rendered in rendered_all:
+        dest = output if len(rendered_all) == 1 else output / rendered.variant
+        buildcontext.write(rendered, dest, framework_src)
+        written.append(dest / "Dockerfile")
+    return written

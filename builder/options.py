@@ -1,0 +1,164 @@
+"""Command-line options shared by several commands, declared once.
+
+Single options are typer.Option values. The two groups that several commands take whole
+(the build settings: mirrors, index, their credentials and CA bundles; the registry
+credentials) are decorators: they add the group's options to a command's signature and
+hand the command one value instead (a function that reads the settings, or the
+credentials), so the commands name neither the options nor their order.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+
+CUDA_CC = typer.Option(None, "--cuda-cc", help="Compute capabilities: 7.0,8.0 | 70,80 | all | local.")
+BASE = typer.Option("auto", "--base", help="auto | upstream | offline | an image reference.")
+REPO = typer.Option(None, "--repo", help="Image repository (default: the release's).")
+RELEASE = typer.Option(..., "--release", "-r", help="Release, e.g. 21.08.")
+COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
+NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines.")
+INSECURE_REGISTRY = typer.Option(False, "--insecure-registry",
+                                 help="Allow a registry without TLS or with an untrusted certificate "
+                                      "(then no credentials are sent).")
+CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for the build's downloads "
+                                                   "(repeatable; not kept).")
+CACHE_DIR = typer.Option(None, "--dir", help="Cache directory (default ~/.cache/tfbuilder/compile-cache).")
+JSON = typer.Option(False, "--json", help="Machine-readable output.")
+
+# name -> (annotation, option): the build-settings group.
+SETTINGS: dict[str, tuple[Any, Any]] = {
+    "apt_mirror": (Optional[str], typer.Option(None, "--apt-mirror",
+                                               help="Debian mirror URL used while building (not kept in the image).")),
+    "pip_index": (Optional[str], typer.Option(None, "--pip-index",
+                                              help="pip index URL (not kept in the image; credentials: see below).")),
+    "apt_mirror_credentials_file": (Optional[Path], typer.Option(
+        None, "--apt-mirror-credentials-file", help="File whose first line is USER:PASSWORD for --apt-mirror.")),
+    "apt_mirror_credentials_env": (Optional[str], typer.Option(
+        None, "--apt-mirror-credentials-env", help="Environment variable holding USER:PASSWORD for --apt-mirror.")),
+    "pip_index_credentials_file": (Optional[Path], typer.Option(
+        None, "--pip-index-credentials-file", help="File whose first line is USER:PASSWORD for --pip-index.")),
+    "pip_index_credentials_env": (Optional[str], typer.Option(
+        None, "--pip-index-credentials-env", help="Environment variable holding USER:PASSWORD for --pip-index.")),
+    "ca_bundle": (Optional[List[Path]], CA_BUNDLE),
+    "host_ca": (bool, typer.Option(True, "--host-ca/--no-host-ca",
+                                   help="Let the build's downloads trust what this machine trusts "
+                                        "(its CA bundle; not kept).")),
+}
+
+# The render-options group (render and build): what a user may change in a release.
+RENDER: dict[str, tuple[Any, Any]] = {
+    "cuda_cc": (Optional[str], CUDA_CC),
+    "xla": (Optional[bool], typer.Option(None, "--xla/--no-xla", help="Build the XLA path (default: the release's).")),
+    "gcp": (Optional[bool], typer.Option(None, "--gcp/--no-gcp", help="Build gs:// support (default: the release's).")),
+    "hdfs": (Optional[bool], typer.Option(None, "--hdfs/--no-hdfs",
+                                          help="Build hdfs:// support (default: the release's).")),
+    "env": (Optional[List[str]], typer.Option(None, "--env",
+                                              help="Extra or changed env default NAME=VALUE (repeatable).")),
+    "base": (str, BASE),
+    "repo": (Optional[str], REPO),
+    "framework_src": (Optional[Path], typer.Option(None, "--framework-src",
+                                                   help="Framework source tree to build (default: framework-src/).")),
+}
+
+# `builder cache serve`: the server's typed options.
+CACHE_SERVER: dict[str, tuple[Any, Any]] = {
+    "directory": (Optional[Path], CACHE_DIR),
+    "port": (int, typer.Option(8742, "--port", help="TCP port (1-65535).")),
+    "listen": (str, typer.Option("127.0.0.1", "--listen", "--address",
+                                 help="IP address to listen on (0.0.0.0 for other machines: their writes then need "
+                                      "the write credential).")),
+    "max_size": (str, typer.Option("20G", "--max-size", help="Keep the store under this size, oldest objects first.")),
+    "max_object_size": (str, typer.Option("512M", "--max-object-size",
+                                          help="Largest object accepted (512M, 2G, ...).")),
+    "write_credentials_file": (Optional[Path], typer.Option(
+        None, "--write-credentials-file",
+        help="USER:PASSWORD (one line) for writes from other machines when listening beyond loopback "
+             "(default: generated into DIR/.server/write-credentials).")),
+}
+
+# The registry-credentials group.
+REGISTRY_CREDENTIALS: dict[str, tuple[Any, Any]] = {
+    "username": (Optional[str], typer.Option(None, "--username",
+                                             help="Registry user name (the password never goes on the command line).")),
+    "username_env": (Optional[str], typer.Option(None, "--username-env",
+                                                 help="Environment variable holding the registry user name.")),
+    "password_env": (Optional[str], typer.Option(None, "--password-env",
+                                                 help="Environment variable holding the registry password or token.")),
+    "password_stdin": (bool, typer.Option(False, "--password-stdin",
+                                          help="Read the registry password from standard input.")),
+}
+
+
+def _with_group(group: dict[str, tuple[Any, Any]], param: str, make: Callable[[dict], Any]) -> Callable:
+    """A decorator: replace the command's parameter PARAM by GROUP's options; the command
+    receives make(values of the group) as PARAM."""
+
+    def decorate(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.name != param]
+        params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+                   for name, (annotation, option) in group.items()]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in group}
+            return fn(**kwargs, **{param: make(values)})
+
+        command.__signature__ = sig.replace(parameters=params)  # what typer reads
+        command.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != param},
+                                   **{name: annotation for name, (annotation, _) in group.items()}}
+        return command
+
+    return decorate
+
+
+def _settings_reader(values: dict) -> Callable[[], Any]:
+    def read():
+        from builder.buildsettings import from_options
+
+        return from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
+                            (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
+                             values["pip_index_credentials_file"], values["pip_index_credentials_env"]))
+
+    read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
+    return read
+
+
+def _credentials_reader(values: dict) -> Callable[[], Any]:
+    def read():
+        from builder.registry import credentials_from
+
+        return credentials_from(values["username"], values["username_env"], values["password_env"],
+                                values["password_stdin"])
+
+    return read
+
+
+# The command gets `render`: the render options as given (a dict, None where not given).
+with_render_options = _with_group(RENDER, "render", lambda values: values)
+# The command gets `settings`: a function returning the BuildSettings (read when called, so
+# each command decides what is checked first), with `.ca_bundle` for --bake-ca.
+with_build_settings = _with_group(SETTINGS, "settings", _settings_reader)
+# The command gets `credentials`: a function returning the registry Credentials (or None).
+with_registry_credentials = _with_group(REGISTRY_CREDENTIALS, "credentials", _credentials_reader)
+
+
+
+def _server_reader(values: dict) -> Callable[[], Any]:
+    def read():
+        from builder import cache
+
+        return cache.CacheServer.checked(values["directory"] or cache.default_dir(), values["port"], values["listen"],
+                                         values["max_size"], values["max_object_size"],
+                                         values["write_credentials_file"])
+
+    return read
+
+
+# The command gets `server`: a function returning the checked CacheServer.
+with_cache_server = _with_group(CACHE_SERVER, "server", _server_reader)

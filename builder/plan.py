@@ -1,0 +1,251 @@
+"""Plans: what a command will do, as a pure value computed from the catalog and the
+options. Nothing here talks to an engine, a registry or the network, so every plan is
+unit-tested without a daemon and printed by `--dry-run`; `builder.run` carries plans out.
+
+    catalog + options --plan_*()--> Plan --run.*(plan, engine)--> images, tags, pushes
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder import cuda_arch, grammar, lock, urls
+from builder.base_recipe import BaseRecipe
+from builder.catalog import Catalog, Release, Variant
+from builder.errors import UserError
+from builder.render import RenderOptions, Rendered, check_base_option, render
+
+
+def default_build_id(now: float | None = None) -> str:
+    return time.strftime("%Y%m%d.%H%M%S", time.gmtime(now))
+
+
+def check_ref(ref: str, what: str, image_id: bool = False) -> None:
+    """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
+    if image_id and grammar.IMAGE_ID.fullmatch(ref):
+        return
+    why = grammar.reference_problem(ref)
+    if why:
+        raise UserError(f"{what} {grammar.shown(ref)} {why}")
+
+
+def check_compile_cache(url: str | None) -> None:
+    if url:  # it is a build arg: credentials in it would land in docker history and the log
+        urls.check_url(url, "--compile-cache", "and a compile-cache URL is a build argument, so they would also land "
+                       "in docker history and the build log: builds on the cache's own machine write without "
+                       "credentials (see `builder cache serve --help`)")
+
+
+def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
+                   gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
+                   base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = ()) -> RenderOptions:
+    return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
+                         base=base, repository=repo, baked_ca=baked_ca,
+                         offline_base_image=BaseRecipe(release.offline).tag if release is not None else None)
+
+
+def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str, str]]]:
+    """The variants that can be built here, and (name, reason) for the others."""
+    ok, skipped = [], []
+    for v in release.variants.values():
+        reason = lock.refusal(release, v)
+        if reason:
+            skipped.append((v.name, reason))
+        else:
+            ok.append(v)
+    return ok, skipped
+
+
+# --- build --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BuildArgs:
+    """`builder build`'s options, as given."""
+
+    release: str
+    variant: str | None = None
+    all_variants: bool = False
+    cuda_cc: str | None = None
+    xla: bool | None = None
+    gcp: bool | None = None
+    hdfs: bool | None = None
+    env: tuple[str, ...] = ()
+    base: str = "auto"
+    repo: str | None = None
+    tags: tuple[str, ...] = ()
+    build_id: str | None = None
+    framework_src: Path | None = None
+    no_cache: bool = False
+    compile_cache: str | None = None
+    push_to: str | None = None
+    insecure_registry: bool = False
+    baked_ca: tuple[str, ...] = ()  # PEM texts (--bake-ca with --ca-bundle)
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    variant: Variant
+    rendered: Rendered
+    refs: tuple[str, ...]  # tagged on success, in this order
+
+    @property
+    def image(self) -> str:
+        return self.rendered.meta["image"]
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    release: Release
+    variants: tuple[VariantPlan, ...]
+    skipped: tuple[tuple[str, str], ...]  # (variant, why it cannot be built here)
+    options: RenderOptions
+    build_id: str
+    base: str  # auto | upstream | offline | an image reference
+    framework_src: Path | None = None
+    no_cache: bool = False
+    compile_cache: str | None = None
+    push_to: str | None = None
+    insecure_registry: bool = False
+    keep_going: bool = False  # --all: a failed variant does not stop the others
+    checks: tuple[str, ...] = ("read-back",)
+
+    def dry_run(self, base_image: str, base_kind: str, build_base: bool) -> list[dict]:
+        return [{"release": self.release.name, "variant": v.variant.name, "base": base_image, "base_kind": base_kind,
+                 "build_base": build_base, "tags": list(v.refs), "build_id": self.build_id} for v in self.variants]
+
+
+def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> BuildPlan:
+    """Check every option and render every variant (all before anything is built)."""
+    rel = catalog.get(args.release)
+    if args.all_variants and args.variant:
+        raise UserError("--all and --variant exclude each other")
+    if args.all_variants and args.tags:
+        raise UserError("--tag names one image; it cannot go with --all")
+    skipped: list[tuple[str, str]] = []
+    if args.variant:
+        variants = [rel.variant(args.variant)]
+    elif args.all_variants:  # --all builds what can be built here and says why it skips the rest
+        variants, skipped = buildable_variants(rel)
+    else:
+        variants = [rel.variant("tf2-py3" if "tf2-py3" in rel.variants else next(iter(rel.variants)))]
+    bid = default_build_id(now) if args.build_id is None else args.build_id
+    if not grammar.BUILD_ID.fullmatch(bid):
+        raise UserError(f"--build-id {grammar.shown(bid)} may hold only letters, digits, '_', '.' and '-' "
+                        "(64 at most, not starting with '.' or '-')")
+    for t in args.tags:
+        check_ref(t, "--tag")
+    if not args.tags:  # each variant is also tagged TAG-BUILD_ID: that tag must be valid too
+        for v in variants:
+            why = grammar.tag_problem(f"{v.tag}-{bid}")
+            if why:
+                raise UserError(f"the build-id tag {grammar.shown(f'{v.tag}-{bid}')} {why}: give a shorter --build-id")
+    if args.framework_src is not None and not args.framework_src.is_dir():
+        raise UserError(f"--framework-src {args.framework_src} is not a directory")
+    check_base_option(args.base)
+    check_compile_cache(args.compile_cache)
+    if args.push_to:
+        from builder.registry import target_ref
+
+        target_ref("x:y", args.push_to, None)  # the registry's grammar, before building
+    opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env, args.base, args.repo,
+                          args.baked_ca)
+    planned = []
+    for v in variants:  # every render problem is reported before anything is built
+        rendered = render(rel, v, opts)
+        image = rendered.meta["image"]
+        planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
+    return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
+                     args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
+                     keep_going=args.all_variants)
+
+
+def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
+    """The PEM texts --bake-ca installs in the image."""
+    if not bake_ca:
+        return ()
+    if not ca_bundles:
+        raise UserError("--bake-ca needs at least one --ca-bundle")
+    return tuple(Path(p).read_text() for p in ca_bundles)
+
+
+# --- derive -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DerivePlan:
+    parent: str
+    tag: str
+    spec: "DeriveSpec"  # noqa: F821 (builder.derive)
+    compile_cache: str | None = None
+    no_cache: bool = False
+    test: bool = True
+    checks: tuple[str, ...] = ("patches apply", "read-back", "conformance")
+
+    @property
+    def log_name(self) -> str:
+        return f"derive-{self.tag.replace('/', '_').replace(':', '_')}.log"
+
+
+def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches: list[Path] = (),
+                apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
+                compile_cache: str | None = None, no_cache: bool = False, test: bool = True) -> DerivePlan:
+    from builder.derive import DeriveSpec, parse_nvbuild_args
+
+    spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
+                      apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
+    spec.validate()
+    check_ref(parent, "--from", image_id=True)
+    check_ref(tag, "--tag")
+    check_compile_cache(compile_cache)
+    checks = DerivePlan.checks if test else DerivePlan.checks[:-1]
+    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, checks)
+
+
+# --- push ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PushPlan:
+    image: str
+    ref: str  # where it goes: REGISTRY/NAME:TAG
+    tries: int = 4
+    insecure: bool = False
+
+
+def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4, insecure: bool = False) -> PushPlan:
+    from builder.registry import target_ref
+
+    if tries < 1:
+        raise UserError("--tries must be at least 1")
+    return PushPlan(image, target_ref(image, registry, tag), tries, insecure)
+
+
+# --- base ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BasePlan:
+    release: str
+    recipe: BaseRecipe
+    rebuild: bool = False
+
+    @property
+    def tag(self) -> str:
+        return self.recipe.tag
+
+
+def plan_base(catalog: Catalog, release: str, rebuild: bool = False) -> BasePlan:
+    rel = catalog.get(release)
+    return BasePlan(rel.name, BaseRecipe(rel.offline), rebuild)
+
+
+def parse_capabilities(text: str | None, what: str = "--cuda-cc") -> list[str]:
+    """An explicit list of compute capabilities (no 'all' or 'local')."""
+    if not text:
+        return []
+    try:
+        parsed = cuda_arch.parse(text)
+    except cuda_arch.ArchError as exc:
+        raise UserError(f"{what}: {exc}") from None
+    if isinstance(parsed, str):
+        raise UserError(f"{what} takes a list of capabilities here")
+    return parsed
+

@@ -1,0 +1,197 @@
+"""Carrying plans out: `run_*(plan, engine, ...)` does the I/O a plan describes, on any
+engine that implements `builder.engine.Engine` (the Docker engine, or the fake one the
+unit tests use). Results go to `out.result` (stdout), messages to `out.say` (stderr);
+failures are BuilderErrors, which the CLI's one handler prints.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from builder import buildcontext, paths
+from builder.buildsettings import BuildSettings
+from builder.engine import Engine
+from builder.errors import BuildError, BuildFailure, Reported, say
+from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan
+
+
+@dataclass
+class Output:
+    """Where a run reports: results (stdout) and messages (stderr, credentials redacted)."""
+
+    result: Callable[[str], None] = print
+    say: Callable[[str], None] = say
+
+
+@dataclass
+class BuildOutcome:
+    release: str
+    variant: str
+    image_id: str = ""
+    refs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+
+
+def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSettings, creds=None, *,
+              dry_run: bool = False, quiet: bool = False, out: Output | None = None) -> list[BuildOutcome]:
+    """Check the local inputs and the registry, then connect to the engine: choose (and
+    build) the base, build each variant, tag it only on success, push it."""
+    from builder import build as b
+
+    out = out or Output()
+    for name, reason in plan.skipped:
+        out.say(f"skipped {name}: {reason}")
+    buildcontext.check_tree(plan.framework_src or paths.framework_src_dir())  # no host files in the image
+    if plan.push_to:  # before any build: an untrusted certificate or a bad password fails now
+        from builder import registry as reg
+
+        reg.check_before_build(reg.registry_host(plan.push_to), creds, plan.insecure_registry)
+    engine = connect()
+    choice = b.choose_base(engine, plan.release, plan.base, dry_run)
+    out.say(f"base: {choice.image} ({choice.reason})")
+    if dry_run:
+        for line in plan.dry_run(choice.image, choice.kind, choice.needs_build):
+            out.result(json.dumps(line))
+        return []
+    b.prepare_base(engine, plan.release, choice, settings, quiet)
+    outcomes = []
+    for vp in plan.variants:
+        try:
+            outcome = b.build_variant(engine, plan.release, vp.variant, plan.options, base=choice, settings=settings,
+                                      build_id=plan.build_id, tags=list(vp.refs), nocache=plan.no_cache,
+                                      framework_src=plan.framework_src, quiet=quiet,
+                                      compile_cache=plan.compile_cache)
+            for ref in outcome.refs:
+                out.result(ref)
+            if plan.push_to:
+                for ref in outcome.refs:
+                    run_push(plan_push_of(ref, plan), engine, creds, quiet=quiet, out=out)
+        except BuildError as exc:
+            if not plan.keep_going:
+                raise
+            out.say(exc.report())
+            outcome = BuildOutcome(plan.release.name, vp.variant.name, error=exc.message)
+        outcomes.append(outcome)
+    if plan.keep_going:
+        failed = [o for o in outcomes if o.error]
+        out.say(f"summary: {len(outcomes) - len(failed)} built, {len(failed)} failed, {len(plan.skipped)} skipped")
+        for o in outcomes:
+            out.say(f"  {o.release}/{o.variant}: " + (f"FAILED ({o.error})" if o.error else
+                                                    f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}"))
+        if failed:
+            raise Reported(f"{len(failed)} of {len(outcomes)} variants failed")
+    return outcomes
+
+
+def plan_push_of(ref: str, plan: BuildPlan) -> PushPlan:
+    from builder.plan import plan_push
+
+    return plan_push(ref, plan.push_to or "", None, 4, plan.insecure_registry)
+
+
+def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False, as_json: bool = False,
+             out: Output | None = None):
+    """Push, verify the digest through the registry API, print REF@DIGEST (or the report)."""
+    from builder import registry as reg
+
+    out = out or Output()
+    result = reg.Pusher(engine, tries=plan.tries, quiet=quiet).push(plan.image, plan.ref, creds, plan.insecure)
+    out.result(reg.write_report(result) if as_json else result.pinned)
+    return result
+
+
+def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalog, *, quiet: bool = False,
+               out: Output | None = None) -> str:
+    """Check the parent and the patches, build untagged, read back, test, then tag."""
+    from builder import derive as dv, inspect as insp
+
+    out = out or Output()
+    insp.labels_of(engine, plan.parent)  # a builder image, or a clear error
+    dv.check_capabilities(plan.spec, plan.parent, engine.inspect(plan.parent))
+    dv.check_patches(engine, plan.parent, plan.spec.patches)
+    dv.check_horovod_patches(engine, plan.parent, plan.spec.horovod_patches)
+    log_path = paths.logs_dir() / plan.log_name
+    image_id = dv.build(engine, plan.spec, plan.parent, settings, plan.compile_cache, plan.no_cache, log_path, quiet)
+    image_id = dv.verify_and_label(engine, catalog, image_id, log_path)
+    if plan.test:
+        from builder import conformance
+        from builder.conformance import runner
+
+        derived_suite = Path(conformance.__file__).parent / "derived"
+        if runner.run(image_id, [str(derived_suite)], stdout=sys.stderr) != 0:
+            raise BuildFailure(f"the derived image {image_id[:19]} failed its conformance tests; "
+                               f"{plan.tag} was not moved")
+    engine.tag(image_id, plan.tag)
+    out.result(plan.tag)
+    return image_id
+
+
+def run_base(plan: BasePlan, engine: Engine, settings: BuildSettings, *, quiet: bool = False,
+             out: Output | None = None) -> str:
+    from builder.base import ensure_base
+
+    out = out or Output()
+    tag, built = ensure_base(engine, plan.recipe, settings, rebuild=plan.rebuild, quiet=quiet)
+    if not built:
+        out.say(f"base: {tag} exists (recipe unchanged); nothing to do")
+    out.result(tag)
+    return tag
+
+
+def run_tests(image: str, tests: list[Path], select: str | None, connect: Callable[[], Engine], *,
+              out: Output | None = None) -> int:
+    """The conformance suite (plus TESTS) against a container of IMAGE; pytest's exit code.
+    A derived image re-runs its parent's suite (the same one) plus its own checks."""
+    from builder import conformance, inspect as insp
+    from builder.conformance import runner
+    from builder.errors import UserError
+
+    out = out or Output()
+    if select is not None:
+        runner.check_select(select)
+    for t in tests:
+        if not t.exists():
+            raise UserError(f"--tests {t}: no such file or directory")
+    labels = insp.labels_of(connect(), image)
+    suite = Path(conformance.__file__).parent
+    extra = [str(t) for t in tests]
+    if labels.get(f"{insp.LABEL}.parent") and (suite / "derived").is_dir():
+        extra.append(str(suite / "derived"))
+    out.say(f"test: {image}: {' '.join([str(suite), *extra])}")
+    return runner.run(image, extra, select)
+
+
+def run_lock(catalog, release: str | None, variant: str | None, check: bool, upgrade: bool, *,
+             out: Output | None = None) -> bool:
+    """Write (or, with CHECK, compare) the hash-locked requirements; False when CHECK found
+    the committed locks differ from the catalog."""
+    from builder import lock as lk
+    from builder.errors import UserError
+
+    out = out or Output()
+    if check and upgrade:
+        raise UserError("--check and --upgrade exclude each other")
+    root = lk.locks_dir()
+    plan = lk.plan(catalog, release, variant)
+    for reason in plan.skipped:
+        out.say(f"skipped {reason}")
+    where = lk.shown(root)
+    if check:
+        problems = lk.check(plan, root)
+        if problems:
+            out.say("\n".join([f"{where} differs from the catalog (run `builder lock`):", *(f"  {p}" for p in problems)]))
+            return False
+        out.result(f"{where} matches the catalog ({len(plan.targets)} locks, {len(plan.horovod)} Horovod locks)")
+        return True
+    written, current, removed = lk.write(plan, root, upgrade, out.say)
+    for path in written:
+        out.result(f"wrote {lk.shown(path)}")
+    for path in removed:
+        out.result(f"removed {lk.shown(path)} (stray)")
+    out.say(f"locks: {len(written)} written, {current} up to date, {len(removed)} removed, "
+            f"{len(plan.skipped)} variants skipped")
+    return True

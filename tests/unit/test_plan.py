@@ -1,0 +1,108 @@
+"""Plans are pure values: computed from the catalog and the options, no engine."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder import catalog, plan as pl
+from builder.base_recipe import BaseRecipe
+from builder.errors import UserError
+
+CAT = catalog.load()
+
+
+def build_plan(**kw) -> pl.BuildPlan:
+    return pl.plan_build(CAT, pl.BuildArgs(**{"release": "21.08", "build_id": "b1", **kw}))
+
+
+def test_default_variant_and_its_two_tags():
+    plan = build_plan()
+    assert [v.variant.name for v in plan.variants] == ["tf2-py3"]
+    assert plan.variants[0].refs == ("local/tensorflow:21.08-tf2-py3", "local/tensorflow:21.08-tf2-py3-b1")
+    assert plan.build_id == "b1" and plan.base == "auto" and not plan.keep_going
+    assert plan.options.offline_base_image == BaseRecipe(CAT.get("21.08").offline).tag
+
+
+def test_explicit_tags_replace_the_release_tags_and_repo_moves_them():
+    assert build_plan(tags=("me/tf:x",)).variants[0].refs == ("me/tf:x",)
+    assert build_plan(repo="reg.example/ml/tf").variants[0].refs[0] == "reg.example/ml/tf:21.08-tf2-py3"
+
+
+def test_all_skips_what_cannot_be_built_here_and_keeps_going():
+    plan = build_plan(all_variants=True)
+    assert [v.variant.name for v in plan.variants] == ["tf2-py3"]
+    assert [name for name, _ in plan.skipped] == ["tf1-py3"] and "1.15" in plan.skipped[0][1]
+    assert plan.keep_going
+
+
+def test_default_build_id_is_the_utc_time():
+    plan = pl.plan_build(CAT, pl.BuildArgs(release="21.08"), now=0)
+    assert plan.build_id == "19700101.000000"
+
+
+def test_render_options_reach_the_rendered_dockerfile():
+    plan = build_plan(cuda_cc="8.6", xla=False, env=("A=1",))
+    rendered = plan.variants[0].rendered
+    assert "TF_CUDA_COMPUTE_CAPABILITIES=\"8.6\"" in rendered.dockerfile or "8.6" in str(rendered.meta)
+    assert plan.options.xla is False and plan.options.env == (("A", "1"),)
+
+
+def test_dry_run_lines_name_base_tags_and_build_id():
+    lines = build_plan().dry_run("local/cuda-base:x", "offline", True)
+    assert lines == [{"release": "21.08", "variant": "tf2-py3", "base": "local/cuda-base:x", "base_kind": "offline",
+                      "build_base": True, "tags": ["local/tensorflow:21.08-tf2-py3",
+                                                   "local/tensorflow:21.08-tf2-py3-b1"], "build_id": "b1"}]
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"all_variants": True, "variant": "tf2-py3"}, "--all and --variant exclude each other"),
+    ({"all_variants": True, "tags": ("a:b",)}, "--tag names one image"),
+    ({"build_id": "../x"}, "--build-id"),
+    ({"build_id": "x" * 65}, "64 at most"),
+    ({"tags": ("Upper/Case:x",)}, "lowercase"),
+    ({"base": "a b"}, "--base"),
+    ({"compile_cache": "ftp://x"}, "--compile-cache"),
+    ({"push_to": "not a registry"}, "--registry"),
+    ({"variant": "nope"}, "nope"),
+    ({"release": "99.99"}, "unknown release"),
+    ({"env": ("NOEQUALS",)}, "NAME=VALUE"),
+    ({"framework_src": Path("/no/such/dir")}, "is not a directory"),
+])
+def test_bad_options_are_refused_in_the_plan(kw, message):
+    with pytest.raises(UserError, match=message.replace("-", "\\-").replace(".", "\\.")):
+        build_plan(**kw)
+
+
+def test_bake_ca_needs_a_bundle(tmp_path):
+    with pytest.raises(UserError, match="needs at least one --ca-bundle"):
+        pl.baked_ca(True, [])
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+    assert pl.baked_ca(True, [pem]) == (pem.read_text(),) and pl.baked_ca(False, [pem]) == ()
+
+
+def test_derive_plan(tmp_path):
+    patch = tmp_path / "fix.patch"
+    patch.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    plan = pl.plan_derive("local/tensorflow:21.08-tf2-py3", "me/tf:fix", patches=[patch], pip=["six==1.16.0"])
+    assert plan.spec.patches == [patch] and plan.spec.pip == ["six==1.16.0"]
+    assert plan.checks == ("patches apply", "read-back", "conformance") and plan.log_name == "derive-me_tf_fix.log"
+    assert pl.plan_derive("a:b", "c:d", apt=["jq"], test=False).checks == ("patches apply", "read-back")
+    with pytest.raises(UserError, match="nothing to derive"):
+        pl.plan_derive("a:b", "c:d")
+    with pytest.raises(UserError, match="--tag"):
+        pl.plan_derive("a:b", "C:d", apt=["jq"])
+
+
+def test_push_plan_targets_the_registry():
+    plan = pl.plan_push("local/tensorflow:21.08-tf2-py3", "localhost:5000/ml")
+    assert plan.ref == "localhost:5000/ml/tensorflow:21.08-tf2-py3" and plan.tries == 4
+    assert pl.plan_push("a/b:c", "h:1", tag="t").ref == "h:1/b:t"
+    with pytest.raises(UserError, match="--tries"):
+        pl.plan_push("a:b", "h:1", tries=0)
+
+
+def test_base_plan_is_the_recipe_of_the_release():
+    plan = pl.plan_base(CAT, "26.11")
+    assert plan.tag == BaseRecipe(CAT.get("26.11").offline).tag and not plan.rebuild

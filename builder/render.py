@@ -15,7 +15,7 @@ from typing import Any
 
 import jinja2
 
-from builder import cuda_arch, grammar, lock, paths, quoting
+from builder import contract, cuda_arch, grammar, lock, paths, quoting
 from builder.catalog import Release, Variant
 from builder.errors import UserError
 
@@ -155,9 +155,9 @@ def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
 
 def check_base_option(base: str) -> None:
     """--base: a choice or an image reference (Docker's grammar) or image id."""
-    if base in BASE_CHOICES or grammar.IMAGE_ID.fullmatch(base):
+    if base in BASE_CHOICES or contract.IMAGE_ID.fullmatch(base):
         return
-    why = grammar.reference_problem(base)
+    why = contract.reference_problem(base)
     if why:
         raise UserError(f"--base {grammar.shown(base)} is not auto, upstream, offline or an image reference: it {why}")
 
@@ -196,7 +196,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
                             "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)")
         env[name] = value
     repository = release.repository if options.repository is None else options.repository
-    why = grammar.repository_problem(repository)
+    why = contract.repository_problem(repository)
     if why:
         raise UserError(f"--repo {grammar.shown(repository)} {why}")
     image_ref = f"{repository}:{variant.tag}"

@@ -17,9 +17,9 @@ import jinja2
 
 from builder import contract, cuda_arch, grammar, lock, paths, quoting
 from builder.catalog import Release, Variant
+from builder.contract import InImage, Label
 from builder.errors import UserError
 
-LABEL_PREFIX = "dev.tfbuilder"
 BASE_CHOICES = ("auto", "upstream", "offline")
 
 # Packages nvbuild.sh needs on top of the CUDA base (sorted, one per line in the Dockerfile).
@@ -113,6 +113,9 @@ def _template_env(directory: str) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters.update(quoting.FILTERS)
+    # The image contract (builder/contract.py): templates name label keys and in-image
+    # paths through these instead of spelling them.
+    env.globals.update(label=Label, image=InImage)
     return env
 
 
@@ -205,19 +208,19 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     # What was asked for. What the image really holds (framework version, libraries,
     # coverage) is read back from the built image and labelled by the builder afterwards.
     labels = {
-        "org.opencontainers.image.title": f"{variant.framework_name} {variant.tag}",
-        "org.opencontainers.image.version": variant.tag,
+        Label.TITLE: f"{variant.framework_name} {variant.tag}",
+        Label.VERSION: variant.tag,
         **release.labels,
         **variant.labels,
-        f"{LABEL_PREFIX}.release": release.name,
-        f"{LABEL_PREFIX}.variant": variant.name,
-        f"{LABEL_PREFIX}.requested-framework": f"{variant.package}=={variant.framework_version}",
-        f"{LABEL_PREFIX}.cuda-compute-capabilities": cc_text,
-        f"{LABEL_PREFIX}.xla": build_env["TF_ENABLE_XLA"],
-        f"{LABEL_PREFIX}.gcp": build_env["TF_NEED_GCP"],
-        f"{LABEL_PREFIX}.hdfs": build_env["TF_NEED_HDFS"],
-        f"{LABEL_PREFIX}.base": options.base if options.base in BASE_CHOICES else "custom",
-        f"{LABEL_PREFIX}.env-overrides": ",".join(name for name, _ in options.env),
+        Label.RELEASE: release.name,
+        Label.VARIANT: variant.name,
+        Label.REQUESTED_FRAMEWORK: f"{variant.package}=={variant.framework_version}",
+        Label.CUDA_COMPUTE_CAPABILITIES: cc_text,
+        Label.XLA: build_env["TF_ENABLE_XLA"],
+        Label.GCP: build_env["TF_NEED_GCP"],
+        Label.HDFS: build_env["TF_NEED_HDFS"],
+        Label.BASE: options.base if options.base in BASE_CHOICES else "custom",
+        Label.ENV_OVERRIDES: ",".join(name for name, _ in options.env),
     }
     return SimpleNamespace(
         release=release,
@@ -233,7 +236,6 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         toggles=toggles,
         env=env,
         labels=labels,
-        label_prefix=LABEL_PREFIX,
         year=year,
         upstream_copyright=release.entrypoint["upstream_copyright"].replace("{year}", str(year)),
         baked_ca=bool(options.baked_ca),

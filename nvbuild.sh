@@ -695,7 +695,10 @@ write_build_info() {
     local rc=$?
     [ "$rc" = 0 ] || { rm -f "$BUILD_INFO.tmp"; fail report "$REPORT_SCRIPT exited $rc"; }
   else
-    # Until image_report.py ships next to this script: what the built framework reports.
+    # No image_report.py next to this script (every image ships it; a bare tree such as
+    # the unit tests' does not): what the built framework reports, with at least the keys
+    # the banner reads (builder/contract.py, BuildInfo.BANNER_KEYS). It stays inline: the
+    # script that would hold it is what is missing here.
     local report
     if [ "${DRIVER:-}" = tensorflow ]; then
       report='import json, tensorflow as tf; i = dict(tf.sysconfig.get_build_info()); i["framework_name"] = "TensorFlow"; i["version"] = tf.__version__; print(json.dumps(i, default=str))'

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from builder import cuda_arch, grammar
+from builder import contract, cuda_arch, grammar
 from builder.errors import CatalogError, Problem
 # Every field's grammar is in builder/grammar.py (whole-string matches); these names are
 # the ones other modules import from here.
@@ -376,7 +376,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
         if k not in TOP_KEYS:
             c.add(str(k), f"unknown key (allowed: {', '.join(sorted(TOP_KEYS))})")
     repository = c.string("repository") or ""
-    why = grammar.repository_problem(repository) if repository else None
+    why = contract.repository_problem(repository) if repository else None
     if why:
         c.add("repository", f"{shown(repository)} {why}")
     c.mapping("os", {"distro", "version"})
@@ -395,12 +395,12 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
     c.mapping("base", {"upstream", "offline"})
     c.mapping("base.upstream", {"image", "digest"})
     upstream = c.string("base.upstream.image")
-    if upstream is not None and (grammar.reference_problem(upstream) or "@" in upstream):
-        c.add("base.upstream.image", f"{shown(upstream)} {grammar.reference_problem(upstream) or 'has a digest'}: "
+    if upstream is not None and (contract.reference_problem(upstream) or "@" in upstream):
+        c.add("base.upstream.image", f"{shown(upstream)} {contract.reference_problem(upstream) or 'has a digest'}: "
                                      "give NAME:TAG here and the digest in base.upstream.digest")
         upstream = None
     digest = c.string("base.upstream.digest", required=False)
-    if digest is not None and not grammar.SHA256_DIGEST.fullmatch(digest):
+    if digest is not None and not contract.SHA256_DIGEST.fullmatch(digest):
         c.add("base.upstream.digest", "must be sha256:<64 hex digits>")
     c.mapping("base.offline", {"debian", "cuda", "python"})
     suite = c.string("base.offline.debian")
@@ -464,7 +464,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
         if api is not None and api not in (1, 2):
             c.add(f"{key}.framework.api", f"must be 1 or 2, got {shown(api)}")
         tag = c.string(f"{key}.tag", required=False) or f"{rel}-{vname}"
-        why = grammar.tag_problem(tag)
+        why = contract.tag_problem(tag)
         if why:
             c.add(f"{key}.tag", f"{shown(tag)} {why}")
         package, pythons, pins = _check_wheel(c, f"{key}.framework")

@@ -15,9 +15,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from builder import buildsettings, cuda_arch, grammar
+from builder.contract import InImage, Label
 from builder.engine import BuildRequest, DockerEngine, Progress
 from builder.errors import PatchError, UserError
-from builder.render import LABEL_PREFIX as LABEL, template_env
+from builder.render import template_env
 
 
 
@@ -127,7 +128,7 @@ def parent_cuda(info: dict) -> str | None:
     CUDA_VERSION its base declares; None when it says neither."""
     labels = dict(info.get("Config", {}).get("Labels") or {})
     env = dict(e.split("=", 1) for e in info.get("Config", {}).get("Env") or [] if "=" in e)
-    for value in (labels.get(f"{LABEL}.cuda"), env.get("CUDA_VERSION")):
+    for value in (labels.get(Label.CUDA), env.get("CUDA_VERSION")):
         if value and re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)*", value):
             return value
     return None
@@ -156,7 +157,7 @@ def patch_records(patches: list[Path]) -> list[dict]:
 
 
 def check_patches(engine: DockerEngine, parent: str, patches: list[Path],
-                  source: str = "/opt/tensorflow/tensorflow-source", setup: str = "") -> None:
+                  source: str = InImage.SOURCE, setup: str = "") -> None:
     """Apply the patches, in order, to the parent's source in a throwaway container."""
     if not patches:
         return
@@ -183,8 +184,8 @@ def check_patches(engine: DockerEngine, parent: str, patches: list[Path],
 
 def check_horovod_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> None:
     """Horovod patches apply on top of the ones the parent already ships, as in nvbuild.sh."""
-    setup = ("[ -d /opt/tensorflow/horovod-source ] || exit 3; cp -r /opt/tensorflow/horovod-source /tmp/hvd-check "
-             "&& for s in /opt/tensorflow/patches/horovod/*.patch; do [ -e \"$s\" ] || continue; "
+    setup = (f"[ -d {InImage.HOROVOD_SOURCE} ] || exit 3; cp -r {InImage.HOROVOD_SOURCE} /tmp/hvd-check "
+             f"&& for s in {InImage.HOROVOD_PATCHES}/*.patch; do [ -e \"$s\" ] || continue; "
              "(cd /tmp/hvd-check && patch -p1 --forward --batch -s < \"$s\") || exit 4; done; ")
     check_patches(engine, parent, patches, source="/tmp/hvd-check", setup=setup)
 
@@ -200,19 +201,19 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
             raise UserError(f"--nvbuild-args --sm: {exc}") from None
     records = patch_records(spec.patches)
     hvd_records = patch_records(spec.horovod_patches)
-    previous = json.loads(parent_labels.get(f"{LABEL}.patches") or "[]")
-    previous_hvd = json.loads(parent_labels.get(f"{LABEL}.horovod-patches") or "[]")
+    previous = json.loads(parent_labels.get(Label.PATCHES) or "[]")
+    previous_hvd = json.loads(parent_labels.get(Label.HOROVOD_PATCHES) or "[]")
     labels = {
-        f"{LABEL}.parent": parent_ref,
-        f"{LABEL}.parent-id": parent_id,
-        f"{LABEL}.patches": json.dumps(previous + records, separators=(",", ":")),
-        f"{LABEL}.horovod-patches": json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
-        f"{LABEL}.apt-packages": " ".join(spec.apt),
-        f"{LABEL}.pip-packages": " ".join(spec.pip),
-        f"{LABEL}.nvbuild-args": " ".join(spec.nvbuild_args),
+        Label.PARENT: parent_ref,
+        Label.PARENT_ID: parent_id,
+        Label.PATCHES: json.dumps(previous + records, separators=(",", ":")),
+        Label.HOROVOD_PATCHES: json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
+        Label.APT_PACKAGES: " ".join(spec.apt),
+        Label.PIP_PACKAGES: " ".join(spec.pip),
+        Label.NVBUILD_ARGS: " ".join(spec.nvbuild_args),
     }
     if cuda_cc:
-        labels[f"{LABEL}.cuda-compute-capabilities"] = cuda_cc
+        labels[Label.CUDA_COMPUTE_CAPABILITIES] = cuda_cc
     d = SimpleNamespace(parent_ref=parent_ref, patches=records, horovod_patches=hvd_records,
                         rebuild=bool(spec.patches or spec.horovod_patches or spec.nvbuild_args),
                         nvbuild_args=spec.nvbuild_args, cuda_cc=cuda_cc,
@@ -253,12 +254,12 @@ def verify_and_label(engine: DockerEngine, catalog, image_id: str, log_path: Pat
     info = engine.inspect(image_id)
     labels = dict(info["Config"].get("Labels") or {})
     env = dict(e.split("=", 1) for e in info["Config"].get("Env") or [] if "=" in e)
-    release = catalog.get(labels[f"{LABEL}.release"])
-    variant = release.variant(labels[f"{LABEL}.variant"])
+    release = catalog.get(labels[Label.RELEASE])
+    variant = release.variant(labels[Label.VARIANT])
     caps = env.get("TF_CUDA_COMPUTE_CAPABILITIES", "")
     meta = {"cuda_compute_capabilities": [a for a in caps.split(",") if a] if caps != "local" else "local",
             "toggles": {t: env.get(f"TF_{k}", "0") == "1" for t, k in
                         (("xla", "ENABLE_XLA"), ("gcp", "NEED_GCP"), ("hdfs", "NEED_HDFS"))}}
-    has_ext, _ = engine.run_capture(image_id, ["test", "-f", "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"])
+    has_ext, _ = engine.run_capture(image_id, ["test", "-f", InImage.EXTENSION_MARKER])
     return build.verify_and_label(engine, image_id, release, variant, meta, log_path,
                                   expect_extension=has_ext == 0)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
+from builder.contract import split_ref  # the one reference grammar (image contract)
 from builder.errors import BuildError, Interrupted, UserError, redact
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -73,14 +74,6 @@ class Engine(Protocol):
     def image_labels(self, ref: str) -> dict[str, str]: ...
     def pull(self, ref: str) -> bool: ...
     def import_rootfs(self, tar_path: Path, ref: str) -> str: ...
-
-
-def split_ref(ref: str) -> tuple[str, str]:
-    """'host:5000/a/b:tag' -> ('host:5000/a/b', 'tag'); no tag means 'latest'."""
-    name, sep, tag = ref.rpartition(":")
-    if not sep or "/" in tag:
-        return ref, "latest"
-    return name, tag
 
 
 HEARTBEAT_SECONDS = 30.0

@@ -14,30 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# --- Docker's image reference grammar (github.com/distribution/reference, regexp.go) ---
-_ALNUM = r"[a-z0-9]+"
-_SEPARATOR = r"(?:[._]|__|-+)"
-PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
-_IPV6 = r"\[[a-fA-F0-9:]+\]"
-DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
-REMOTE_NAME = rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*"
-NAME = rf"(?:{DOMAIN}/)?{REMOTE_NAME}"
-TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-DIGEST_PATTERN = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-REFERENCE_PATTERN = rf"({NAME})(?::({TAG_PATTERN}))?(?:@({DIGEST_PATTERN}))?"
-NAME_TOTAL_LENGTH_MAX = 255  # distribution/reference: NameTotalLengthMax
-
-REPOSITORY = re.compile(NAME)
-# Where `builder push --registry` sends images: HOST[:PORT][/NAMESPACE].
-REGISTRY = re.compile(rf"{DOMAIN}(?:/{REMOTE_NAME})?")
-TAG = re.compile(TAG_PATTERN)
-DIGEST = re.compile(DIGEST_PATTERN)
-SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-REFERENCE = re.compile(REFERENCE_PATTERN)
-# An image id as the engine prints it, full or short (what `docker images -q` shows).
-IMAGE_ID = re.compile(r"(?:sha256:)?[0-9a-f]{12,64}")
+# Docker's image reference grammar is part of the image contract (builder/contract.py),
+# defined there once; re-exported so every grammar can still be found through this module.
+from builder.contract import (  # noqa: F401
+    DIGEST, IMAGE_ID, NAME_TOTAL_LENGTH_MAX, REFERENCE, REGISTRY, REPOSITORY, SHA256_DIGEST, TAG,
+    reference_problem, repository_problem, split_domain, tag_problem,
+)
 
 # --- names and versions of the builder's own vocabulary ---
 # Release names become directory names (dockerfiles/RELEASE/), tags and log file names:
@@ -102,58 +84,6 @@ def shown(value: Any, limit: int = 60) -> str:
 def one_line(message: str) -> str:
     """An error message with every line break escaped, so it stays one line."""
     return message.replace("\r", "\\r").replace("\n", "\\n").replace("\x00", "\\x00")
-
-
-def split_domain(name: str) -> tuple[str | None, str]:
-    """(domain, rest) the way Docker splits a repository name: the first component is a
-    registry host when it holds '.' or ':', is 'localhost', or has upper-case letters."""
-    first, sep, rest = name.partition("/")
-    if sep and (any(c in first for c in ".:") or first == "localhost" or first.lower() != first):
-        return first, rest
-    return None, name
-
-
-def repository_problem(name: str) -> str | None:
-    """Why NAME is not an image repository name (Docker's grammar), or None."""
-    if not isinstance(name, str) or not name:
-        return "is empty"
-    if len(name) > NAME_TOTAL_LENGTH_MAX:
-        return f"is longer than {NAME_TOTAL_LENGTH_MAX} characters"
-    if REPOSITORY.fullmatch(name):
-        return None
-    domain, rest = split_domain(name)
-    lowered = f"{domain}/{rest.lower()}" if domain is not None else rest.lower()
-    if lowered != name and REPOSITORY.fullmatch(lowered):
-        return "has upper-case letters: repository names are lowercase"
-    return ("is not a repository name (lower-case letters and digits, '.', '_' or '-' "
-            "between them, '/' between components, optionally HOST[:PORT]/ first)")
-
-
-def tag_problem(tag: str) -> str | None:
-    """Why TAG is not an image tag, or None."""
-    if not isinstance(tag, str) or not tag:
-        return "is empty"
-    if len(tag) > 128:
-        return "is longer than 128 characters"
-    if not TAG.fullmatch(tag):
-        return "is not a valid image tag (letters, digits, '_', '.' and '-', not starting with '.' or '-')"
-    return None
-
-
-def reference_problem(ref: str) -> str | None:
-    """Why REF is not an image reference NAME[:TAG][@DIGEST], or None."""
-    if not isinstance(ref, str) or not ref:
-        return "is empty"
-    m = REFERENCE.fullmatch(ref)
-    if m is not None:
-        return repository_problem(m.group(1))
-    name = ref.split("@", 1)[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name, tag = name.rsplit(":", 1)
-        why = tag_problem(tag)
-        if why:
-            return f"has an invalid tag: it {why}"
-    return repository_problem(name) or "is not an image reference NAME[:TAG][@DIGEST]"
 
 
 # --- URLs the builder hands to builds (apt mirror, pip index, compile cache) ---

@@ -26,6 +26,11 @@ if __package__:  # imported from the builder package (host side)
 else:  # run as a script in the image: cuda_arch.py sits next to it
     import cuda_arch  # type: ignore[no-redef]
 
+# The image contract's names this script needs. It runs in the image without the builder
+# package, so it cannot import builder/contract.py: tests/unit/test_contract.py proves
+# these copies (and the report's top-level keys) agree with it.
+BUILD_INFO = "/opt/tensorflow/build-info.json"
+
 # Driver user-space libraries: the host's NVIDIA container toolkit injects them; an image
 # that carries its own shadows the host driver.
 DRIVER_LIBRARIES = ("libcuda.so*", "libnvidia-ml.so*", "libnvidia-ptxjitcompiler.so*",
@@ -291,9 +296,8 @@ def horovod_report() -> dict | None:
 
 
 def _recorded_horovod_patches() -> list:
-    path = "/opt/tensorflow/build-info.json"
     try:
-        with open(path) as f:
+        with open(BUILD_INFO) as f:
             return json.load(f).get("horovod", {}).get("patches", [])
     except (OSError, ValueError, AttributeError):
         return []

@@ -6,24 +6,25 @@ import json
 
 from builder import readback
 from builder.errors import UserError
-from builder.render import LABEL_PREFIX as LABEL
+from builder.contract import LABEL_PREFIX as LABEL  # noqa: F401 (cli.py reads insp.LABEL)
+from builder.contract import BuildInfo, Label
 
 
 def labels_of(engine, image: str) -> dict[str, str]:
     labels = engine.image_labels(image)
-    if f"{LABEL}.release" not in labels:
-        raise UserError(f"{image} was not built by this builder (no {LABEL}.release label)")
+    if Label.RELEASE not in labels:
+        raise UserError(f"{image} was not built by this builder (no {Label.RELEASE} label)")
     return labels
 
 
 def requested_capabilities(labels: dict[str, str]) -> list[str]:
-    return [a for a in labels.get(f"{LABEL}.cuda-compute-capabilities", "").split(",") if a and a != "local"]
+    return [a for a in labels.get(Label.CUDA_COMPUTE_CAPABILITIES, "").split(",") if a and a != "local"]
 
 
 def describe(engine, image: str, extra_capabilities: list[str] | None = None) -> dict:
     labels = labels_of(engine, image)
     info = engine.inspect(image)
-    g = lambda k: labels.get(f"{LABEL}.{k}", "")  # noqa: E731
+    g = lambda k: labels.get(k, "")  # noqa: E731
     requested = requested_capabilities(labels)
     for arch in extra_capabilities or []:
         if arch not in requested:
@@ -34,9 +35,9 @@ def describe(engine, image: str, extra_capabilities: list[str] | None = None) ->
     return {
         "image": image,
         "id": info["Id"],
-        "release": g("release"),
-        "variant": g("variant"),
-        "framework": f"{report.get('framework_name')} {report.get('version')}",
+        "release": g(Label.RELEASE),
+        "variant": g(Label.VARIANT),
+        "framework": f"{report.get(BuildInfo.FRAMEWORK_NAME)} {report.get(BuildInfo.VERSION)}",
         "python": report.get("python"),
         "versions": {"cuda": report.get("cuda_version"), "cudnn": report.get("cudnn_version"),
                      "nccl": report.get("nccl_version"), "tensorrt": report.get("tensorrt_version"),
@@ -46,19 +47,19 @@ def describe(engine, image: str, extra_capabilities: list[str] | None = None) ->
         "libraries": libs,
         "driver_libraries": report.get("driver_libraries", []),
         "filesystems": {k: v.get("available") for k, v in (report.get("filesystems") or {}).items()},
-        "base_image": g("base-image"),
-        "base_kind": g("base"),
+        "base_image": g(Label.BASE_IMAGE),
+        "base_kind": g(Label.BASE),
         "cuda_compute_capabilities": ",".join(requested),
         "coverage": readback.coverage_summary(report),
         "coverage_table": report.get("coverage", {}),
         "cuda_binaries": report.get("cuda_binaries", []),
-        "toggles": {"xla": g("xla") == "1", "gcp": g("gcp") == "1", "hdfs": g("hdfs") == "1"},
-        "env_overrides": [e for e in g("env-overrides").split(",") if e],
-        "build_id": labels.get("com.nvidia.build.id", ""),
-        "build_ref": labels.get("com.nvidia.build.ref", ""),
-        "created": labels.get("org.opencontainers.image.created", ""),
-        "parent": g("parent"),
-        "patches": json.loads(g("patches") or "[]"),
+        "toggles": {"xla": g(Label.XLA) == "1", "gcp": g(Label.GCP) == "1", "hdfs": g(Label.HDFS) == "1"},
+        "env_overrides": [e for e in g(Label.ENV_OVERRIDES).split(",") if e],
+        "build_id": g(Label.BUILD_ID),
+        "build_ref": g(Label.BUILD_REF),
+        "created": g(Label.CREATED),
+        "parent": g(Label.PARENT),
+        "patches": json.loads(g(Label.PATCHES) or "[]"),
         "tensorflow_build_info": (report.get("tensorflow") or {}).get("build_info", {}),
         "extension_build_info": report.get("extension") or {},
         "horovod": report.get("horovod") or {},

@@ -14,7 +14,7 @@ import re
 import shlex
 from typing import Any, Callable
 
-from builder import grammar
+from builder import contract, grammar
 from builder.errors import UserError
 
 
@@ -78,7 +78,7 @@ def checked(pattern: re.Pattern[str], what: str) -> Callable[[Any], str]:
 
 def image_ref(value: Any) -> str:
     text = str(value)
-    if grammar.IMAGE_ID.fullmatch(text) or grammar.reference_problem(text) is None:
+    if contract.IMAGE_ID.fullmatch(text) or contract.reference_problem(text) is None:
         return text
     raise QuotingError(f"{grammar.shown(text)} is not an image reference NAME[:TAG][@DIGEST]")
 

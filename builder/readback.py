@@ -15,9 +15,9 @@ from pathlib import Path
 
 from builder.catalog import Release, Variant
 from builder.errors import UserError
-from builder.render import LABEL_PREFIX as LABEL
+from builder.contract import InImage, Label
 
-REPORT_SCRIPT = "/opt/tensorflow/image_report.py"
+REPORT_SCRIPT = InImage.IMAGE_REPORT
 # Libraries every GPU image must load (the driver excepted); TensorRT is optional.
 REQUIRED_LIBRARIES = ("cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse", "cudnn")
 KIND_TEXT = {"sass": "SASS", "ptx": "PTX JIT", "none": "none"}
@@ -178,17 +178,17 @@ def measured_labels(report: dict) -> dict[str, str]:
         parts.append(f"{' and '.join(built)} compiled for {caps}" if caps else " and ".join(built))
     hvd_ops = [n[:-6] for n in ("mpi_built", "gloo_built", "nccl_built", "cuda_built") if hvd.get(n) is True]
     return {
-        "org.opencontainers.image.description": "; ".join(parts),
-        f"{LABEL}.framework": str(report.get("framework_name", "")),
-        f"{LABEL}.framework-version": str(report.get("version", "")),
-        f"{LABEL}.python": str(report.get("python", "")),
-        f"{LABEL}.cuda": str(report.get("cuda_version", "")),
-        f"{LABEL}.cudnn": str(report.get("cudnn_version", "")),
-        f"{LABEL}.nccl": str(report.get("nccl_version", "")),
-        f"{LABEL}.tensorrt": str(report.get("tensorrt_version", "")),
-        f"{LABEL}.tf-trt": "available" if report.get("tf_trt_available") else "unavailable",
-        f"{LABEL}.extension": f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
-        f"{LABEL}.horovod": (f"{hvd.get('version')} ({', '.join(hvd_ops)})" if hvd else ""),
-        f"{LABEL}.filesystems": ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
-        f"{LABEL}.coverage": " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
+        Label.DESCRIPTION: "; ".join(parts),
+        Label.FRAMEWORK: str(report.get("framework_name", "")),
+        Label.FRAMEWORK_VERSION: str(report.get("version", "")),
+        Label.PYTHON: str(report.get("python", "")),
+        Label.CUDA: str(report.get("cuda_version", "")),
+        Label.CUDNN: str(report.get("cudnn_version", "")),
+        Label.NCCL: str(report.get("nccl_version", "")),
+        Label.TENSORRT: str(report.get("tensorrt_version", "")),
+        Label.TF_TRT: "available" if report.get("tf_trt_available") else "unavailable",
+        Label.EXTENSION: f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
+        Label.HOROVOD: (f"{hvd.get('version')} ({', '.join(hvd_ops)})" if hvd else ""),
+        Label.FILESYSTEMS: ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
+        Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
     }

@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import grammar
-from builder.engine import DockerEngine, Progress, signals_raise, split_ref
+from builder import contract, grammar
+from builder.contract import split_ref
+from builder.engine import DockerEngine, Progress, signals_raise
 from builder.errors import PushError, UserError, redact, register_secret
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
@@ -69,12 +70,12 @@ class PushResult:
 def target_ref(image: str, registry: str, tag: str | None) -> str:
     """IMAGE retagged under REGISTRY (HOST[:PORT][/NAMESPACE]); the repository's last
     path component is kept: local/tensorflow:21.08 -> host:5000/ns/tensorflow:21.08."""
-    if not grammar.REGISTRY.fullmatch(registry):
+    if not contract.REGISTRY.fullmatch(registry):
         raise UserError(f"--registry {grammar.shown(registry)} is not HOST[:PORT][/NAMESPACE]")
     repo, image_tag = split_ref(image.split("@")[0])
     name = repo.rsplit("/", 1)[-1]
     final_tag = tag or image_tag
-    why = grammar.tag_problem(final_tag)
+    why = contract.tag_problem(final_tag)
     if why:
         raise UserError(f"--tag {grammar.shown(final_tag)} {why}")
     return f"{registry.rstrip('/')}/{name}:{final_tag}"

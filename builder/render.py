@@ -15,11 +15,11 @@ from typing import Any
 
 import jinja2
 
-from builder import cuda_arch, grammar, lock, paths, quoting
+from builder import contract, cuda_arch, grammar, lock, paths, quoting
 from builder.catalog import Release, Variant
+from builder.contract import InImage, Label
 from builder.errors import UserError
 
-LABEL_PREFIX = "dev.tfbuilder"
 BASE_CHOICES = ("auto", "upstream", "offline")
 
 # Packages nvbuild.sh needs on top of the CUDA base (sorted, one per line in the Dockerfile).
@@ -113,6 +113,9 @@ def _template_env(directory: str) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters.update(quoting.FILTERS)
+    # The image contract (builder/contract.py): templates name label keys and in-image
+    # paths through these instead of spelling them.
+    env.globals.update(label=Label, image=InImage)
     return env
 
 
@@ -155,9 +158,9 @@ def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
 
 def check_base_option(base: str) -> None:
     """--base: a choice or an image reference (Docker's grammar) or image id."""
-    if base in BASE_CHOICES or grammar.IMAGE_ID.fullmatch(base):
+    if base in BASE_CHOICES or contract.IMAGE_ID.fullmatch(base):
         return
-    why = grammar.reference_problem(base)
+    why = contract.reference_problem(base)
     if why:
         raise UserError(f"--base {grammar.shown(base)} is not auto, upstream, offline or an image reference: it {why}")
 
@@ -196,7 +199,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
                             "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)")
         env[name] = value
     repository = release.repository if options.repository is None else options.repository
-    why = grammar.repository_problem(repository)
+    why = contract.repository_problem(repository)
     if why:
         raise UserError(f"--repo {grammar.shown(repository)} {why}")
     image_ref = f"{repository}:{variant.tag}"
@@ -205,19 +208,19 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     # What was asked for. What the image really holds (framework version, libraries,
     # coverage) is read back from the built image and labelled by the builder afterwards.
     labels = {
-        "org.opencontainers.image.title": f"{variant.framework_name} {variant.tag}",
-        "org.opencontainers.image.version": variant.tag,
+        Label.TITLE: f"{variant.framework_name} {variant.tag}",
+        Label.VERSION: variant.tag,
         **release.labels,
         **variant.labels,
-        f"{LABEL_PREFIX}.release": release.name,
-        f"{LABEL_PREFIX}.variant": variant.name,
-        f"{LABEL_PREFIX}.requested-framework": f"{variant.package}=={variant.framework_version}",
-        f"{LABEL_PREFIX}.cuda-compute-capabilities": cc_text,
-        f"{LABEL_PREFIX}.xla": build_env["TF_ENABLE_XLA"],
-        f"{LABEL_PREFIX}.gcp": build_env["TF_NEED_GCP"],
-        f"{LABEL_PREFIX}.hdfs": build_env["TF_NEED_HDFS"],
-        f"{LABEL_PREFIX}.base": options.base if options.base in BASE_CHOICES else "custom",
-        f"{LABEL_PREFIX}.env-overrides": ",".join(name for name, _ in options.env),
+        Label.RELEASE: release.name,
+        Label.VARIANT: variant.name,
+        Label.REQUESTED_FRAMEWORK: f"{variant.package}=={variant.framework_version}",
+        Label.CUDA_COMPUTE_CAPABILITIES: cc_text,
+        Label.XLA: build_env["TF_ENABLE_XLA"],
+        Label.GCP: build_env["TF_NEED_GCP"],
+        Label.HDFS: build_env["TF_NEED_HDFS"],
+        Label.BASE: options.base if options.base in BASE_CHOICES else "custom",
+        Label.ENV_OVERRIDES: ",".join(name for name, _ in options.env),
     }
     return SimpleNamespace(
         release=release,
@@ -233,7 +236,6 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         toggles=toggles,
         env=env,
         labels=labels,
-        label_prefix=LABEL_PREFIX,
         year=year,
         upstream_copyright=release.entrypoint["upstream_copyright"].replace("{year}", str(year)),
         baked_ca=bool(options.baked_ca),

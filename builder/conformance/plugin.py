@@ -10,8 +10,7 @@ import uuid
 
 import pytest
 
-from builder.readback import REPORT_SCRIPT
-from builder.render import LABEL_PREFIX as LABEL
+from builder.contract import InImage, Label
 
 
 def pytest_addoption(parser):
@@ -72,8 +71,8 @@ def release_data(labels):
     """The catalog's release and variant this image says it was built from."""
     from builder import catalog
 
-    rel = catalog.load().get(labels[f"{LABEL}.release"])
-    return rel, rel.variant(labels[f"{LABEL}.variant"])
+    rel = catalog.load().get(labels[Label.RELEASE])
+    return rel, rel.variant(labels[Label.VARIANT])
 
 
 @pytest.fixture(scope="session")
@@ -97,8 +96,8 @@ def host(container):
 @pytest.fixture(scope="session")
 def report(host, labels) -> dict:
     """What the image holds, asked now, in the container (image_report.py)."""
-    caps = labels.get(f"{LABEL}.cuda-compute-capabilities", "")
-    out = host.run(f"cd / && python3 {REPORT_SCRIPT} --requested {shlex.quote(caps)}")
+    caps = labels.get(Label.CUDA_COMPUTE_CAPABILITIES, "")
+    out = host.run(f"cd / && python3 {InImage.IMAGE_REPORT} --requested {shlex.quote(caps)}")
     assert out.rc == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -106,7 +105,7 @@ def report(host, labels) -> dict:
 @pytest.fixture(scope="session")
 def build_info(host) -> dict:
     """What nvbuild.sh recorded when it built the image (the banner reads it)."""
-    return json.loads(host.file("/opt/tensorflow/build-info.json").content_string)
+    return json.loads(host.file(InImage.BUILD_INFO).content_string)
 
 
 @pytest.fixture(scope="session")

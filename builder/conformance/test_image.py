@@ -7,15 +7,15 @@ import re
 
 import pytest
 
-from builder import readback
+from builder import contract, readback
 from builder.conformance.plugin import gpu_visible
-from builder.render import LABEL_PREFIX as LABEL
+from builder.contract import InImage, Label
 
 SECTION_6 = ("TF_CUDA_COMPUTE_CAPABILITIES", "TF_ENABLE_XLA", "TF_NEED_GCP", "TF_NEED_HDFS")
 
 
 def requested(labels) -> list[str]:
-    return [a for a in labels[f"{LABEL}.cuda-compute-capabilities"].split(",") if a]
+    return [a for a in labels[Label.CUDA_COMPUTE_CAPABILITIES].split(",") if a]
 
 
 def digits(archs) -> list[str]:
@@ -24,28 +24,28 @@ def digits(archs) -> list[str]:
 
 # --- layout and environment ----------------------------------------------------------------
 def test_layout(host):
-    nvbuild = host.file("/opt/tensorflow/nvbuild.sh")
+    nvbuild = host.file(InImage.NVBUILD)
     assert nvbuild.is_file and nvbuild.mode & 0o111
-    for f in ("nvbuildopts", "cuda_arch.py", "image_report.py", "build-info.json"):
-        assert host.file(f"/opt/tensorflow/{f}").is_file, f
-    assert host.file("/opt/tensorflow/tensorflow-source").is_directory
-    assert host.file("/opt/tensorflow/locks").is_directory
-    for d in ("/workspace/nvidia-examples", "/workspace/docker-examples"):
+    for path in (*(f"{InImage.HOME}/{f}" for f in InImage.BUILD_FILES), InImage.BUILD_INFO):
+        assert host.file(path).is_file, path
+    assert host.file(InImage.SOURCE).is_directory
+    assert host.file(InImage.LOCKS).is_directory
+    for d in (InImage.NVIDIA_EXAMPLES, InImage.DOCKER_EXAMPLES):
         assert host.file(d).is_directory
     for f in ("Dockerfile.customtensorflow", "Dockerfile.addpackages", "README.md"):
-        assert host.file(f"/workspace/docker-examples/{f}").is_file
-    assert host.file("/opt/nvidia/nvidia_entrypoint.sh").mode & 0o111
+        assert host.file(f"{InImage.DOCKER_EXAMPLES}/{f}").is_file
+    assert host.file(InImage.ENTRYPOINT).mode & 0o111
 
 
 def test_build_state_was_cleaned(host):
     """nvbuild.sh removes objects and wheels unless --noclean: they are not in the image."""
-    assert not host.file("/opt/tensorflow/tensorflow-source/build").exists
+    assert not host.file(f"{InImage.SOURCE}/build").exists
     assert not host.file("/tmp/pip").exists
 
 
 def test_every_env_default_has_the_release_value(release_data, labels, image_env, host):
     rel, variant = release_data
-    overridden = set(filter(None, labels.get(f"{LABEL}.env-overrides", "").split(",")))
+    overridden = set(filter(None, labels.get(Label.ENV_OVERRIDES, "").split(",")))
     expected = {**rel.env, **variant.env, "NVIDIA_TENSORFLOW_VERSION": f"{rel.name}-{variant.short}"}
     for name, value in expected.items():
         if name in overridden:
@@ -55,18 +55,18 @@ def test_every_env_default_has_the_release_value(release_data, labels, image_env
 
 
 def test_build_parameters_match_labels(labels, image_env):
-    assert image_env["TF_CUDA_COMPUTE_CAPABILITIES"] == labels[f"{LABEL}.cuda-compute-capabilities"]
-    assert image_env["TF_ENABLE_XLA"] == labels[f"{LABEL}.xla"]
-    assert image_env["TF_NEED_GCP"] == labels[f"{LABEL}.gcp"]
-    assert image_env["TF_NEED_HDFS"] == labels[f"{LABEL}.hdfs"]
+    assert image_env["TF_CUDA_COMPUTE_CAPABILITIES"] == labels[Label.CUDA_COMPUTE_CAPABILITIES]
+    assert image_env["TF_ENABLE_XLA"] == labels[Label.XLA]
+    assert image_env["TF_NEED_GCP"] == labels[Label.GCP]
+    assert image_env["TF_NEED_HDFS"] == labels[Label.HDFS]
 
 
 def test_labels_record_the_build(labels, image_env, release_data):
     rel, variant = release_data
-    assert labels["org.opencontainers.image.version"] == variant.tag
-    assert labels["com.nvidia.build.id"] == image_env["NVIDIA_BUILD_ID"] != ""
-    assert labels["org.opencontainers.image.base.name"] == labels[f"{LABEL}.base-image"] != ""
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+    assert labels[Label.VERSION] == variant.tag
+    assert labels[Label.BUILD_ID] == image_env["NVIDIA_BUILD_ID"] != ""
+    assert labels[Label.BASE_NAME] == labels[Label.BASE_IMAGE] != ""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels[Label.CREATED])
 
 
 # --- the framework ------------------------------------------------------------------------------
@@ -81,13 +81,13 @@ def test_labels_equal_what_the_image_reports(labels, report):
     """Labels are what the image holds, not what was asked for."""
     measured = readback.measured_labels(report)
     assert {k: labels.get(k) for k in measured} == measured
-    assert labels[f"{LABEL}.framework-version"] == report["version"]
+    assert labels[Label.FRAMEWORK_VERSION] == report["version"]
 
 
 def test_report_agrees_with_the_catalog(report, release_data, labels):
     rel, variant = release_data
-    toggles = {"xla": labels[f"{LABEL}.xla"] == "1", "gcp": labels[f"{LABEL}.gcp"] == "1",
-               "hdfs": labels[f"{LABEL}.hdfs"] == "1"}
+    toggles = {"xla": labels[Label.XLA] == "1", "gcp": labels[Label.GCP] == "1",
+               "hdfs": labels[Label.HDFS] == "1"}
     verdict = readback.check(report, rel, variant, requested(labels), toggles)
     assert verdict.problems == []
 
@@ -117,7 +117,7 @@ def test_gpu_libraries_load_and_no_driver_library_is_in_the_image(report, host):
 def test_python_packages_are_the_locked_ones(host, report):
     """Every installed distribution of the lock is at the locked version."""
     py = report["python"].rsplit(".", 1)[0]
-    lock = host.file(f"/opt/tensorflow/locks/requirements-py{py}.txt").content_string
+    lock = host.file(contract.lock_file(py)).content_string
     pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", lock, re.M))
     assert pinned, "empty lock"
     for name, version in pinned.items():
@@ -142,7 +142,7 @@ def test_trains_a_small_model_with_falling_loss(python):
 
 
 def test_jit_compile_runs_when_xla_is_on(python, labels):
-    if labels[f"{LABEL}.xla"] != "1":
+    if labels[Label.XLA] != "1":
         pytest.skip("TF_ENABLE_XLA=0 in this image")
     out = python(
         "import tensorflow as tf\n"
@@ -158,15 +158,15 @@ def test_file_systems_are_probed(report, labels):
     fs = report["filesystems"]
     assert set(fs) >= {"gs", "hdfs"}
     # No Hadoop client ships in the image: hdfs:// is reported unusable, and builds refuse --hdfs.
-    assert fs["hdfs"]["available"] is False and labels[f"{LABEL}.hdfs"] == "0"
-    assert ("gs" in labels[f"{LABEL}.filesystems"].split(",")) == fs["gs"]["available"]
+    assert fs["hdfs"]["available"] is False and labels[Label.HDFS] == "0"
+    assert ("gs" in labels[Label.FILESYSTEMS].split(",")) == fs["gs"]["available"]
 
 
 # --- the extension ----------------------------------------------------------------------------
 def test_extension_unit_tests_pass_in_the_image(host):
     """The extension's ops against TensorFlow's own, in graphs, gradients, XLA when on."""
     out = host.run("cd / && TF_CPP_MIN_LOG_LEVEL=2 python3 -m unittest discover "
-                   "-s /opt/tensorflow/tensorflow-source/tests -t /opt/tensorflow/tensorflow-source 2>&1")
+                   f"-s {InImage.SOURCE}/tests -t {InImage.SOURCE} 2>&1")
     assert out.rc == 0, out.stdout
     assert re.search(r"^OK", out.stdout, re.M)
 
@@ -182,7 +182,7 @@ def test_extension_binary_carries_sass_for_each_capability_and_ptx_for_the_newes
 
 
 def test_extension_xla_kernels_follow_the_toggle(report, labels):
-    assert report["extension"]["is_xla_build"] == (labels[f"{LABEL}.xla"] == "1")
+    assert report["extension"]["is_xla_build"] == (labels[Label.XLA] == "1")
 
 
 # --- Horovod -----------------------------------------------------------------------------------
@@ -228,11 +228,11 @@ def test_horovod_binaries_carry_sass_for_each_capability(horovod, report, labels
 
 
 def test_horovod_patches_are_recorded(horovod, build_info, host):
-    shipped = host.run("ls /opt/tensorflow/patches/horovod/ 2>/dev/null").stdout.split()
+    shipped = host.run(f"ls {InImage.HOROVOD_PATCHES}/ 2>/dev/null").stdout.split()
     recorded = (build_info.get("horovod") or {}).get("patches") or []
     assert [p["name"] for p in recorded] == sorted(p for p in shipped if p.endswith(".patch"))
     for p in recorded:
-        digest = host.check_output(f"sha256sum /opt/tensorflow/patches/horovod/{p['name']}").split()[0]
+        digest = host.check_output(f"sha256sum {InImage.HOROVOD_PATCHES}/{p['name']}").split()[0]
         assert digest == p["sha256"]
 
 
@@ -248,10 +248,10 @@ def test_every_requested_capability_is_served_by_every_cuda_binary(report, label
 
 # --- build script, entrypoint, examples -------------------------------------------------------
 def test_nvbuild_contract(host):
-    assert host.run("/opt/tensorflow/nvbuild.sh --help").rc == 0
-    bad = host.run("/opt/tensorflow/nvbuild.sh --frobnicate")
+    assert host.run(f"{InImage.NVBUILD} --help").rc == 0
+    bad = host.run(f"{InImage.NVBUILD} --frobnicate")
     assert bad.rc == 2 and "UNKNOWN OPTION --frobnicate" in bad.stderr
-    local = host.run("/opt/tensorflow/nvbuild.sh --sm local --configonly")
+    local = host.run(f"{InImage.NVBUILD} --sm local --configonly")
     if host.exists("nvidia-smi"):
         pytest.skip("a GPU tool is present; --sm local would probe it")
     assert local.rc != 0 and "no GPU is visible" in local.stderr
@@ -263,7 +263,7 @@ def test_banner_with_shared_memory_note(run_image, labels, report, release_data)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "== TensorFlow ==" in text
-    assert f"NVIDIA Release {rel.name}-{variant.short} (build {labels['com.nvidia.build.id']})" in text
+    assert f"NVIDIA Release {rel.name}-{variant.short} (build {labels[Label.BUILD_ID]})" in text
     assert f"TensorFlow Version {report['version']}" in text
     assert "NVIDIA CORPORATION" in text and "The TensorFlow Authors" in text
     if not gpu_visible():
@@ -283,7 +283,7 @@ def test_entrypoint_runs_the_command_and_keeps_its_exit_code(run_image):
     assert out.returncode == 7 and out.stdout.rstrip().endswith("hello-from-cmd")
 
 
-CNN = "cd /workspace/nvidia-examples/cnn && TF_CPP_MIN_LOG_LEVEL=2 timeout 600 python3 cnn.py"
+CNN = f"cd {InImage.NVIDIA_EXAMPLES}/cnn && TF_CPP_MIN_LOG_LEVEL=2 timeout 600 python3 cnn.py"
 
 
 @pytest.mark.parametrize("flags", [
@@ -305,7 +305,7 @@ def test_cnn_example_with_xla(host, labels):
 
 
 def test_tftrt_example_says_why_it_skips(host, report):
-    out = host.run("cd /workspace/nvidia-examples/tftrt && TF_CPP_MIN_LOG_LEVEL=2 timeout 600 python3 *.py 2>&1")
+    out = host.run(f"cd {InImage.NVIDIA_EXAMPLES}/tftrt && TF_CPP_MIN_LOG_LEVEL=2 timeout 600 python3 *.py 2>&1")
     if gpu_visible() and report["tf_trt_available"]:
         assert out.rc == 0 and "skipped" not in out.stdout
     else:

@@ -4,46 +4,46 @@ import re
 
 import pytest
 
-from builder.render import LABEL_PREFIX as LABEL
+from builder.contract import InImage, Label
 
 
 @pytest.fixture(scope="module")
 def derived(labels):
-    if not labels.get(f"{LABEL}.parent"):
+    if not labels.get(Label.PARENT):
         pytest.skip("not a derived image")
     return labels
 
 
 def test_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):
-    recorded = json.loads(derived[f"{LABEL}.patches"])
+    recorded = json.loads(derived[Label.PATCHES])
     ext = build_info.get("extension") or {}
     assert ext.get("patches", []) == recorded
     for p in recorded:
-        f = host.file(f"/opt/tensorflow/patches/{p['name']}")
+        f = host.file(f"{InImage.PATCHES}/{p['name']}")
         assert f.is_file and host.check_output(f"sha256sum {f.path}").split()[0] == p["sha256"]
     assert bool(ext.get("modified_files")) == bool(recorded)
     # Every file a patch touches, added files included, is recorded as modified.
     for p in recorded:
-        text = host.file(f"/opt/tensorflow/patches/{p['name']}").content_string
+        text = host.file(f"{InImage.PATCHES}/{p['name']}").content_string
         for path in re.findall(r"^\+\+\+ (\S+)", text, re.M):
             if path != "/dev/null" and "/" in path:
                 assert path.split("/", 1)[1] in ext.get("modified_files", []), path
 
 
 def test_horovod_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):
-    added = json.loads(derived.get(f"{LABEL}.horovod-patches") or "[]")
+    added = json.loads(derived.get(Label.HOROVOD_PATCHES) or "[]")
     if not added:
         pytest.skip("no Horovod patch in this derived image")
     recorded = (build_info.get("horovod") or {}).get("patches") or []
     for p in added:
         assert p in recorded, p
-        digest = host.check_output(f"sha256sum /opt/tensorflow/patches/horovod/{p['name']}").split()[0]
+        digest = host.check_output(f"sha256sum {InImage.HOROVOD_PATCHES}/{p['name']}").split()[0]
         assert digest == p["sha256"]
 
 
 def test_added_packages_are_installed(derived, host):
-    for pkg in filter(None, derived.get(f"{LABEL}.apt-packages", "").split()):
+    for pkg in filter(None, derived.get(Label.APT_PACKAGES, "").split()):
         assert host.package(pkg.split("=")[0]).is_installed, pkg
-    for req in filter(None, derived.get(f"{LABEL}.pip-packages", "").split()):
+    for req in filter(None, derived.get(Label.PIP_PACKAGES, "").split()):
         name = req.split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("~")[0].split("!")[0]
         assert host.run(f"python3 -m pip show {name}").rc == 0, req

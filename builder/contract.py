@@ -1,0 +1,259 @@
+"""The image contract, spelled once: what an image built here carries and how it is named.
+
+Everything a built image is read back by lives here, so the writer (render, derive,
+templates) and the readers (inspect, readback, derive, the conformance suite) cannot
+drift apart:
+
+* `Label`: every label key the project writes or reads;
+* `InImage`: paths inside the image (the build tree under /opt/tensorflow, /workspace);
+* `BuildInfo`: the keys of build-info.json / the image report (image_report.py's output);
+* the image-reference grammar (Docker's), with its one parser `parse_reference`.
+
+Standard library only: builder/image_report.py runs inside the image and cannot import
+this; it keeps copies of the few names it needs, and tests/unit/test_contract.py
+proves they agree.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+# ==== label keys =====================================================================
+# Spelled out whole (not prefix + suffix) so `grep` for a key finds its one definition.
+LABEL_PREFIX = "dev.tfbuilder"
+
+
+class Label:
+    """Label keys. Namespace only (never instantiated); templates see it as `label`."""
+
+    # OCI annotations (github.com/opencontainers/image-spec, annotations.md).
+    TITLE = "org.opencontainers.image.title"
+    VERSION = "org.opencontainers.image.version"
+    DESCRIPTION = "org.opencontainers.image.description"
+    CREATED = "org.opencontainers.image.created"
+    REVISION = "org.opencontainers.image.revision"
+    BASE_NAME = "org.opencontainers.image.base.name"
+    # NVIDIA's own, as NGC images carry them.
+    BUILD_ID = "com.nvidia.build.id"
+    BUILD_REF = "com.nvidia.build.ref"
+    CUDA_VERSION = "com.nvidia.cuda.version"
+    VOLUMES_NEEDED = "com.nvidia.volumes.needed"
+
+    # What was requested (render.make_context writes these into the Dockerfile).
+    RELEASE = "dev.tfbuilder.release"
+    VARIANT = "dev.tfbuilder.variant"
+    REQUESTED_FRAMEWORK = "dev.tfbuilder.requested-framework"
+    CUDA_COMPUTE_CAPABILITIES = "dev.tfbuilder.cuda-compute-capabilities"
+    XLA = "dev.tfbuilder.xla"
+    GCP = "dev.tfbuilder.gcp"
+    HDFS = "dev.tfbuilder.hdfs"
+    BASE = "dev.tfbuilder.base"
+    ENV_OVERRIDES = "dev.tfbuilder.env-overrides"
+    BASE_IMAGE = "dev.tfbuilder.base-image"
+
+    # What the image reported (readback.measured_labels, added after the build).
+    FRAMEWORK = "dev.tfbuilder.framework"
+    FRAMEWORK_VERSION = "dev.tfbuilder.framework-version"
+    PYTHON = "dev.tfbuilder.python"
+    CUDA = "dev.tfbuilder.cuda"
+    CUDNN = "dev.tfbuilder.cudnn"
+    NCCL = "dev.tfbuilder.nccl"
+    TENSORRT = "dev.tfbuilder.tensorrt"
+    TF_TRT = "dev.tfbuilder.tf-trt"
+    EXTENSION = "dev.tfbuilder.extension"
+    HOROVOD = "dev.tfbuilder.horovod"
+    FILESYSTEMS = "dev.tfbuilder.filesystems"
+    COVERAGE = "dev.tfbuilder.coverage"
+
+    # A derived image (builder derive).
+    PARENT = "dev.tfbuilder.parent"
+    PARENT_ID = "dev.tfbuilder.parent-id"
+    PATCHES = "dev.tfbuilder.patches"
+    HOROVOD_PATCHES = "dev.tfbuilder.horovod-patches"
+    APT_PACKAGES = "dev.tfbuilder.apt-packages"
+    PIP_PACKAGES = "dev.tfbuilder.pip-packages"
+    NVBUILD_ARGS = "dev.tfbuilder.nvbuild-args"
+
+    # The offline CUDA base (builder base).
+    BASE_DEBIAN = "dev.tfbuilder.base.debian"
+    BASE_RECIPE = "dev.tfbuilder.base.recipe"
+
+
+def label_keys() -> dict[str, str]:
+    """Every label key by its constant's name (tests check them against the grammar)."""
+    return {name: value for name, value in vars(Label).items() if name.isupper()}
+
+
+# ==== paths inside the image =========================================================
+class InImage:
+    """Where things are inside an image. Namespace only; templates see it as `image`."""
+
+    HOME = "/opt/tensorflow"                        # nvbuild.sh's directory and WORKDIR
+    NVBUILD = "/opt/tensorflow/nvbuild.sh"
+    NVBUILDOPTS = "/opt/tensorflow/nvbuildopts"
+    CUDA_ARCH = "/opt/tensorflow/cuda_arch.py"
+    IMAGE_REPORT = "/opt/tensorflow/image_report.py"
+    BUILD_INFO = "/opt/tensorflow/build-info.json"  # written by nvbuild.sh, read by the banner
+    LOCKS = "/opt/tensorflow/locks"
+    SOURCE = "/opt/tensorflow/tensorflow-source"    # the framework source nvbuild.sh builds
+    HOROVOD_SOURCE = "/opt/tensorflow/horovod-source"
+    PATCHES = "/opt/tensorflow/patches"
+    HOROVOD_PATCHES = "/opt/tensorflow/patches/horovod"
+    # The marker of the project's extension in SOURCE (a TensorFlow checkout lacks it).
+    EXTENSION_MARKER = "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"
+    ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
+    WORKSPACE = "/workspace"
+    NVIDIA_EXAMPLES = "/workspace/nvidia-examples"
+    DOCKER_EXAMPLES = "/workspace/docker-examples"
+
+    # Files copied next to nvbuild.sh: the build contract of every image.
+    BUILD_FILES = ("nvbuild.sh", "nvbuildopts", "cuda_arch.py", "image_report.py")
+
+
+def lock_file(python: str) -> str:
+    """The lock of one Python inside the image (`3.8` -> .../requirements-py3.8.txt)."""
+    return f"{InImage.LOCKS}/requirements-py{python}.txt"
+
+
+# ==== build-info.json / the image report =============================================
+class BuildInfo:
+    """Top-level keys of image_report.py's JSON, which nvbuild.sh also writes as
+    build-info.json. A report with coverage adds COVERAGE_KEYS."""
+
+    FRAMEWORK_NAME = "framework_name"
+    VERSION = "version"
+    KEYS = ("framework_name", "version", "tensorflow", "python", "cuda_version", "cudnn_version",
+            "nccl_version", "tensorrt_version", "tf_trt_available", "libraries", "driver_libraries",
+            "filesystems", "extension", "horovod", "patches", "packages")
+    COVERAGE_KEYS = ("cuda_binaries", "coverage")
+    # The part every build-info.json has, also the one nvbuild.sh writes without the
+    # report script (a bare tree in the unit tests): what the banner reads.
+    BANNER_KEYS = ("framework_name", "version")
+
+
+def build_info_problems(info: Any, full: bool = True) -> list[str]:
+    """What is wrong with a build-info/report object ([] when nothing is). `full=False`
+    checks only what the banner reads."""
+    if not isinstance(info, dict):
+        return [f"is a {type(info).__name__}, not an object"]
+    problems = [f"{key!r} is not a non-empty string" for key in BuildInfo.BANNER_KEYS
+                if not isinstance(info.get(key), str) or not info[key]]
+    if full:
+        problems += [f"{key!r} is missing" for key in BuildInfo.KEYS if key not in info]
+    return problems
+
+
+# ==== image references (github.com/distribution/reference, regexp.go) ================
+# All patterns are used with fullmatch (see grammar.py for why nothing is anchored).
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|-+)"
+PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_IPV6 = r"\[[a-fA-F0-9:]+\]"
+DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
+REMOTE_NAME = rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*"
+NAME = rf"(?:{DOMAIN}/)?{REMOTE_NAME}"
+TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+DIGEST_PATTERN = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+REFERENCE_PATTERN = rf"({NAME})(?::({TAG_PATTERN}))?(?:@({DIGEST_PATTERN}))?"
+NAME_TOTAL_LENGTH_MAX = 255  # distribution/reference: NameTotalLengthMax
+DEFAULT_TAG = "latest"
+
+REPOSITORY = re.compile(NAME)
+# Where `builder push --registry` sends images: HOST[:PORT][/NAMESPACE].
+REGISTRY = re.compile(rf"{DOMAIN}(?:/{REMOTE_NAME})?")
+TAG = re.compile(TAG_PATTERN)
+DIGEST = re.compile(DIGEST_PATTERN)
+SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+REFERENCE = re.compile(REFERENCE_PATTERN)
+# An image id as the engine prints it, full or short (what `docker images -q` shows).
+IMAGE_ID = re.compile(r"(?:sha256:)?[0-9a-f]{12,64}")
+
+
+class Reference(NamedTuple):
+    """An image reference taken apart: registry is None for Docker Hub's default."""
+
+    registry: str | None
+    repository: str          # the path after the registry (or the whole name without one)
+    tag: str | None
+    digest: str | None
+
+    @property
+    def name(self) -> str:
+        """The repository name as the engine takes it: [REGISTRY/]PATH."""
+        return f"{self.registry}/{self.repository}" if self.registry else self.repository
+
+
+def split_domain(name: str) -> tuple[str | None, str]:
+    """(domain, rest) the way Docker splits a repository name: the first component is a
+    registry host when it holds '.' or ':', is 'localhost', or has upper-case letters."""
+    first, sep, rest = name.partition("/")
+    if sep and (any(c in first for c in ".:") or first == "localhost" or first.lower() != first):
+        return first, rest
+    return None, name
+
+
+def parse_reference(ref: str) -> Reference:
+    """NAME[:TAG][@DIGEST] taken apart; ValueError (with reference_problem's reason) when
+    REF is not a valid reference."""
+    why = reference_problem(ref)
+    if why:
+        raise ValueError(f"{ref!r} {why}")
+    m = REFERENCE.fullmatch(ref)
+    assert m is not None  # reference_problem accepted it
+    registry, repository = split_domain(m.group(1))
+    return Reference(registry, repository, m.group(2), m.group(3))
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """(name, tag) as the engine API takes them: 'host:5000/a/b:tag' -> ('host:5000/a/b',
+    'tag'); no tag means 'latest'; a digest stays with the name. Lenient on purpose (no
+    validation): callers pass references that were checked, or image ids."""
+    name, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, DEFAULT_TAG
+    return name, tag
+
+
+def repository_problem(name: str) -> str | None:
+    """Why NAME is not an image repository name (Docker's grammar), or None."""
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if len(name) > NAME_TOTAL_LENGTH_MAX:
+        return f"is longer than {NAME_TOTAL_LENGTH_MAX} characters"
+    if REPOSITORY.fullmatch(name):
+        return None
+    domain, rest = split_domain(name)
+    lowered = f"{domain}/{rest.lower()}" if domain is not None else rest.lower()
+    if lowered != name and REPOSITORY.fullmatch(lowered):
+        return "has upper-case letters: repository names are lowercase"
+    return ("is not a repository name (lower-case letters and digits, '.', '_' or '-' "
+            "between them, '/' between components, optionally HOST[:PORT]/ first)")
+
+
+def tag_problem(tag: str) -> str | None:
+    """Why TAG is not an image tag, or None."""
+    if not isinstance(tag, str) or not tag:
+        return "is empty"
+    if len(tag) > 128:
+        return "is longer than 128 characters"
+    if not TAG.fullmatch(tag):
+        return "is not a valid image tag (letters, digits, '_', '.' and '-', not starting with '.' or '-')"
+    return None
+
+
+def reference_problem(ref: str) -> str | None:
+    """Why REF is not an image reference NAME[:TAG][@DIGEST], or None."""
+    if not isinstance(ref, str) or not ref:
+        return "is empty"
+    m = REFERENCE.fullmatch(ref)
+    if m is not None:
+        return repository_problem(m.group(1))
+    name = ref.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, tag = name.rsplit(":", 1)
+        why = tag_problem(tag)
+        if why:
+            return f"has an invalid tag: it {why}"
+    return repository_problem(name) or "is not an image reference NAME[:TAG][@DIGEST]"

@@ -6,7 +6,6 @@ import json
 
 from builder import readback
 from builder.errors import UserError
-from builder.contract import LABEL_PREFIX as LABEL  # noqa: F401 (cli.py reads insp.LABEL)
 from builder.contract import BuildInfo, Label
 
 

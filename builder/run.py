@@ -148,6 +148,7 @@ def run_tests(image: str, tests: list[Path], select: str | None, connect: Callab
     A derived image re-runs its parent's suite (the same one) plus its own checks."""
     from builder import conformance, inspect as insp
     from builder.conformance import runner
+    from builder.contract import Label
     from builder.errors import UserError
 
     out = out or Output()
@@ -159,7 +160,7 @@ def run_tests(image: str, tests: list[Path], select: str | None, connect: Callab
     labels = insp.labels_of(connect(), image)
     suite = Path(conformance.__file__).parent
     extra = [str(t) for t in tests]
-    if labels.get(f"{insp.LABEL}.parent") and (suite / "derived").is_dir():
+    if labels.get(Label.PARENT) and (suite / "derived").is_dir():
         extra.append(str(suite / "derived"))
     out.say(f"test: {image}: {' '.join([str(suite), *extra])}")
     return runner.run(image, extra, select)

@@ -1,0 +1,138 @@
+"""The orchestration of build, derive, push and base, carried out on the in-memory
+FakeEngine: which engine calls happen in which order, that a tag moves only after every
+check passed, and that a failure moves none. No Docker engine."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from builder import catalog, plan as pl, run
+from builder.base_recipe import BaseRecipe
+from builder.buildsettings import BuildSettings
+from builder.contract import Label
+from builder.errors import BuildError, BuildFailure, PatchError
+
+from .fake_engine import FakeEngine
+from .test_readback import sample_report
+
+CAT = catalog.load()
+REL = CAT.get("21.08")
+
+
+class Captured(run.Output):
+    def __init__(self) -> None:
+        self.results: list[str] = []
+        self.messages: list[str] = []
+        super().__init__(result=self.results.append, say=self.messages.append)
+
+
+@pytest.fixture
+def engine(monkeypatch, tmp_path) -> FakeEngine:
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    e = FakeEngine()
+    e.add_image(BaseRecipe(REL.offline).tag)  # the offline base is there: nothing to debootstrap
+    report = sample_report()
+    e.run_handler = lambda image, command: (0, json.dumps(report)) if "image_report" in " ".join(command) else (0, "")
+    return e
+
+
+def build_plan(**kw) -> pl.BuildPlan:
+    return pl.plan_build(CAT, pl.BuildArgs(**{"release": "21.08", "build_id": "t1",
+                                              "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6", **kw}))
+
+
+def test_a_build_is_built_read_back_labelled_then_tagged(engine):
+    out = Captured()
+    run.run_build(build_plan(), lambda: engine, BuildSettings(), out=out)
+    names = engine.names()
+    assert names.count("build") == 2  # the image, then its label-only image
+    assert names.index("run_capture") < names.index("tag")  # read back before any tag moves
+    tags = [c[2] for c in engine.calls if c[0] == "tag"]
+    assert tags == ["local/tensorflow:21.08-tf2-py3", "local/tensorflow:21.08-tf2-py3-t1"] == out.results
+    labels = engine.image_labels(tags[0])
+    assert labels[f"{Label.PREFIX}.measured.framework-version" if hasattr(Label, "PREFIX") else
+                  "dev.tfbuilder.measured.framework-version"] == "2.5.0"
+    assert any("base: local/cuda-base" in m for m in out.messages)
+
+
+def test_a_failed_build_moves_no_tag(engine):
+    old = engine.add_image("local/tensorflow:21.08-tf2-py3")
+    engine.build_fails_at = 2
+    with pytest.raises(BuildError, match="returned a non-zero code"):
+        run.run_build(build_plan(), lambda: engine, BuildSettings(), out=Captured())
+    assert "tag" not in engine.names()
+    assert engine.image_id("local/tensorflow:21.08-tf2-py3") == old
+
+
+def test_an_image_that_disagrees_with_the_catalog_is_not_tagged(engine):
+    report = sample_report()
+    report["version"] = "2.4.0"
+    engine.run_handler = lambda image, command: (0, json.dumps(report))
+    with pytest.raises(BuildError, match="does not match release 21.08"):
+        run.run_build(build_plan(), lambda: engine, BuildSettings(), out=Captured())
+    assert "tag" not in engine.names()
+
+
+def test_dry_run_builds_and_pulls_nothing(engine):
+    out = Captured()
+    run.run_build(build_plan(), lambda: engine, BuildSettings(), dry_run=True, out=out)
+    assert not {"build", "tag", "pull", "push"} & set(engine.names())
+    line = json.loads(out.results[0])
+    assert line["base_kind"] == "offline" and line["tags"][1].endswith("-t1") and not line["build_base"]
+
+
+def test_the_engine_is_not_reached_when_the_source_tree_is_refused(tmp_path, engine):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "leak").symlink_to("/etc/hostname")
+    with pytest.raises(BuildFailure.__mro__[1], match="leak"):  # a UserError naming the link
+        run.run_build(build_plan(framework_src=src), lambda: pytest.fail("the engine was reached"), BuildSettings())
+
+
+def parent(engine: FakeEngine) -> str:
+    labels = {"dev.tfbuilder.release": "21.08", "dev.tfbuilder.variant": "tf2-py3",
+              "dev.tfbuilder.cuda-compute-capabilities": "5.2,6.0,6.1,7.0,7.5,8.0,8.6"}
+    env = ["TF_CUDA_COMPUTE_CAPABILITIES=5.2,6.0,6.1,7.0,7.5,8.0,8.6", "TF_ENABLE_XLA=1", "CUDA_VERSION=11.2.152"]
+    engine.add_image("local/tensorflow:21.08-tf2-py3", labels=labels, env=env)
+    return "local/tensorflow:21.08-tf2-py3"
+
+
+def test_a_derive_checks_patches_builds_reads_back_and_only_then_tags(engine, tmp_path):
+    patch = tmp_path / "fix.patch"
+    patch.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    out = Captured()
+    plan = pl.plan_derive(parent(engine), "me/tf:fix", patches=[patch], test=False)
+    run.run_derive(plan, engine, BuildSettings(), CAT, out=out)
+    names = engine.names()
+    first_run, first_build = names.index("run_capture"), names.index("build")
+    assert first_run < first_build  # the patch is tried on the parent's source first
+    assert names[-1] == "tag" and engine.calls[-1][2] == "me/tf:fix" and out.results == ["me/tf:fix"]
+
+
+def test_a_patch_that_does_not_apply_builds_nothing(engine, tmp_path):
+    patch = tmp_path / "bad.patch"
+    patch.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    engine.run_handler = lambda image, command: (1, "1 out of 1 hunk FAILED")
+    plan = pl.plan_derive(parent(engine), "me/tf:bad", patches=[patch], test=False)
+    with pytest.raises(PatchError):
+        run.run_derive(plan, engine, BuildSettings(), CAT, out=Captured())
+    assert "build" not in engine.names() and "tag" not in engine.names()
+
+
+def test_a_base_that_exists_is_not_built_again(engine):
+    out = Captured()
+    tag = run.run_base(pl.plan_base(CAT, "21.08"), engine, BuildSettings(), out=out)
+    assert tag == BaseRecipe(REL.offline).tag == out.results[0] and "build" not in engine.names()
+    assert "nothing to do" in out.messages[0]
+
+
+def test_a_missing_base_is_built_on_its_rootfs_then_tagged(monkeypatch, tmp_path):
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    engine = FakeEngine()
+    recipe = BaseRecipe(REL.offline)
+    engine.add_image(recipe.rootfs_image)  # debootstrap already imported: no debootstrap here
+    tag = run.run_base(pl.plan_base(CAT, "21.08"), engine, BuildSettings(), out=Captured())
+    assert [n for n in engine.names() if n in ("build", "tag")] == ["build", "tag"] and engine.image_id(tag)
+    assert (Path(tmp_path / "cache" / "logs") / f"base-{tag.split(':')[-1]}.log").parent.is_dir()

@@ -122,7 +122,7 @@ class FakeEngine:
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         """FROM and LABEL of the context's Dockerfile are honoured (labels are inherited from
         a known parent); any other instruction is a step that changes nothing."""
-        self._call("build", request.context)
+        self._call("build", request)
         dockerfile = Path(request.context) / "Dockerfile"
         steps = (_instructions(dockerfile.read_text(encoding="utf-8")) if dockerfile.is_file()
                  else [("RUN", "true")] * self.build_steps)

@@ -25,16 +25,16 @@ def _run(*cmd: str) -> str:
 
 
 def checks() -> list[Check]:
-    from builder.engine import DockerEngine
+    from builder.engine import DockerEngine, buildx_version
     from builder.errors import UserError
 
     result: list[Check] = []
     try:
         engine = DockerEngine(timeout=20)
         info = engine.ping()
-        version = engine.api.version()
-        result.append(Check("engine", True, f"reachable at {engine.where}, Docker {version.get('Version')}"))
-        result.append(Check("API version", True, f"{version.get('ApiVersion')} (client {engine.api.api_version})"))
+        version = engine.version()
+        result.append(Check("engine", True, f"reachable at {engine.where}, Docker {version.server}"))
+        result.append(Check("API version", True, f"{version.api} (client {version.client_api})"))
         driver = info.get("Driver", "?")
         result.append(Check("storage driver", driver in ("overlay2", "overlayfs"), driver))
         root = info.get("DockerRootDir", "/var/lib/docker")
@@ -42,7 +42,7 @@ def checks() -> list[Check]:
         result.append(Check("free disk", free >= MIN_FREE_GB, f"{free:.0f} GB free under {root} (want {MIN_FREE_GB})"))
     except UserError as exc:
         result.append(Check("engine", False, str(exc)))
-    buildx = _run("docker", "buildx", "version")
+    buildx = buildx_version()
     legacy_cli = shutil.which("/usr/bin/docker") is not None
     result.append(Check("BuildKit", bool(buildx) or legacy_cli,
                         buildx or ("DOCKER_BUILDKIT=1 /usr/bin/docker build (builder itself uses the legacy builder "

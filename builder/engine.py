@@ -62,16 +62,46 @@ class BuildRequest:
     quiet: bool = False
 
 
+class EngineError(Exception):
+    """The engine refused a request (its own message, e.g. a registry's answer to a login);
+    callers see this instead of the client library's exception types."""
+
+
+@dataclass
+class EngineVersion:
+    server: str | None      # the engine's release, e.g. Docker 24.0.7
+    api: str | None         # the API version the engine speaks
+    client_api: str | None  # the API version this client negotiated
+
+
+@dataclass
+class ImageSummary:
+    id: str
+    tags: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
 class Engine(Protocol):
-    """What callers need from a container engine; DockerEngine is the docker-py one."""
+    """Everything the builder asks of a container engine. DockerEngine is the docker-py
+    one; tests/unit/fake_engine.py the in-memory one (a unit test keeps their method
+    names and signatures equal to these)."""
+
+    where: str  # how the engine is reached, for messages
 
     def ping(self) -> dict[str, Any]: ...
-    def build(self, request: BuildRequest) -> BuildResult: ...
+    def version(self) -> EngineVersion: ...
+    def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult: ...
+    def tag(self, image_id: str, ref: str) -> None: ...
+    def remove_image(self, ref: str) -> None: ...
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
                     timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]: ...
-    def tag(self, image_id: str, ref: str) -> None: ...
+    def remove_container(self, container: str) -> None: ...
+    def inspect(self, ref: str) -> dict[str, Any]: ...
     def image_id(self, ref: str) -> str | None: ...
     def image_labels(self, ref: str) -> dict[str, str]: ...
+    def images(self, repository: str | None = None, label: str | None = None) -> list[ImageSummary]: ...
+    def login(self, username: str, password: str, registry: str) -> None: ...
+    def push(self, ref: str, auth: dict[str, str]) -> Iterator[dict[str, Any]]: ...
     def pull(self, ref: str) -> bool: ...
     def import_rootfs(self, tar_path: Path, ref: str) -> str: ...
 
@@ -173,6 +203,10 @@ class DockerEngine:
     def ping(self) -> dict[str, Any]:
         return self.api.info()
 
+    def version(self) -> EngineVersion:
+        version = self.api.version()
+        return EngineVersion(version.get("Version"), version.get("ApiVersion"), self.api.api_version)
+
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         progress = progress or Progress("build", quiet=request.quiet)
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -268,17 +302,15 @@ class DockerEngine:
         while pending and time.monotonic() < deadline:
             for cid in list(pending):
                 try:
-                    self.api.remove_container(cid, force=True)
+                    self.remove_container(cid)  # one already gone counts as removed
                     pending.remove(cid)
-                except Exception as exc:
-                    if "No such container" in str(exc) or getattr(getattr(exc, "response", None), "status_code", 0) == 404:
-                        pending.remove(cid)
+                except Exception:
+                    pass
             if pending:
                 time.sleep(0.5)
         for image in reversed(created or []):  # newest first: each is the parent of the next
             try:
-                # Never forced: an image another build already uses as its parent stays.
-                self.api.remove_image(image, force=False, noprune=True)
+                self.remove_image(image)
             except Exception:
                 pass
 
@@ -298,15 +330,36 @@ class DockerEngine:
             output = self.api.logs(cid, stdout=True, stderr=not stdout_only).decode(errors="replace")
         finally:
             try:
-                self.api.remove_container(cid, force=True)
+                self.remove_container(cid)
             except Exception:
                 pass
         return code, output
+
+    def remove_container(self, container: str) -> None:
+        """Remove a container, running or not; one that does not exist (any more) is no error."""
+        import docker
+
+        try:
+            self.api.remove_container(container, force=True)
+        except docker.errors.APIError as exc:
+            if "No such container" in str(exc) or getattr(getattr(exc, "response", None), "status_code", 0) == 404:
+                return
+            raise EngineError(str(exc.explanation or exc)) from None
 
     def tag(self, image_id: str, ref: str) -> None:
         repo, tag = split_ref(ref)
         if not self.api.tag(image_id, repo, tag, force=True):
             raise BuildError(f"the engine refused to tag {image_id} as {ref}")
+
+    def remove_image(self, ref: str) -> None:
+        """Remove a tag (or an untagged image). Never forced, and its parents are kept:
+        an image another build already uses as its parent stays."""
+        import docker
+
+        try:
+            self.api.remove_image(ref, force=False, noprune=True)
+        except docker.errors.APIError as exc:
+            raise EngineError(str(exc.explanation or exc)) from None
 
     def image_id(self, ref: str) -> str | None:
         import docker
@@ -333,6 +386,29 @@ class DockerEngine:
     def image_labels(self, ref: str) -> dict[str, str]:
         return dict(self.inspect(ref).get("Config", {}).get("Labels") or {})
 
+    def images(self, repository: str | None = None, label: str | None = None) -> list[ImageSummary]:
+        """Images of REPOSITORY (all tags) and/or carrying LABEL ("key" or "key=value")."""
+        found = self.api.images(name=repository, filters={"label": label} if label else None)
+        return [ImageSummary(i["Id"], [t for t in i.get("RepoTags") or [] if t != "<none>:<none>"],
+                             dict(i.get("Labels") or {})) for i in found]
+
+    def login(self, username: str, password: str, registry: str) -> None:
+        """Check credentials with the registry (reauth: a cached login proves nothing)."""
+        import docker
+
+        try:
+            self.api.login(username, password=password, registry=registry, reauth=True)
+        except docker.errors.APIError as exc:
+            raise EngineError(str(exc.explanation or exc)) from None
+
+    def push(self, ref: str, auth: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Push REF; yields the engine's progress messages (status, id, progressDetail, aux,
+        error) as they arrive. Failures arrive as `error` messages, not exceptions. AUTH is
+        always a dict: docker-py treats None as "use the Docker config's credentials",
+        which must not travel where the caller decided none may."""
+        repo, tag = split_ref(ref)
+        return self.api.push(repo, tag=tag, stream=True, decode=True, auth_config=dict(auth))
+
     def pull(self, ref: str) -> bool:
         """Try to pull; False (not an exception) when the registry cannot be reached."""
         repo, tag = split_ref(ref)
@@ -354,3 +430,30 @@ class DockerEngine:
         if not image:
             raise BuildError(f"docker import produced no image {ref}: {out}")
         return image
+
+
+def config_credentials(host: str) -> tuple[str, str] | None:
+    """(user, password) the user's Docker client config (or its credential helper) holds
+    for registry HOST; None when it holds none or cannot be read. Client-side: no engine."""
+    try:
+        from docker import auth
+
+        found = auth.resolve_authconfig(auth.load_config(), host)
+    except Exception:
+        return None
+    for user_key, password_key in (("Username", "Password"), ("username", "password")):
+        if found and found.get(user_key) and found.get(password_key):
+            return found[user_key], found[password_key]
+    return None
+
+
+def buildx_version() -> str:
+    """`docker buildx version` of the Docker CLI on PATH ("" when it has none): BuildKit is
+    a client plugin, so this asks the CLI, not the engine."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""

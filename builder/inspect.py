@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 from builder import readback
+from builder.engine import Engine
 from builder.errors import UserError
 from builder.contract import BuildInfo, Label
 
 
-def labels_of(engine, image: str) -> dict[str, str]:
+def labels_of(engine: Engine, image: str) -> dict[str, str]:
     labels = engine.image_labels(image)
     if Label.RELEASE not in labels:
         raise UserError(f"{image} was not built by this builder (no {Label.RELEASE} label)")
@@ -20,7 +21,7 @@ def requested_capabilities(labels: dict[str, str]) -> list[str]:
     return [a for a in labels.get(Label.CUDA_COMPUTE_CAPABILITIES, "").split(",") if a and a != "local"]
 
 
-def describe(engine, image: str, extra_capabilities: list[str] | None = None) -> dict:
+def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = None) -> dict:
     labels = labels_of(engine, image)
     info = engine.inspect(image)
     g = lambda k: labels.get(k, "")  # noqa: E731

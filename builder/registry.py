@@ -1,6 +1,6 @@
 """Pushing to a private registry, and proving what arrived.
 
-docker-py reports push failures inside the stream instead of raising, so every chunk
+The engine reports push failures inside its progress stream instead of raising, so every chunk
 is checked; transient failures (refused or reset connections, 5xx) are retried with
 backoff a bounded number of times; afterwards the manifest is read back through the
 registry's HTTP API v2 and its digest compared with the one the engine reported.
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder import contract, grammar
+from builder import engine as engines
 from builder.contract import split_ref
-from builder.engine import DockerEngine, Progress, signals_raise
-from builder.errors import PushError, UserError, redact, register_secret
+from builder.engine import Engine, EngineError, Progress, signals_raise
+from builder.errors import BuildFailure, PushError, UserError, redact, register_secret
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
                        r"\b50[0234]\b|service unavailable|bad gateway|no such host|server gave HTTP response",
@@ -114,17 +115,11 @@ def credentials_from(username: str | None, username_env: str | None, password_en
 
 def config_credentials(host: str) -> Credentials | None:
     """What the user's Docker config (or its credential helper) holds for the registry."""
-    try:
-        from docker import auth
-
-        found = auth.resolve_authconfig(auth.load_config(), host)
-    except Exception:
+    found = engines.config_credentials(host)
+    if not found:
         return None
-    for user_key, password_key in (("Username", "Password"), ("username", "password")):
-        if found and found.get(user_key) and found.get(password_key):
-            register_secret(found[password_key])
-            return Credentials(found[user_key], found[password_key])
-    return None
+    register_secret(found[1])
+    return Credentials(*found)
 
 
 @dataclass(frozen=True)
@@ -250,17 +245,15 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
 
 
 class Pusher:
-    def __init__(self, engine: DockerEngine, tries: int = 4, backoff: float = 2.0, quiet: bool = False):
+    def __init__(self, engine: Engine, tries: int = 4, backoff: float = 2.0, quiet: bool = False):
         self.engine, self.tries, self.backoff, self.quiet = engine, tries, backoff, quiet
 
     def login(self, host: str, creds: Credentials) -> None:
         """Fail fast, with one line, on a wrong password (nothing is stored)."""
-        import docker
-
         try:
-            self.engine.api.login(creds.username, password=creds.password, registry=host, reauth=True)
-        except docker.errors.APIError as exc:
-            text = str(exc.explanation or exc)
+            self.engine.login(creds.username, creds.password, host)
+        except EngineError as exc:
+            text = str(exc)
             if AUTH.search(text):
                 raise UserError(f"registry {host} refused the credentials for user '{creds.username}'") from None
             if TRANSIENT.search(text):
@@ -268,12 +261,12 @@ class Pusher:
             raise UserError(f"cannot log in to {host}: {text.splitlines()[0]}") from None
 
     def _push_once(self, ref: str, creds: Credentials | None, progress: Progress) -> PushResult:
-        repo, tag = split_ref(ref)
+        _, tag = split_ref(ref)
         layers: dict[str, dict] = {}
         digest = ""
         try:
-            stream = self.engine.api.push(repo, tag=tag, stream=True, decode=True,
-                                          auth_config=creds.auth_config() if creds else {})
+            # {} without credentials, never None: None lets docker-py send the Docker config's own
+            stream = self.engine.push(ref, creds.auth_config() if creds else {})
             for chunk in stream:
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("error") or chunk.get("errorDetail", {}).get("message") or "").strip()
@@ -364,8 +357,8 @@ class Pusher:
             if previous:
                 self.engine.tag(previous, ref)
             else:
-                self.engine.api.remove_image(ref, noprune=True)
-        except Exception:
+                self.engine.remove_image(ref)
+        except (Exception, BuildFailure):  # best effort: the push's own error is the one to report
             pass
 
 

@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+from builder.engine import Engine
 from builder.errors import Interrupted
 from builder.errors import UserError
 
@@ -40,16 +41,28 @@ def command(image: str, extra: list[str], select: str | None, container: str) ->
     return cmd
 
 
-def remove_container(name: str, tries: int = 3) -> None:
-    """docker rm -f NAME, again after a moment: a `docker run` cut short may still create it."""
-    for i in range(tries):
-        try:
-            subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:  # cleanup must not replace the interrupt
-            print(f"warning: could not remove the test container {name}: {exc}", file=sys.stderr, flush=True)
-            return
-        if i + 1 < tries:
-            time.sleep(1)
+def cleanup_engine() -> Engine:
+    """The engine that removes the suite's container; made only when one must be removed."""
+    from builder.engine import DockerEngine
+
+    return DockerEngine(timeout=60)
+
+
+def remove_container(name: str, tries: int = 3, engine: Engine | None = None) -> None:
+    """Remove container NAME, again after a moment: a `docker run` cut short may still create it."""
+    from builder.engine import EngineError
+
+    try:
+        engine = engine or cleanup_engine()
+        for i in range(tries):
+            try:
+                engine.remove_container(name)
+            except EngineError:
+                pass  # refused (e.g. removal already in progress): the next try may succeed
+            if i + 1 < tries:
+                time.sleep(1)
+    except Exception as exc:  # cleanup must not replace the interrupt
+        print(f"warning: could not remove the test container {name}: {exc}", file=sys.stderr, flush=True)
 
 
 def run(image: str, extra: list[str], select: str | None = None, stdout=None,

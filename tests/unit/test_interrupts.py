@@ -1,7 +1,7 @@
 """Interrupts: one handler from CLI entry; the first SIGINT/SIGTERM cleans up, a second
 one does not cut the cleanup short; `builder test` removes its container; a build
 interrupted during start-up leaves no context under /tmp. Real signals to real
-processes; the engine and docker are fakes."""
+processes; the engine is a fake."""
 import os
 import signal
 import subprocess
@@ -57,20 +57,17 @@ def driver(tmp_path: Path, body: str) -> subprocess.Popen:
                             text=True, env=env)
 
 
-@pytest.fixture
-def fake_docker(tmp_path):
-    """`docker` on PATH that records its arguments (what the builder asks to remove)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/docker-calls\n")
-    (bin_dir / "docker").chmod(0o755)
-    return tmp_path / "docker-calls"
-
-
 TEST_DRIVER = """
     import sys
     from builder import cli, inspect
     from builder.conformance import runner
+    from tests.unit.fake_engine import FakeEngine
+
+    class Engine(FakeEngine):  # records what the builder asks to remove, for the test to read
+        def remove_container(self, container):
+            super().remove_container(container)
+            with open("{tmp}/removed", "a") as f:
+                f.write(container + "\\n")
 
     # pytest's stand-in: writes its pid and name of its container, then runs for long.
     # Like pytest it stops quietly on SIGINT (pytest tears down and exits 2).
@@ -79,13 +76,14 @@ TEST_DRIVER = """
     runner.command = lambda image, extra, select, container: [
         sys.executable, "-c", sleeper, "{tmp}/child-" + container]
     cli._engine = lambda: None
+    runner.cleanup_engine = Engine
     inspect.labels_of = lambda engine, image: {{}}
     sys.exit(cli.main(["test", "some/image:1"]))
 """
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_builder_test_removes_its_container_on_an_interrupt(tmp_path, fake_docker, sig, code):
+def test_builder_test_removes_its_container_on_an_interrupt(tmp_path, sig, code):
     proc = driver(tmp_path, TEST_DRIVER.format(tmp=tmp_path))
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob("child-*")) and time.monotonic() < deadline and proc.poll() is None:
@@ -101,7 +99,7 @@ def test_builder_test_removes_its_container_on_an_interrupt(tmp_path, fake_docke
     assert "Traceback" not in err
     assert f"interrupted ({signal.Signals(sig).name}); no tag was moved" in err
     container = children[0].name.removeprefix("child-")
-    assert f"rm -f {container}" in fake_docker.read_text()
+    assert container in (tmp_path / "removed").read_text().splitlines()
     pid = int(children[0].read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -14,9 +14,9 @@ import pytest
 from builder import cli
 from builder import registry as reg
 from builder.errors import UserError
+from tests.unit.fake_engine import FakeEngine
 from tests.integration.registries import make_ca_and_cert as make_cert
 
-DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
 
 
@@ -76,13 +76,14 @@ class Registry:
         self.httpd.server_close()
 
 
-class FakeAPI:
-    """What Pusher uses of docker-py's APIClient; like dockerd, it authenticates to the
+class RegistryEngine(FakeEngine):
+    """The fake engine, pushing to the registry stub; like dockerd, it authenticates to the
     registry with what it is given, over the registry's own scheme."""
 
     def __init__(self, registry: Registry, ca: Path | None):
+        super().__init__()
         self.registry, self.ca = registry, ca
-        self.calls: list[tuple] = []
+        self.add_image("local/img:1")
 
     def _send_credentials(self, username: str, password: str) -> None:
         token = base64.b64encode(f"{username}:{password}".encode()).decode()
@@ -97,39 +98,23 @@ class FakeAPI:
         conn.getresponse().read()
         conn.close()
 
-    def login(self, username, password, registry, reauth):
-        self.calls.append(("login", registry))
+    def login(self, username, password, registry):
+        super().login(username, password, registry)
         self._send_credentials(username, password)
 
-    def push(self, repo, tag, stream, decode, auth_config):
-        self.calls.append(("push", repo, tag, auth_config))
-        if auth_config is None:  # docker-py would add the Docker config's credentials
-            raise AssertionError("auth_config=None lets docker-py send the config's credentials")
-        if auth_config.get("username"):
-            self._send_credentials(auth_config["username"], auth_config["password"])
-        name = repo.split("/", 1)[1]
-        self.registry.manifests[f"/v2/{name}/manifests/{tag}"] = DIGEST
-        yield {"status": "Pushing", "id": "layer1", "progressDetail": {"current": 10, "total": 10}}
-        yield {"status": "Pushed", "id": "layer1"}
-        yield {"status": f"{tag}: digest: {DIGEST} size: 1"}
-
-    def remove_image(self, ref, noprune):
-        self.calls.append(("rmi", ref))
-        self.engine.images.pop(ref, None)
+    def push(self, ref, auth):
+        if auth is None:  # docker-py would add the Docker config's credentials
+            raise AssertionError("auth=None lets docker-py send the config's credentials")
+        if auth.get("username"):
+            self._send_credentials(auth["username"], auth["password"])
+        yield from super().push(ref, auth)
+        name, tag = ref.split("/", 1)[1].rsplit(":", 1)
+        self.registry.manifests[f"/v2/{name}/manifests/{tag}"] = self.pushed[ref]
 
 
-class FakeEngine:
-    def __init__(self, api: FakeAPI):
-        self.api = api
-        api.engine = self
-        self.images = {"local/img:1": "sha256:img"}
-
-    def image_id(self, ref):
-        return self.images.get(ref)
-
-    def tag(self, image, ref):
-        self.api.calls.append(("tag", ref))
-        self.images[ref] = self.images.get(image, image)
+def moves(engine: FakeEngine) -> list[tuple]:
+    """The calls that send something or change a tag (questions such as image_id left out)."""
+    return [c for c in engine.calls if c[0] in ("login", "tag", "push", "remove_image")]
 
 
 @pytest.fixture
@@ -160,8 +145,8 @@ def plain_registry():
 CREDS = reg.Credentials("alice", "pw-unit-s3cret")
 
 
-def pusher(registry: Registry, ca: Path | None = None) -> tuple[reg.Pusher, FakeEngine]:
-    engine = FakeEngine(FakeAPI(registry, ca))
+def pusher(registry: Registry, ca: Path | None = None) -> tuple[reg.Pusher, RegistryEngine]:
+    engine = RegistryEngine(registry, ca)
     return reg.Pusher(engine, tries=2, backoff=0.01, quiet=True), engine
 
 
@@ -173,8 +158,8 @@ def test_untrusted_certificate_is_refused_before_anything_is_sent(tls_registry, 
     message = str(exc.value)
     assert "does not trust" in message and str(certs_d / tls_registry.host / "ca.crt") in message
     assert "--insecure-registry" in message and "\n" not in message
-    assert engine.api.calls == []              # no login, no tag, no push
-    assert ref not in engine.images
+    assert moves(engine) == []              # no login, no tag, no push
+    assert ref not in engine.tags
     assert tls_registry.requests == []         # the handshake failed: not even GET /v2/ arrived
 
 
@@ -182,9 +167,10 @@ def test_a_ca_in_certs_d_is_trusted_and_the_digest_is_read_back_over_tls(tls_reg
     (certs_d / tls_registry.host).mkdir()
     (certs_d / tls_registry.host / "ca.crt").write_bytes(tls_registry.ca.read_bytes())
     p, engine = pusher(tls_registry, tls_registry.ca)
-    result = p.push("local/img:1", f"{tls_registry.host}/ml/img:1", CREDS)
-    assert result.digest == DIGEST
-    assert [c[0] for c in engine.api.calls] == ["login", "tag", "push"]
+    ref = f"{tls_registry.host}/ml/img:1"
+    result = p.push("local/img:1", ref, CREDS)
+    assert result.digest == engine.pushed[ref]
+    assert [c[0] for c in moves(engine)] == ["login", "tag", "push"]
     # The read-back authenticated (over verified TLS) with the user's credentials.
     assert ("HEAD", "/v2/ml/img/manifests/1", "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode()) \
         in tls_registry.requests
@@ -194,12 +180,12 @@ def test_insecure_registry_with_an_untrusted_certificate_sends_no_credentials(tl
     p, engine = pusher(tls_registry, None)
     with pytest.raises(UserError, match="credentials are only sent over TLS the engine trusts"):
         p.push("local/img:1", f"{tls_registry.host}/ml/img:1", CREDS, insecure=True)
-    assert engine.api.calls == [] and tls_registry.authorizations() == []
+    assert moves(engine) == [] and tls_registry.authorizations() == []
     # Without credentials of its own, not even the Docker config's are handed over.
     monkeypatch.setattr(reg, "config_credentials", lambda host: CREDS)
     result = p.push("local/img:1", f"{tls_registry.host}/ml/img:1", None, insecure=True)
-    assert result.digest == DIGEST
-    assert ("push", f"{tls_registry.host}/ml/img", "1", {}) in engine.api.calls
+    assert result.digest == engine.pushed[f"{tls_registry.host}/ml/img:1"]
+    assert ("push", f"{tls_registry.host}/ml/img:1", None) in engine.calls   # pushed with no user
     assert tls_registry.authorizations() == []
 
 
@@ -210,11 +196,11 @@ def test_plain_http_registry_needs_the_flag_and_never_gets_credentials(plain_reg
         p.push("local/img:1", ref, None)
     with pytest.raises(UserError, match="over plain HTTP"):
         p.push("local/img:1", ref, CREDS, insecure=True)
-    assert engine.api.calls == [] and ref not in engine.images
+    assert moves(engine) == [] and ref not in engine.tags
     monkeypatch.setattr(reg, "config_credentials", lambda host: CREDS)  # the Docker config has some
     result = p.push("local/img:1", ref, None, insecure=True)
-    assert result.digest == DIGEST and engine.images[ref] == "sha256:img"
-    assert [c[0] for c in engine.api.calls] == ["tag", "push"]    # no login
+    assert result.digest == engine.pushed[ref] and engine.tags[ref] == engine.tags["local/img:1"]
+    assert [c[0] for c in moves(engine)] == ["tag", "push"]       # no login
     assert plain_registry.authorizations() == []                  # nothing secret ever arrived over HTTP
     assert any(r[:2] == ("HEAD", "/v2/img/manifests/1") for r in plain_registry.requests)
 
@@ -225,11 +211,11 @@ def test_a_failure_after_tagging_takes_the_tag_back(plain_registry, certs_d):
     ref = f"{plain_registry.host}/img:1"
     with pytest.raises(reg.PushError, match="the registry serves"):
         p.push("local/img:1", ref, None, insecure=True)
-    assert ref not in engine.images and ("rmi", ref) in engine.api.calls
-    engine.images[ref] = "sha256:older"   # an existing tag is put back, not removed
+    assert ref not in engine.tags and ("remove_image", ref) in engine.calls
+    older = engine.add_image(ref)         # an existing tag is put back, not removed
     with pytest.raises(reg.PushError):
         p.push("local/img:1", ref, None, insecure=True)
-    assert engine.images[ref] == "sha256:older"
+    assert engine.tags[ref] == older
 
 
 def test_unreachable_registry_retries_then_fails_with_no_tag(certs_d):
@@ -241,16 +227,16 @@ def test_unreachable_registry_retries_then_fails_with_no_tag(certs_d):
     p, engine = pusher(Registry.__new__(Registry))
     with pytest.raises(reg.PushError, match=r"failed after 2 tries: cannot reach the registry"):
         p.push("local/img:1", f"127.0.0.1:{port}/img:1", CREDS)
-    assert engine.api.calls == []
+    assert moves(engine) == []
 
 
 def test_cli_untrusted_registry_is_one_line_exit_2(tls_registry, certs_d, monkeypatch, capsys):
-    engine = FakeEngine(FakeAPI(tls_registry, None))
+    engine = RegistryEngine(tls_registry, None)
     monkeypatch.setattr(cli, "_engine", lambda: engine)
     code = cli.main(["push", "local/img:1", "--registry", tls_registry.host, "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith(f"error: registry {tls_registry.host} presents")
-    assert engine.api.calls == []
+    assert moves(engine) == []
 
 
 def test_build_push_checks_the_registry_before_building(tls_registry, certs_d, monkeypatch, capsys):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from builder import buildsettings, paths
 from builder.base_recipe import DEFAULT_MIRROR, BaseRecipe
-from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import UserError, redact
 
 
@@ -20,7 +20,7 @@ def log(message: str) -> None:
     print(redact(message), file=sys.stderr, flush=True)  # the mirror URL may carry credentials
 
 
-def make_rootfs(engine: DockerEngine, recipe: BaseRecipe, mirror: str | None, workdir: Path) -> str:
+def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir: Path) -> str:
     """debootstrap + docker import; the mirror used leaves no trace in the file system."""
     if shutil.which("debootstrap") is None:
         raise UserError("debootstrap is not installed (run `bash scripts/setup.sh`)")
@@ -47,7 +47,7 @@ def make_rootfs(engine: DockerEngine, recipe: BaseRecipe, mirror: str | None, wo
     return image
 
 
-def ensure_base(engine: DockerEngine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
+def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
                 rebuild: bool = False, quiet: bool = False) -> tuple[str, bool]:
     """Return (tag, built_now). An existing tag is reused unless `rebuild`."""
     settings.validate()

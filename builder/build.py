@@ -3,7 +3,6 @@ tag it only when the build succeeded.
 """
 from __future__ import annotations
 
-import os
 import dataclasses
 import subprocess
 import tempfile
@@ -15,14 +14,10 @@ from builder import buildcontext, buildsettings, paths, readback
 from builder.base import ensure_base, log
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
-from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import BuildError
 from builder.errors import UserError
-from builder.render import RenderOptions, check_base_option, render
-
-
-def default_build_id() -> str:
-    return time.strftime("%Y%m%d.%H%M%S", time.gmtime())
+from builder.render import RenderOptions, render
 
 
 def source_ref() -> str:
@@ -54,7 +49,7 @@ class BuildOutcome:
     error: str = ""
 
 
-def choose_base(engine: DockerEngine, release: Release, base: str, dry_run: bool) -> BaseChoice:
+def choose_base(engine: Engine, release: Release, base: str, dry_run: bool) -> BaseChoice:
     recipe = BaseRecipe(release.offline)
     offline_reason = f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})"
     if base == "offline":
@@ -79,7 +74,7 @@ def choose_base(engine: DockerEngine, release: Release, base: str, dry_run: bool
     raise UserError(f"base image '{base}' does not exist locally and cannot be pulled")
 
 
-def build_variant(engine: DockerEngine, release: Release, variant: Variant, options: RenderOptions, *,
+def build_variant(engine: Engine, release: Release, variant: Variant, options: RenderOptions, *,
                   base: BaseChoice, settings: buildsettings.BuildSettings, build_id: str, tags: list[str],
                   nocache: bool, framework_src: Path | None, quiet: bool,
                   compile_cache: str | None = None) -> BuildOutcome:
@@ -111,7 +106,7 @@ def build_variant(engine: DockerEngine, release: Release, variant: Variant, opti
     return outcome
 
 
-def verify_and_label(engine: DockerEngine, image_id: str, release: Release, variant: Variant, meta: dict,
+def verify_and_label(engine: Engine, image_id: str, release: Release, variant: Variant, meta: dict,
                      log_path: Path, expect_extension: bool = True) -> str:
     """Read what the untagged image holds, refuse it when it disagrees with the catalog,
     and label it with what it reported; returns the labelled image's id."""
@@ -130,7 +125,7 @@ def verify_and_label(engine: DockerEngine, image_id: str, release: Release, vari
     return add_labels(engine, image_id, readback.measured_labels(report), log_path)
 
 
-def add_labels(engine: DockerEngine, image_id: str, labels: dict[str, str], log_path: Path) -> str:
+def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: Path) -> str:
     """A label-only image on top of IMAGE_ID (no new layer)."""
     from builder.quoting import FILTERS, QuotingError
 
@@ -147,12 +142,8 @@ def add_labels(engine: DockerEngine, image_id: str, labels: dict[str, str], log_
         return engine.build(request, Progress("labels", quiet=True)).image_id
 
 
-def prepare_base(engine: DockerEngine, release: Release, choice: BaseChoice,
+def prepare_base(engine: Engine, release: Release, choice: BaseChoice,
                  settings: buildsettings.BuildSettings, quiet: bool) -> None:
     if choice.needs_build:
         log(f"base: building {choice.image}")
         ensure_base(engine, BaseRecipe(release.offline), settings, quiet=quiet)
-
-
-def validate_base_option(base: str) -> None:
-    check_base_option(base)

@@ -21,8 +21,8 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from builder.errors import BuilderError, UserError, say
-from builder.options import (BASE, CACHE_DIR, COMPILE_CACHE, CUDA_CC, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET,
-                             RELEASE, REPO, with_build_settings, with_cache_server,
+from builder.options import (CACHE_DIR, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET,
+                             RELEASE, with_build_settings, with_cache_server,
                              with_registry_credentials, with_render_options)
 
 app = typer.Typer(

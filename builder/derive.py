@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from builder import buildsettings, cuda_arch, grammar
 from builder.contract import InImage, Label
-from builder.engine import BuildRequest, DockerEngine, Progress
+from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import PatchError, UserError
 from builder.render import template_env
 
@@ -156,7 +156,7 @@ def patch_records(patches: list[Path]) -> list[dict]:
     return [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in patches]
 
 
-def check_patches(engine: DockerEngine, parent: str, patches: list[Path],
+def check_patches(engine: Engine, parent: str, patches: list[Path],
                   source: str = InImage.SOURCE, setup: str = "") -> None:
     """Apply the patches, in order, to the parent's source in a throwaway container."""
     if not patches:
@@ -182,7 +182,7 @@ def check_patches(engine: DockerEngine, parent: str, patches: list[Path],
                          + (f": {', '.join(hunks)}" if hunks else ""), detail.strip())
 
 
-def check_horovod_patches(engine: DockerEngine, parent: str, patches: list[Path]) -> None:
+def check_horovod_patches(engine: Engine, parent: str, patches: list[Path]) -> None:
     """Horovod patches apply on top of the ones the parent already ships, as in nvbuild.sh."""
     setup = (f"[ -d {InImage.HOROVOD_SOURCE} ] || exit 3; cp -r {InImage.HOROVOD_SOURCE} /tmp/hvd-check "
              f"&& for s in {InImage.HOROVOD_PATCHES}/*.patch; do [ -e \"$s\" ] || continue; "
@@ -221,7 +221,7 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     return template_env().get_template("derived/Dockerfile.j2").render(d=d)
 
 
-def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: buildsettings.BuildSettings,
+def build(engine: Engine, spec: DeriveSpec, parent_ref: str, settings: buildsettings.BuildSettings,
           compile_cache: str | None, nocache: bool, log_path: Path, quiet: bool) -> str:
     """Build the derived image untagged and return its id."""
     info = engine.inspect(parent_ref)
@@ -247,7 +247,7 @@ def build(engine: DockerEngine, spec: DeriveSpec, parent_ref: str, settings: bui
     return result.image_id
 
 
-def verify_and_label(engine: DockerEngine, catalog, image_id: str, log_path: Path) -> str:
+def verify_and_label(engine: Engine, catalog, image_id: str, log_path: Path) -> str:
     """Read the derived image back (as for a release build) and label it with what it holds."""
     from builder import build
 

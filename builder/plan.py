@@ -9,12 +9,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder import cuda_arch, grammar, lock, urls
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Catalog, Release, Variant
 from builder.errors import UserError
 from builder.render import RenderOptions, Rendered, check_base_option, render
+
+if TYPE_CHECKING:
+    from builder.derive import DeriveSpec
 
 
 def default_build_id(now: float | None = None) -> str:
@@ -175,7 +179,7 @@ def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
 class DerivePlan:
     parent: str
     tag: str
-    spec: "DeriveSpec"  # noqa: F821 (builder.derive)
+    spec: DeriveSpec
     compile_cache: str | None = None
     no_cache: bool = False
     test: bool = True

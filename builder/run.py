@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from builder import buildcontext, paths
+from builder.build import BuildOutcome
 from builder.buildsettings import BuildSettings
 from builder.engine import Engine
 from builder.errors import BuildError, BuildFailure, Reported, say
@@ -24,16 +25,6 @@ class Output:
 
     result: Callable[[str], None] = print
     say: Callable[[str], None] = say
-
-
-@dataclass
-class BuildOutcome:
-    release: str
-    variant: str
-    image_id: str = ""
-    refs: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str = ""
 
 
 def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSettings, creds=None, *,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 import shlex
 import signal
 from pathlib import Path
@@ -120,32 +121,35 @@ class FakeEngine:
         return EngineVersion("24.0.0-fake", "1.43", "1.43")
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
-        """FROM and LABEL of the context's Dockerfile are honoured (labels are inherited from
-        a known parent); any other instruction is a step that changes nothing."""
+        """FROM and LABEL of the context's Dockerfile are honoured (labels and env are
+        inherited from a known parent); any other instruction is a step that changes nothing."""
         self._call("build", request)
         dockerfile = Path(request.context) / "Dockerfile"
         steps = (_instructions(dockerfile.read_text(encoding="utf-8")) if dockerfile.is_file()
                  else [("RUN", "true")] * self.build_steps)
         labels: dict[str, str] = {}
         layers: list[str] = []
+        env: list[str] = []
         for n, (word, rest) in enumerate(steps, 1):
             if progress:
                 progress.on_step(n, len(steps), f"{word} {rest}")
             if self.build_fails_at == n:
                 raise BuildError(f"The command '/bin/sh -c {rest}' returned a non-zero code: 1",
                                  f"step {n}/{len(steps)}: {word} {rest}", [f"output of step {n}"], request.log_path)
-            if word == "FROM":
-                parent = self._resolve(rest.split()[0])
+            if word == "FROM":  # build args (ARG BASE_IMAGE) expand in FROM, as in the engine
+                parent = self._resolve(re.sub(r"\$\{?(\w+)\}?", lambda m: request.buildargs.get(m[1], m[0]),
+                                              rest.split()[0]))
                 if parent:
                     labels.update(self.store[parent]["labels"])
                     layers += self.store[parent]["layers"]
+                    env = list(self.store[parent]["env"])
             elif word == "LABEL":
                 for pair in shlex.split(rest):
                     key, _, value = pair.partition("=")
                     labels[key] = value
             elif word in ("RUN", "COPY", "ADD"):
                 layers.append(_digest("layer", request.context, n, rest, sorted(request.buildargs.items())))
-        image_id = self.add_image(labels=labels, layers=layers)
+        image_id = self.add_image(labels=labels, layers=layers, env=env)
         if progress:
             progress.done(f"built {image_id[:19]} ({len(steps)} steps, 0 from cache)")
         return BuildResult(image_id, len(steps), 0.0, 0, request.log_path)

@@ -13,7 +13,7 @@ from builder import inspect as insp
 from builder import registry as reg
 from builder.engine import Interrupted
 from builder.errors import UserError
-from builder.inspect import LABEL
+from builder.contract import LABEL_PREFIX as LABEL
 from tests.unit.fake_engine import FakeEngine
 
 REF = "registry.example:5000/ml/img:1"

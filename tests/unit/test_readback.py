@@ -22,6 +22,11 @@ def rel():
 
 @pytest.fixture
 def report():
+    return sample_report()
+
+
+def sample_report() -> dict:
+    """A report shaped like image_report.py's for 21.08 tf2-py3 that matches the catalog."""
     binaries = [
         {"component": "tensorflow", "path": TF_LIB, "sass": ["35", "50", "60", "70", "75", "80"], "ptx": ["80"]},
         {"component": "extension", "path": EXT_LIB, "sass": ["52", "60", "61", "70", "75", "80", "86"], "ptx": ["86"]},

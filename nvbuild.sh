@@ -12,7 +12,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=${NVBUILD_SOURCE:-$HERE/tensorflow-source}
 FLAGS_FILE=${NVBUILD_FLAGS_FILE:-$HERE/nvbuildopts}
 POLICY=$HERE/cuda_arch.py
-REPORT_SCRIPT=$HERE/image_report.py
+REPORT_SCRIPT=${NVBUILD_REPORT_SCRIPT:-$HERE/image_report.py}
 WHEEL_DIR=${NVBUILD_WHEEL_DIR:-/tmp/pip}
 BUILD_INFO=${NVBUILD_BUILD_INFO:-$HERE/build-info.json}
 STAMP=$SRC/.nvbuild-config
@@ -68,7 +68,8 @@ compiled, `nvbuild.sh: compiled: <unit>` (the extension's and Horovod's, named h
 whenever ccache is installed: every compile goes through it, a local cache without
 --cache), after `nvbuild.sh: compile cache: N of M translation units from the cache` with
 --cache; failures as `nvbuild.sh: <phase> phase failed: <why>`. Last, it writes
-/opt/tensorflow/build-info.json (image_report.py next to this script, when present).
+/opt/tensorflow/build-info.json with image_report.py next to this script
+(NVBUILD_REPORT_SCRIPT names another report script).
 USAGE
 }
 
@@ -687,37 +688,15 @@ write_build_info() {
     export NVBUILD_HOROVOD_PATCHES_JSON
     NVBUILD_HOROVOD_PATCHES_JSON=$(sed -n 2p "$HVD_STAMP")
   fi
-  if [ -f "$REPORT_SCRIPT" ]; then
-    # It reads the requested capabilities from TF_CUDA_COMPUTE_CAPABILITIES: the resolved
-    # list, or none when there is no CUDA compiler.
-    TF_CPP_MIN_LOG_LEVEL=3 TF_CUDA_COMPUTE_CAPABILITIES=$([ -n "$CUDA_VER" ] && echo "$SM") \
-      "$PYTHON" "$REPORT_SCRIPT" > "$BUILD_INFO.tmp"
-    local rc=$?
-    [ "$rc" = 0 ] || { rm -f "$BUILD_INFO.tmp"; fail report "$REPORT_SCRIPT exited $rc"; }
-  else
-    # No image_report.py next to this script (every image ships it; a bare tree such as
-    # the unit tests' does not): what the built framework reports, with at least the keys
-    # the banner reads (builder/contract.py, BuildInfo.BANNER_KEYS). It stays inline: the
-    # script that would hold it is what is missing here.
-    local report
-    if [ "${DRIVER:-}" = tensorflow ]; then
-      report='import json, tensorflow as tf; i = dict(tf.sysconfig.get_build_info()); i["framework_name"] = "TensorFlow"; i["version"] = tf.__version__; print(json.dumps(i, default=str))'
-    elif [ "${DRIVER:-}" = extension ]; then
-      report='import json
-try:
-    import tfext as ext
-except ImportError:
-    import tfref as ext
-i = dict(ext.sysconfig.get_build_info())
-for k in ("get_cuda_library", "get_library"):
-    if hasattr(ext.sysconfig, k):
-        i[k[4:]] = getattr(ext.sysconfig, k)()
-print(json.dumps(i, default=str))'
-    else
-      return  # Horovod only: nothing to report without image_report.py
-    fi
-    "$PYTHON" -c "$report" > "$BUILD_INFO.tmp" || { rm -f "$BUILD_INFO.tmp"; fail install "the installed framework does not import"; }
-  fi
+  # The image's own report (builder/image_report.py, shipped next to this script) is the
+  # one writer of build-info.json: its schema lives in builder/contract.py, nowhere else.
+  [ -f "$REPORT_SCRIPT" ] || fail report "no $REPORT_SCRIPT (the image's report writes build-info.json; NVBUILD_REPORT_SCRIPT names another)"
+  # It reads the requested capabilities from TF_CUDA_COMPUTE_CAPABILITIES: the resolved
+  # list, or none when there is no CUDA compiler.
+  TF_CPP_MIN_LOG_LEVEL=3 TF_CUDA_COMPUTE_CAPABILITIES=$([ -n "$CUDA_VER" ] && echo "$SM") \
+    "$PYTHON" "$REPORT_SCRIPT" > "$BUILD_INFO.tmp"
+  local rc=$?
+  [ "$rc" = 0 ] || { rm -f "$BUILD_INFO.tmp"; fail report "$REPORT_SCRIPT exited $rc"; }
   mv "$BUILD_INFO.tmp" "$BUILD_INFO"
   took report "$phase_start"
   log "wrote $BUILD_INFO"

@@ -64,3 +64,16 @@ def loopback_http():
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+
+
+# A bare tree's stand-in for builder/image_report.py (nvbuild.sh's one report writer): the
+# installed framework's own build info, which is what these tests check.
+STUB_REPORT = """import json
+try:
+    import tfext as fw
+    info = dict(fw.sysconfig.get_build_info())
+except ImportError:
+    import tensorflow as fw
+    info = dict(fw.sysconfig.get_build_info(), framework_name="TensorFlow", version=fw.__version__)
+print(json.dumps(info, default=str))
+"""

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import STUB_REPORT
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MAKEFILE = """\
@@ -82,6 +84,7 @@ def tree(tmp_path, venv):
     for exe in ("configure", "fakecc"):
         (src / exe).chmod(0o755)
     shutil.copy(ROOT / "nvbuild.sh", opt)
+    (opt / "image_report.py").write_text(STUB_REPORT)
     shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -153,3 +156,11 @@ def test_added_changed_and_removed_files_are_recorded_with_the_patches(tree):
     import hashlib
     digest = hashlib.sha256((tree.opt / "patches" / "mine.patch").read_bytes()).hexdigest()
     assert info["patches"] == [{"name": "mine.patch", "sha256": digest}]
+
+
+def test_without_the_image_report_the_report_phase_fails(tree):
+    """build-info.json has one writer, the image's report: no inline copy of its schema."""
+    (tree.opt / "image_report.py").unlink()
+    proc, info = tree()
+    assert proc.returncode != 0 and info is None
+    assert "nvbuild.sh: report phase failed: no " in proc.stderr and "image_report.py" in proc.stderr

@@ -17,6 +17,8 @@ from builder import catalog
 from builder.base_recipe import BaseRecipe
 from builder.render import RenderOptions, render
 
+from .conftest import STUB_REPORT
+
 ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_BAZEL = r'''#!/usr/bin/env python3
@@ -74,6 +76,7 @@ def tree(tmp_path, venv):
     (src / "tensorflow").mkdir(parents=True)
     (src / "configure.py").write_text(FAKE_CONFIGURE)
     shutil.copy(ROOT / "nvbuild.sh", opt)
+    (opt / "image_report.py").write_text(STUB_REPORT)
     shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)
     rel = catalog.load().get("21.08")
     rendered = render(rel, rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))

@@ -75,7 +75,7 @@ def test_sizes_fit_the_grammar_or_are_refused(text):
     assert set(text) <= set(string.digits + ".KkMmGgTtiBb")
 
 
-@settings(max_examples=500)
+@settings(max_examples=2000)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1,
                max_size=40))
 def test_nginx_strings_are_one_token_or_refused(text):

@@ -4,7 +4,6 @@ check passed, and that a failure moves none. No Docker engine."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -143,4 +142,5 @@ def test_a_missing_base_is_built_on_its_rootfs_then_tagged(monkeypatch, tmp_path
     engine.add_image(recipe.rootfs_image)  # debootstrap already imported: no debootstrap here
     tag = run.run_base(pl.plan_base(CAT, "21.08"), engine, BuildSettings(), out=Captured())
     assert [n for n in engine.names() if n in ("build", "tag")] == ["build", "tag"] and engine.image_id(tag)
-    assert (Path(tmp_path / "cache" / "logs") / f"base-{tag.split(':')[-1]}.log").parent.is_dir()
+    request = next(c[1] for c in engine.calls if c[0] == "build")
+    assert request.log_path == tmp_path / "cache" / "logs" / f"base-{tag.split(':')[-1]}.log"  # where every command logs

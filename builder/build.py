@@ -75,16 +75,14 @@ def choose_base(engine: Engine, release: Release, base: str, dry_run: bool) -> B
 
 
 def build_variant(engine: Engine, release: Release, variant: Variant, options: RenderOptions, *,
-                  base: BaseChoice, settings: buildsettings.BuildSettings, build_id: str, tags: list[str],
+                  base: BaseChoice, settings: buildsettings.BuildSettings, build_id: str, refs: list[str],
                   nocache: bool, framework_src: Path | None, quiet: bool,
                   compile_cache: str | None = None) -> BuildOutcome:
-    """Build one variant on an existing base; tag only on success."""
+    """Build one variant on an existing base; tag it REFS (the plan's) only on success."""
     outcome = BuildOutcome(release.name, variant.name)
     opts = dataclasses.replace(options, base=base.kind if base.kind != "custom" else base.image,
                                offline_base_image=BaseRecipe(release.offline).tag)
-    rendered = render(release, variant, opts)
-    image_ref = rendered.meta["image"]
-    refs = tags or [image_ref, f"{image_ref}-{build_id}"]
+    rendered = render(release, variant, opts)  # again: the base it renders for is chosen now
     log_path = paths.logs_dir() / f"{release.name}-{variant.name}-{build_id}.log"
     with tempfile.TemporaryDirectory(prefix=f"builder-{release.name}-{variant.name}-") as tmp:
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)

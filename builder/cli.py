@@ -58,17 +58,14 @@ def _hold(resource):
 @app.command()
 def releases(as_json: bool = JSON) -> None:
     """List the releases in the catalog."""
+    from builder.inspect import table_text
+
     rows = _catalog().summary()
-    print(json.dumps(rows, indent=2) if as_json else _table(
+    print(json.dumps(rows, indent=2) if as_json else table_text(
         ("RELEASE", "OS", "PYTHON", "CUDA", "VARIANTS", "OFFLINE BASE"),
         [(r["release"], r["os"], r["python"], r["cuda"], ", ".join(f"{k} ({v})" for k, v in r["variants"].items()),
           r["offline_base"]) for r in rows]))
 
-
-def _table(header: tuple[str, ...], rows: list[tuple]) -> str:
-    table = [header, *rows]
-    widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table)
 
 
 @app.command()
@@ -90,11 +87,6 @@ def _engine():
 
     return DockerEngine()
 
-
-def _out():
-    from builder.run import Output
-
-    return Output(result=print, say=_echo_err)
 
 
 @app.command()
@@ -158,7 +150,7 @@ def lock(
     """Lock the Python packages of every buildable release variant and Python, with hashes (uv)."""
     from builder import run
 
-    if not run.run_lock(_catalog(), release, variant, check, upgrade, out=_out()):
+    if not run.run_lock(_catalog(), release, variant, check, upgrade):
         raise typer.Exit(1)
 
 
@@ -179,7 +171,7 @@ def base(
         print(plan.recipe.dockerfile(), end="")
         _echo_err(f"tag: {plan.tag}")
         return
-    run.run_base(plan, _engine(), settings(), quiet=quiet, out=_out())
+    run.run_base(plan, _engine(), settings(), quiet=quiet)
 
 
 @app.command()
@@ -211,7 +203,7 @@ def build(
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
         insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle)))
     creds = credentials() if push_to else None
-    run.run_build(plan, _engine, settings(), creds, dry_run=dry_run, quiet=quiet, out=_out())
+    run.run_build(plan, _engine, settings(), creds, dry_run=dry_run, quiet=quiet)
 
 
 @app.command("test")
@@ -223,7 +215,7 @@ def test_image(
     """Run the conformance suite (pytest-testinfra) against a container of IMAGE."""
     from builder import run
 
-    code = run.run_tests(image, list(tests or []), select, _engine, out=_out())
+    code = run.run_tests(image, list(tests or []), select, _engine)
     if code != 0:
         raise typer.Exit(code)
 
@@ -283,7 +275,7 @@ def derive(
 
     plan = pl.plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
                           compile_cache, no_cache, test=not no_test)
-    run.run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet, out=_out())
+    run.run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
 
 
 @app.command()
@@ -302,7 +294,7 @@ def push(
     from builder import plan as pl, run
 
     plan = pl.plan_push(image, registry, tag, tries, insecure_registry)
-    run.run_push(plan, _engine(), credentials(), quiet=quiet, as_json=as_json, out=_out())
+    run.run_push(plan, _engine(), credentials(), quiet=quiet, as_json=as_json)
 
 
 cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)

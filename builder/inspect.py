@@ -73,7 +73,12 @@ def coverage_text(report: dict) -> str:
     header, rows = readback.coverage_rows(report)
     if not rows:
         return "no compute capabilities requested"
-    table = [header] + rows
+    return table_text(header, rows)
+
+
+def table_text(header, rows) -> str:
+    """Columns aligned by their widest cell, two spaces apart, no trailing blanks."""
+    table = [tuple(str(c) for c in row) for row in [header, *rows]]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
 

@@ -112,7 +112,10 @@ class BuildPlan:
     push_to: str | None = None
     insecure_registry: bool = False
     keep_going: bool = False  # --all: a failed variant does not stop the others
-    checks: tuple[str, ...] = ("read-back",)
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return ("read-back",)
 
     def dry_run(self, base_image: str, base_kind: str, build_base: bool) -> list[dict]:
         return [{"release": self.release.name, "variant": v.variant.name, "base": base_image, "base_kind": base_kind,
@@ -183,7 +186,10 @@ class DerivePlan:
     compile_cache: str | None = None
     no_cache: bool = False
     test: bool = True
-    checks: tuple[str, ...] = ("patches apply", "read-back", "conformance")
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return ("patches apply", "read-back") + (("conformance",) if self.test else ())
 
     @property
     def log_name(self) -> str:
@@ -201,8 +207,7 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
     check_ref(parent, "--from", image_id=True)
     check_ref(tag, "--tag")
     check_compile_cache(compile_cache)
-    checks = DerivePlan.checks if test else DerivePlan.checks[:-1]
-    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, checks)
+    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test)
 
 
 # --- push ---------------------------------------------------------------------------------

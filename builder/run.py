@@ -16,7 +16,7 @@ from builder.build import BuildOutcome
 from builder.buildsettings import BuildSettings
 from builder.engine import Engine
 from builder.errors import BuildError, BuildFailure, Reported, say
-from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan
+from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan, plan_push
 
 
 @dataclass
@@ -53,7 +53,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     for vp in plan.variants:
         try:
             outcome = b.build_variant(engine, plan.release, vp.variant, plan.options, base=choice, settings=settings,
-                                      build_id=plan.build_id, tags=list(vp.refs), nocache=plan.no_cache,
+                                      build_id=plan.build_id, refs=list(vp.refs), nocache=plan.no_cache,
                                       framework_src=plan.framework_src, quiet=quiet,
                                       compile_cache=plan.compile_cache)
             for ref in outcome.refs:
@@ -79,8 +79,6 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
 
 
 def plan_push_of(ref: str, plan: BuildPlan) -> PushPlan:
-    from builder.plan import plan_push
-
     return plan_push(ref, plan.push_to or "", None, 4, plan.insecure_registry)
 
 
@@ -109,11 +107,9 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     image_id = dv.build(engine, plan.spec, plan.parent, settings, plan.compile_cache, plan.no_cache, log_path, quiet)
     image_id = dv.verify_and_label(engine, catalog, image_id, log_path)
     if plan.test:
-        from builder import conformance
         from builder.conformance import runner
 
-        derived_suite = Path(conformance.__file__).parent / "derived"
-        if runner.run(image_id, [str(derived_suite)], stdout=sys.stderr) != 0:
+        if runner.run(image_id, [str(runner.DERIVED_SUITE)], stdout=sys.stderr) != 0:
             raise BuildFailure(f"the derived image {image_id[:19]} failed its conformance tests; "
                                f"{plan.tag} was not moved")
     engine.tag(image_id, plan.tag)
@@ -137,7 +133,7 @@ def run_tests(image: str, tests: list[Path], select: str | None, connect: Callab
               out: Output | None = None) -> int:
     """The conformance suite (plus TESTS) against a container of IMAGE; pytest's exit code.
     A derived image re-runs its parent's suite (the same one) plus its own checks."""
-    from builder import conformance, inspect as insp
+    from builder import inspect as insp
     from builder.conformance import runner
     from builder.contract import Label
     from builder.errors import UserError
@@ -149,11 +145,10 @@ def run_tests(image: str, tests: list[Path], select: str | None, connect: Callab
         if not t.exists():
             raise UserError(f"--tests {t}: no such file or directory")
     labels = insp.labels_of(connect(), image)
-    suite = Path(conformance.__file__).parent
     extra = [str(t) for t in tests]
-    if labels.get(Label.PARENT) and (suite / "derived").is_dir():
-        extra.append(str(suite / "derived"))
-    out.say(f"test: {image}: {' '.join([str(suite), *extra])}")
+    if labels.get(Label.PARENT) and runner.DERIVED_SUITE.is_dir():
+        extra.append(str(runner.DERIVED_SUITE))
+    out.say(f"test: {image}: {' '.join([str(runner.SUITE), *extra])}")
     return runner.run(image, extra, select)
 
 

@@ -15,6 +15,7 @@ from builder.errors import Interrupted
 from builder.errors import UserError
 
 SUITE = Path(__file__).resolve().parent
+DERIVED_SUITE = SUITE / "derived"  # a derived image's own checks, run after its parent's suite
 
 
 def check_select(expr: str) -> None:

@@ -165,6 +165,7 @@ def test_registry_down_fails_after_retries_then_resumes(release_image, derived_s
     assert report["bytes_uploaded"] < 50e6          # the parent was mounted, not uploaded again
 
 
+@pytest.mark.slow  # it scans what this module's pushes of the release image stored
 def test_nothing_secret_reached_the_registry_or_the_logs(secure_registry, cache_dir):
     """Scan every blob the authenticating registry stored (layers, configs, manifests:
     history lives in the config) and the builder's logs for the password."""

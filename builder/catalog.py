@@ -8,6 +8,8 @@ and raised together as one CatalogError.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +125,14 @@ class Release:
     @property
     def upstream_ref(self) -> str:
         return f"{self.upstream_image}@{self.upstream_digest}" if self.upstream_digest else self.upstream_image
+
+    def spec_text(self, as_json: bool = False) -> str:
+        """`builder show`: the release as resolved through its parents, as YAML (or JSON)."""
+        spec = dict(self.resolved)
+        spec.pop("abstract", None)
+        if as_json:
+            return json.dumps(spec, indent=2, sort_keys=False) + "\n"
+        return yaml.safe_dump(spec, sort_keys=False)
 
 
 @dataclass
@@ -609,6 +619,11 @@ def _check_duplicates(c: _Checker, key: str, variant: Variant, gpu_wheels: dict[
         if norm in owners and owners[norm] != where:
             c.add(where, f"{name} is also named in {owners[norm]}")  # added once, not once per variant
         owners.setdefault(norm, where)
+
+
+def load_selected() -> Catalog:
+    """The shipped catalog, or the directory BUILDER_CATALOG names (a private catalog)."""
+    return load(os.environ.get("BUILDER_CATALOG") or RELEASES_DIR)
 
 
 def load(directory: Path | str = RELEASES_DIR) -> Catalog:

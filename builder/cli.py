@@ -1,26 +1,19 @@
 """The `builder` command line: parsing and printing only. Each command turns its options
 into a plan (builder.plan, pure) and hands it to builder.run with an engine; results go to
 stdout, logs and errors to stderr. Every failure is a BuilderError, printed by the one
-handler in `_main` (one line for user errors, exit code by kind). Heavy modules are
+handler in builder.entry (one line for user errors, exit code by kind). Heavy modules are
 imported inside the commands so that `builder --help` starts fast.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-# typer 0.2x vendors click; fall back to click itself on older typer.
-try:
-    from typer._click import exceptions as click_exc  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    from click import exceptions as click_exc  # type: ignore[no-redef]
-
-from builder.errors import BuilderError, UserError, say
+from builder.errors import UserError, say
 from builder.options import (CACHE_DIR, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET,
                              RELEASE, with_build_settings, with_cache_server,
                              with_registry_credentials, with_render_options)
@@ -38,48 +31,7 @@ def _catalog():
     """The shipped catalog, or the directory BUILDER_CATALOG names (a private catalog)."""
     from builder import catalog
 
-    return catalog.load(os.environ.get("BUILDER_CATALOG") or catalog.RELEASES_DIR)
-
-
-def _echo_err(message: str) -> None:
-    """Every message and error line goes out through here, credentials redacted."""
-    say(message)
-
-
-def _hold(resource):
-    """Enter a context manager (a lock) until the running command ends."""
-    try:
-        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover
-        from click import get_current_context
-    return get_current_context().with_resource(resource)
-
-
-@app.command()
-def releases(as_json: bool = JSON) -> None:
-    """List the releases in the catalog."""
-    from builder.inspect import table_text
-
-    rows = _catalog().summary()
-    print(json.dumps(rows, indent=2) if as_json else table_text(
-        ("RELEASE", "OS", "PYTHON", "CUDA", "VARIANTS", "OFFLINE BASE"),
-        [(r["release"], r["os"], r["python"], r["cuda"], ", ".join(f"{k} ({v})" for k, v in r["variants"].items()),
-          r["offline_base"]) for r in rows]))
-
-
-
-@app.command()
-def show(release: str = typer.Argument(..., help="Release name, e.g. 21.08."),
-         as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML.")) -> None:
-    """Show a release as resolved through its parents and validated."""
-    import yaml
-
-    spec = dict(_catalog().get(release).resolved)
-    spec.pop("abstract", None)
-    if as_json:
-        print(json.dumps(spec, indent=2, sort_keys=False))
-    else:
-        print(yaml.safe_dump(spec, sort_keys=False), end="")
+    return catalog.load_selected()
 
 
 def _engine():
@@ -87,6 +39,21 @@ def _engine():
 
     return DockerEngine()
 
+
+@app.command()
+def releases(as_json: bool = JSON) -> None:
+    """List the releases in the catalog."""
+    from builder.inspect import releases_text
+
+    rows = _catalog().summary()
+    print(json.dumps(rows, indent=2) if as_json else releases_text(rows))
+
+
+@app.command()
+def show(release: str = typer.Argument(..., help="Release name, e.g. 21.08."),
+         as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML.")) -> None:
+    """Show a release as resolved through its parents and validated."""
+    print(_catalog().get(release).spec_text(as_json), end="")
 
 
 @app.command()
@@ -100,44 +67,16 @@ def render(
     check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
 ) -> None:
     """Render Dockerfiles and build contexts from the catalog."""
-    from builder import dockerfiles
-    from builder.plan import render_options
+    from builder import plan as pl, run
 
-    if check and not all_:
-        raise UserError("--check goes with --all")
+    pl.check_render_args(release, variant, render, all_, check)
     if all_:
-        if release or variant or any(v for k, v in render.items() if k != "base") or render["base"] != "auto":
-            raise UserError("--all renders the catalog as it is; it takes no --release, --variant or render options")
-        return _render_all(output, check)
-    if not release:
-        raise UserError("give --release R (or --all)")
-    rel = _catalog().get(release)
-    framework_src = render.pop("framework_src")
-    rendered_all = dockerfiles.render_release(rel, variant, render_options(rel, **render), _echo_err)
-    if output is None:
-        if len(rendered_all) > 1:
-            raise UserError(f"release {rel.name} has {len(rendered_all)} variants: "
-                            "give --variant to print one, or -o DIR to write them all")
-        print(rendered_all[0].dockerfile, end="")
+        if not run.run_render_all(_catalog(), output, check):
+            raise typer.Exit(1)
         return
-    for rendered, path in zip(rendered_all, dockerfiles.write_contexts(rendered_all, output, framework_src)):
-        _echo_err(f"wrote {path} ({rendered.meta['image']})")
-        print(path)
-
-
-def _render_all(output: Optional[Path], check: bool) -> None:
-    """`render --all`: dockerfiles/ written or checked, or every build context under OUTPUT."""
-    from builder import dockerfiles, outputdir, paths
-
-    root = paths.project_root()
-    if output is None and not check:  # concurrent `render --all` runs take turns
-        _hold(outputdir.locked(root / "dockerfiles"))
-    result = dockerfiles.sync_all(_catalog(), root, output, check)
-    if result.drift:
-        _echo_err("\n".join(["dockerfiles/ differs from a fresh render (run `builder render --all`):",
-                             *(f"  {d}" for d in result.drift)]))
-        raise typer.Exit(1)
-    print(result.summary(check, output))
+    dockerfile = run.run_render(_catalog().get(release), variant, render, output)
+    if dockerfile is not None:  # no -o: the one Dockerfile on stdout
+        print(dockerfile, end="")
 
 
 @app.command()
@@ -169,7 +108,7 @@ def base(
     plan = pl.plan_base(_catalog(), release, rebuild)
     if print_recipe:
         print(plan.recipe.dockerfile(), end="")
-        _echo_err(f"tag: {plan.tag}")
+        say(f"tag: {plan.tag}")
         return
     run.run_base(plan, _engine(), settings(), quiet=quiet)
 
@@ -232,14 +171,7 @@ def inspect(
     from builder import inspect as insp
     from builder.plan import parse_capabilities
 
-    report = insp.describe(_engine(), image, parse_capabilities(cuda_cc))
-    raw = report.pop("_report")
-    if coverage:
-        print(insp.coverage_text(raw))
-    elif as_json:
-        print(json.dumps(report, indent=2, sort_keys=True))
-    else:
-        print(insp.summary_text(report))
+    print(insp.shown(insp.describe(_engine(), image, parse_capabilities(cuda_cc)), coverage, as_json))
 
 
 @app.command()
@@ -332,48 +264,14 @@ def cache_stop(directory: Optional[Path] = CACHE_DIR) -> None:
 
     if not cache.stop(cache.CacheServer.load(directory or cache.default_dir())):
         raise UserError("no cache server is running for that directory")
-    _echo_err("cache server stopped")
+    say("cache server stopped")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn every expected failure into one line on stderr and an exit code."""
-    from builder import interrupts
+    from builder import entry
 
-    restore_signals = interrupts.install()  # before any work: every cleanup runs on SIGINT/SIGTERM
-    try:
-        return _main(argv)
-    finally:
-        restore_signals()
-
-
-def _main(argv: list[str] | None) -> int:
-    try:
-        result = app(args=argv, standalone_mode=False, prog_name="builder")
-        return result if isinstance(result, int) else 0
-    except BuilderError as exc:  # the one family: user error, build failure, interrupt
-        text = exc.report()
-        if text:
-            _echo_err(text)
-        return exc.exit_code
-    except click_exc.NoArgsIsHelpError as exc:  # bare `builder`: help on stderr
-        _echo_err(exc.ctx.get_help() if exc.ctx else str(exc))
-        return 2
-    except (click_exc.UsageError, click_exc.ClickException) as exc:
-        _echo_err(f"error: {exc.format_message()}")
-        return 2
-    except typer.Exit as exc:
-        return exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        _echo_err("interrupted")
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:  # a bug, not bad input: still one line unless asked for more
-        if os.environ.get("BUILDER_DEBUG"):
-            raise
-        _echo_err(f"error: internal error: {type(exc).__name__}: {exc} "
-                  "(run with BUILDER_DEBUG=1 for the traceback)")
-        return 1
+    return entry.main(app, argv)
 
 
 def run() -> None:

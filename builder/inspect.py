@@ -1,5 +1,6 @@
 """`builder inspect`: what an image was built from (its labels) and what it holds, read
-now from a container of the image (image_report.py), never from the request."""
+now from a container of the image (image_report.py), never from the request. Also the
+one aligned-table writer (the coverage table, and the `builder releases` list)."""
 from __future__ import annotations
 
 import json
@@ -74,6 +75,23 @@ def coverage_text(report: dict) -> str:
     if not rows:
         return "no compute capabilities requested"
     return table_text(header, rows)
+
+
+def shown(report: dict, coverage: bool = False, as_json: bool = False) -> str:
+    """`builder inspect`'s output for a describe() report: the coverage table, JSON or the summary."""
+    raw = report.pop("_report")
+    if coverage:
+        return coverage_text(raw)
+    if as_json:
+        return json.dumps(report, indent=2, sort_keys=True)
+    return summary_text(report)
+
+
+def releases_text(rows: list[dict]) -> str:
+    """`builder releases`: the catalog's summary rows as a table."""
+    return table_text(("RELEASE", "OS", "PYTHON", "CUDA", "VARIANTS", "OFFLINE BASE"),
+                      [(r["release"], r["os"], r["python"], r["cuda"],
+                        ", ".join(f"{k} ({v})" for k, v in r["variants"].items()), r["offline_base"]) for r in rows])
 
 
 def table_text(header, rows) -> str:

@@ -61,6 +61,16 @@ def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str,
     return ok, skipped
 
 
+def check_render_args(release: str | None, variant: str | None, render: dict, all_: bool, check: bool) -> None:
+    """`builder render`: --all renders the catalog as it is; anything else names a release."""
+    if check and not all_:
+        raise UserError("--check goes with --all")
+    if all_ and (release or variant or any(v for k, v in render.items() if k != "base") or render["base"] != "auto"):
+        raise UserError("--all renders the catalog as it is; it takes no --release, --variant or render options")
+    if not all_ and not release:
+        raise UserError("give --release R (or --all)")
+
+
 # --- build --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ failures are BuilderErrors, which the CLI's one handler prints.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -15,8 +16,9 @@ from builder import buildcontext, paths
 from builder.build import BuildOutcome
 from builder.buildsettings import BuildSettings
 from builder.engine import Engine
-from builder.errors import BuildError, BuildFailure, Reported, say
-from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan, plan_push
+from builder.catalog import Release
+from builder.errors import BuildError, BuildFailure, Reported, UserError, say
+from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan, plan_push, render_options
 
 
 @dataclass
@@ -136,7 +138,6 @@ def run_tests(image: str, tests: list[Path], select: str | None, connect: Callab
     from builder import inspect as insp
     from builder.conformance import runner
     from builder.contract import Label
-    from builder.errors import UserError
 
     out = out or Output()
     if select is not None:
@@ -157,7 +158,6 @@ def run_lock(catalog, release: str | None, variant: str | None, check: bool, upg
     """Write (or, with CHECK, compare) the hash-locked requirements; False when CHECK found
     the committed locks differ from the catalog."""
     from builder import lock as lk
-    from builder.errors import UserError
 
     out = out or Output()
     if check and upgrade:
@@ -181,4 +181,42 @@ def run_lock(catalog, release: str | None, variant: str | None, check: bool, upg
         out.result(f"removed {lk.shown(path)} (stray)")
     out.say(f"locks: {len(written)} written, {current} up to date, {len(removed)} removed, "
             f"{len(plan.skipped)} variants skipped")
+    return True
+
+
+def run_render(rel: Release, variant: str | None, render: dict, output: Path | None, *,
+               out: Output | None = None) -> str | None:
+    """Render one release's variant (or every buildable one), all checked before any write.
+    Without OUTPUT: return the one Dockerfile to print; with it, write each build context."""
+    from builder import dockerfiles
+
+    out = out or Output()
+    options = {k: v for k, v in render.items() if k != "framework_src"}
+    rendered_all = dockerfiles.render_release(rel, variant, render_options(rel, **options), out.say)
+    if output is None:
+        if len(rendered_all) > 1:
+            raise UserError(f"release {rel.name} has {len(rendered_all)} variants: "
+                            "give --variant to print one, or -o DIR to write them all")
+        return rendered_all[0].dockerfile
+    for rendered, path in zip(rendered_all, dockerfiles.write_contexts(rendered_all, output, render["framework_src"])):
+        out.say(f"wrote {path} ({rendered.meta['image']})")
+        out.result(str(path))
+    return None
+
+
+def run_render_all(catalog, output: Path | None, check: bool, *, out: Output | None = None) -> bool:
+    """`render --all`: write (or, with CHECK, compare) dockerfiles/, or write every build
+    context under OUTPUT; False when CHECK found drift. Writers of dockerfiles/ take turns."""
+    from builder import dockerfiles, outputdir
+
+    out = out or Output()
+    root = paths.project_root()
+    writing = output is None and not check
+    with outputdir.locked(root / "dockerfiles") if writing else contextlib.nullcontext():
+        result = dockerfiles.sync_all(catalog, root, output, check)
+    if result.drift:
+        out.say("\n".join(["dockerfiles/ differs from a fresh render (run `builder render --all`):",
+                           *(f"  {d}" for d in result.drift)]))
+        return False
+    out.result(result.summary(check, output))
     return True

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from builder import buildsettings, cli, paths, urls
 from builder.engine import BuildRequest, DockerEngine
-from builder.errors import BuildError, UserError, redact, register_secret
+from builder.errors import BuildError, UserError, redact, register_secret, say
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
 HOSTILE = ["'", '"', "$", "`", " ", "\n", "\r", "\0", "#", "?", "&", ";", "\\", "(", ")", "<", ">", "|", "\t", "\x7f"]
@@ -113,9 +113,12 @@ def test_url_passwords_are_redacted_anywhere_in_a_text(user, password, scheme):
 
 def test_registered_secrets_are_redacted_and_the_error_printer_uses_it(capsys):
     register_secret("tok-registered-123")
-    cli._echo_err("error: the engine said tok-registered-123 and https://a:b-inline@h/x")
+    say("error: the engine said tok-registered-123 and https://a:b-inline@h/x")
     err = capsys.readouterr().err
     assert "tok-registered-123" not in err and "b-inline" not in err and "***" in err
+    assert cli.main(["show", "tok-registered-123"]) == 2  # the CLI's one handler prints through say()
+    err = capsys.readouterr().err
+    assert "unknown release" in err and "tok-registered-123" not in err
 
 
 def test_engine_errors_and_the_build_log_are_redacted(tmp_path):

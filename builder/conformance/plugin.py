@@ -3,6 +3,7 @@ is always removed, and what the image says about itself (labels, env, build info
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -79,6 +80,9 @@ def release_data(labels):
 def container(image, request):
     """A long-running container of the image (entrypoint bypassed), always removed."""
     name = request.config.getoption("--container-name") or f"conformance-{uuid.uuid4().hex[:10]}"
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...: one container each (runner.container_names)
+    if worker:
+        name = f"{name}-{worker}"
     docker("run", "-d", "--name", name, "--entrypoint", "sleep", image, "infinity")
     try:
         yield name

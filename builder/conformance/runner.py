@@ -3,6 +3,8 @@ names the suite's container, so an interrupt (SIGINT/SIGTERM) stops pytest and r
 the container even when pytest cannot tear down itself."""
 from __future__ import annotations
 
+import importlib.util
+import os
 import signal
 import subprocess
 import sys
@@ -33,10 +35,26 @@ def check_select(expr: str) -> None:
         raise UserError(f"-k {expr!r} is not a pytest expression{where}: {why}".replace("\n", " ")) from None
 
 
-def command(image: str, extra: list[str], select: str | None, container: str) -> list[str]:
+def workers() -> int:
+    """pytest-xdist workers for the suite: its tests wait on `docker exec` and TensorFlow's
+    start-up as much as they compute, so two run side by side even on 2 cores (78 s against
+    52 s on the release image, docs/PERFORMANCE.md); each has its own container."""
+    if importlib.util.find_spec("xdist") is None:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def container_names(container: str, n: int) -> list[str]:
+    """The suite's containers: CONTAINER, or one per xdist worker (the plugin's naming)."""
+    return [container] if n <= 1 else [f"{container}-gw{i}" for i in range(n)]
+
+
+def command(image: str, extra: list[str], select: str | None, container: str, n: int = 1) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE),
            "-p", "builder.conformance.plugin", "--image", image, "--container-name", container,
            "-q", str(SUITE), *extra]
+    if n > 1:
+        cmd += ["-n", str(n)]
     if select:
         cmd += ["-k", select]
     return cmd
@@ -49,17 +67,18 @@ def cleanup_engine() -> Engine:
     return DockerEngine(timeout=60)
 
 
-def remove_container(name: str, tries: int = 3, engine: Engine | None = None) -> None:
-    """Remove container NAME, again after a moment: a `docker run` cut short may still create it."""
+def remove_container(names: list[str], tries: int = 3, engine: Engine | None = None) -> None:
+    """Remove containers NAMES, again after a moment: a `docker run` cut short may still create one."""
     from builder.engine import EngineError
 
     try:
         engine = engine or cleanup_engine()
         for i in range(tries):
-            try:
-                engine.remove_container(name)
-            except EngineError:
-                pass  # refused (e.g. removal already in progress): the next try may succeed
+            for name in names:
+                try:
+                    engine.remove_container(name)
+                except EngineError:
+                    pass  # refused (e.g. removal already in progress): the next try may succeed
             if i + 1 < tries:
                 time.sleep(1)
     except Exception as exc:  # cleanup must not replace the interrupt
@@ -72,13 +91,14 @@ def run(image: str, extra: list[str], select: str | None = None, stdout=None,
     so it tears down; killed after 15 s), its container removed, and Interrupted re-raised."""
     container = container or f"builder-conformance-{uuid.uuid4().hex[:12]}"
     # Its own session: a terminal's Ctrl-C reaches the builder, which stops pytest in order.
-    proc = subprocess.Popen(cmd or command(image, extra, select, container), stdout=stdout,
+    n = 1 if cmd else workers()
+    proc = subprocess.Popen(cmd or command(image, extra, select, container, n), stdout=stdout,
                             start_new_session=True)
     try:
         return proc.wait()
     except (Interrupted, KeyboardInterrupt):
         _stop(proc)
-        remove_container(container)
+        remove_container(container_names(container, n))
         raise
 
 

@@ -4,6 +4,7 @@ the requested capabilities and working, examples that train, and labels that say
 the image really holds. Everything is asked of a container of the image."""
 import json
 import re
+import warnings
 
 import pytest
 
@@ -199,13 +200,48 @@ ALLREDUCE = ("import sys, horovod.tensorflow as hvd, tensorflow as tf; hvd.init(
              "sys.stdout.write('allreduce %d %d %.1f\\n' % (hvd.rank(), hvd.size(), float(v.numpy()[0])))")
 
 
+# Runs LAUNCHER with a time limit; on a hang it prints the process tree and every Python
+# process's stacks (PYTHONFAULTHANDLER: SIGABRT dumps them, the ranks' first, through the
+# launcher that still forwards their stderr), then kills what is left and exits 124.
+LAUNCH = r"""
+cd /tmp
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 PYTHONFAULTHANDLER=1
+tree() {{ for c in $(pgrep -P "$1"); do tree "$c"; echo "$c"; done; }}  # descendants, deepest first
+out=$(mktemp)
+{launcher} python3 -c "{code}" > "$out" 2>&1 &
+pid=$!
+for _ in $(seq {limit}); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+if kill -0 $pid 2>/dev/null; then
+  echo "HUNG: {launcher} still running after {limit} s; processes:"
+  ps -eo pid,ppid,etimes,stat,args --forest | cut -c1-200
+  kids=$(tree $pid)
+  for k in $kids; do case $(cat /proc/$k/comm 2>/dev/null) in python*) kill -ABRT $k;; esac; done
+  sleep 3; kill -ABRT $pid 2>/dev/null; sleep 3
+  kill -KILL $pid $kids 2>/dev/null; wait $pid
+  cat "$out"; rm -f "$out"; exit 124
+fi
+wait $pid; rc=$?; cat "$out"; rm -f "$out"; exit $rc
+"""
+
+
+def launch(host, launcher: str, limit: int):
+    return host.run(LAUNCH.format(launcher=launcher, code=ALLREDUCE, limit=limit))
+
+
 @pytest.mark.parametrize("launcher", [
     "horovodrun -np 2 --gloo",
     "mpirun --allow-run-as-root --oversubscribe -np 2",
 ])
 def test_horovod_allreduces_across_two_processes(horovod, host, launcher):
-    out = host.run(f"cd /tmp && PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 timeout 240 {launcher} "
-                   f"python3 -c \"{ALLREDUCE}\" 2>&1")
+    out = launch(host, launcher, limit=120)
+    if out.rc == 124:
+        # Seen once in about 20 CI runs under load (horovodrun --gloo, no output at all):
+        # a hang is retried once and reported with its stacks; a second hang or any
+        # failure fails the test.
+        first = out.stdout[-6000:]
+        warnings.warn(f"{launcher} hung once and was run again; its processes and stacks:\n{first}")
+        out = launch(host, launcher, limit=240)
+        assert out.rc == 0, f"hung, then: {out.stdout[-3000:]}\n--- the first hang:\n{first}"
     assert out.rc == 0, out.stdout[-3000:]
     results = re.findall(r"allreduce (\d) 2 ([\d.]+)", out.stdout)
     assert sorted(r for r, _ in results) == ["0", "1"], out.stdout[-3000:]

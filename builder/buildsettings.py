@@ -118,9 +118,12 @@ NAMES = ("index", "pip-index", "apt-mirror", "ca.crt")
 _PATH = re.compile(r"/(?P<token>[0-9a-f]{64})/(?P<name>" + "|".join(re.escape(n) for n in NAMES) + ")")
 _PING = re.compile(r"/\.builder-settings/(?P<nonce>[0-9a-f]{32})")
 # A container's cgroup, from the root: cgroupfs driver (/docker/ID) or systemd driver
-# (/system.slice/docker-ID.scope). Anchored, so a user's own delegated cgroup subtree
-# cannot pass by naming a sub-cgroup "docker/ID".
-CONTAINER_CGROUP = re.compile(r"/(?:docker/(?P<a>[0-9a-f]{64})|system\.slice/docker-(?P<b>[0-9a-f]{64})\.scope)")
+# (/system.slice/docker-ID.scope), or a RUN step of the engine's BuildKit (plain `docker
+# build` on a current engine): /docker/buildkit/ID, ID being BuildKit's 25-character one
+# (measured with `RUN cat /proc/self/cgroup`). Anchored, so a user's own delegated cgroup
+# subtree cannot pass by naming a sub-cgroup "docker/ID".
+CONTAINER_CGROUP = re.compile(r"/(?:docker/[0-9a-f]{64}|system\.slice/docker-[0-9a-f]{64}\.scope"
+                              r"|docker/buildkit/[0-9a-z]{25})")
 _START_LOCK = ".daemon-start"
 
 

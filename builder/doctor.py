@@ -5,6 +5,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+NAME_WIDTH = 18  # the report's name column
 MIN_FREE_GB = 30  # an offline base (~6 GB) plus a release image and its build cache
 
 
@@ -29,6 +30,7 @@ def checks() -> list[Check]:
     from builder.errors import UserError
 
     result: list[Check] = []
+    engine_up = False
     try:
         engine = DockerEngine(timeout=20)
         info = engine.ping()
@@ -40,13 +42,18 @@ def checks() -> list[Check]:
         root = info.get("DockerRootDir", "/var/lib/docker")
         free = shutil.disk_usage(root).free / 1e9
         result.append(Check("free disk", free >= MIN_FREE_GB, f"{free:.0f} GB free under {root} (want {MIN_FREE_GB})"))
+        result.append(Check("image store", True, image_store(info), required=False))
+        engine_up = True
     except UserError as exc:
         result.append(Check("engine", False, str(exc)))
     buildx = buildx_version()
-    legacy_cli = shutil.which("/usr/bin/docker") is not None
-    result.append(Check("BuildKit", bool(buildx) or legacy_cli,
-                        buildx or ("DOCKER_BUILDKIT=1 /usr/bin/docker build (builder itself uses the legacy builder "
-                                   "through docker-py)" if legacy_cli else "not available"), required=False))
+    result.append(Check("buildx", bool(buildx), buildx or "no `docker buildx` (bash scripts/setup.sh installs "
+                        "Debian 13's docker-buildx)", required=False))
+    if buildx and engine_up:
+        from builder import buildkit_probe
+
+        for feature in buildkit_probe.probe():
+            result.append(Check(f"  {feature.name}", feature.works, feature.detail, required=False))
     for tool, why, required in (("debootstrap", "offline bases", True), ("docker-registry", "registry tests", False),
                                 ("hadolint", "Dockerfile lint", False)):
         path = shutil.which(tool) or (f"/usr/bin/{tool}" if shutil.which(f"/usr/bin/{tool}") else None)
@@ -56,6 +63,15 @@ def checks() -> list[Check]:
     result.append(Check("GPU", bool(gpus), gpus.replace("\n", "; ") or "none (GPU-only checks are skipped)",
                         required=False))
     return result
+
+
+def image_store(info: dict) -> str:
+    """The engine's image store from `docker info`: the containerd snapshotter (which lets
+    BuildKit's default driver export caches and OCI archives) or the classic graph driver."""
+    status = dict(tuple(pair) for pair in (info.get("DriverStatus") or []) if len(pair) == 2)
+    if status.get("driver-type") == "io.containerd.snapshotter.v1":
+        return f"containerd ({info.get('Driver', '?')} snapshotter)"
+    return f"classic ({info.get('Driver', '?')} graph driver)"
 
 
 def settings_server_check(euid: int | None = None) -> Check:
@@ -75,7 +91,7 @@ def report(items: list[Check]) -> tuple[str, bool]:
     lines = []
     for c in items:
         mark = "ok  " if c.ok else ("FAIL" if c.required else "--  ")
-        lines.append(f"{mark} {c.name:<16} {c.detail}")
+        lines.append(f"{mark} {c.name:<{NAME_WIDTH}} {c.detail}")
     healthy = all(c.ok for c in items if c.required)
     lines.append("ready to build" if healthy else "not ready: fix the FAIL lines (bash scripts/setup.sh installs what is missing)")
     return "\n".join(lines), healthy

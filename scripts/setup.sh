@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian machine for the builder, idempotently:
-#   - Debian packages (Docker engine, registry, debootstrap, ...) when missing,
-#   - a Docker daemon when none answers,
+#   - Debian packages (registry, debootstrap, ...) when missing, and a current Docker engine:
+#     docker.io, docker-cli and docker-buildx from Debian 13 (trixie), pinned so that no other
+#     trixie package can come in (Debian 12's Docker 20.10 has been out of support since 2023),
+#   - a Docker daemon when none answers (one that answers is used as it is),
 #   - the builder itself, editable, with its test extras.
 # Usage: bash scripts/setup.sh [--no-engine]
 set -euo pipefail
@@ -12,9 +14,63 @@ want_engine=1
 
 log() { echo "setup: $*" >&2; }
 
+ENGINE_MAJOR=26                                 # trixie's docker.io / docker-cli 26.1.5
+BUILDX_PLUGIN=/usr/libexec/docker/cli-plugins/docker-buildx
+TRIXIE_SOURCES=/etc/apt/sources.list.d/tfbuilder-trixie.sources
+TRIXIE_PIN=/etc/apt/preferences.d/tfbuilder-trixie
+
+engine_is_current() {
+  local major
+  major=$(dockerd --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p')
+  [ -n "$major" ] && [ "$major" -ge "$ENGINE_MAJOR" ] && [ -x "$BUILDX_PLUGIN" ]
+}
+
+# trixie's archive, pinned: -1 for every package, 990 for the engine's three. Nothing else
+# from trixie is ever installed, even as a dependency (containerd, runc, tini and libc stay
+# Debian 12's: `apt-get install --dry-run` pulls exactly these three from trixie).
+add_trixie_engine_source() {
+  local key=/usr/share/keyrings/debian-archive-trixie-stable.gpg
+  local security_key=/usr/share/keyrings/debian-archive-trixie-security-automatic.gpg
+  for k in "$key" "$security_key"; do
+    [ -f "$k" ] || { log "no $k (debian-archive-keyring too old?): cannot add trixie's Docker"; exit 1; }
+  done
+  cat > "$TRIXIE_SOURCES" <<SOURCES
+# written by the builder's scripts/setup.sh: Docker 26 and buildx from Debian 13
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: $key
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: trixie-security
+Components: main
+Signed-By: $security_key
+SOURCES
+  cat > "$TRIXIE_PIN" <<PIN
+# written by the builder's scripts/setup.sh: from trixie, only the Docker engine, CLI and buildx
+Package: *
+Pin: release n=trixie
+Pin-Priority: -1
+
+Package: *
+Pin: release n=trixie-security
+Pin-Priority: -1
+
+Package: docker.io docker-cli docker-buildx
+Pin: release n=trixie
+Pin-Priority: 990
+
+Package: docker.io docker-cli docker-buildx
+Pin: release n=trixie-security
+Pin-Priority: 990
+PIN
+}
+
 need_pkgs=()
 if [ "$want_engine" = 1 ]; then
-  command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
+  engine_is_current || need_pkgs+=(docker.io docker-cli docker-buildx)
   [ -x /usr/bin/docker-registry ] || need_pkgs+=(docker-registry)
   command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
   [ -x /usr/sbin/nginx ] || need_pkgs+=(nginx)        # the shared compile cache server
@@ -25,6 +81,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "missing ${need_pkgs[*]}; run this script as root (it uses apt-get)"; exit 1
   fi
   log "installing ${need_pkgs[*]} from Debian's archive"
+  case " ${need_pkgs[*]} " in *" docker.io "*) add_trixie_engine_source ;; esac
   apt-get update -qq
   # Install services without starting them: the builder starts nginx and the registry
   # itself, on its own ports, when it needs them.
@@ -46,7 +103,11 @@ if [ "$want_engine" = 1 ]; then
     done
     docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/dockerd.log"; exit 1; }
   fi
-  log "docker engine $(docker version --format '{{.Server.Version}}') is up"
+  running=$(docker version --format '{{.Server.Version}}')
+  log "docker engine $running is up, buildx $(docker buildx version 2>/dev/null | awk '{print $2}')"
+  if [ "${running%%.*}" -lt "$ENGINE_MAJOR" ] 2>/dev/null; then
+    log "note: the running engine ($running) is older than the installed one ($(dockerd --version | awk '{print $3}' | tr -d ,)); it is used as it is: stop it and run this script again to start the new one"
+  fi
 fi
 
 # (Re)install when the importable builder is not this checkout's: a machine can hold

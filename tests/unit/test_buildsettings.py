@@ -192,6 +192,11 @@ CONTAINER_ID = "9b6d1b4e65424c16245cc2da710c2c64cb22639a04a6321f35425a28ff17267e
     (f"0::/user.slice/user-1000.slice/user@1000.service/docker/{CONTAINER_ID}\n", False),  # a user's own subtree
     (f"0::/docker/{CONTAINER_ID}/child\n", False),
     ("0::/docker/abc\n", False),
+    # A RUN step of BuildKit in the engine (as measured on cgroup v1 with the cgroupfs driver)
+    ("9:name=systemd:/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n4:memory:/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n", True),
+    ("0::/docker/buildkit/qtddqx6mr0wserkedsccvz4mq/child\n", False),
+    ("0::/docker/buildkit/short\n", False),
+    ("0::/user.slice/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n", False),
 ])
 def test_container_cgroup(text, inside):
     assert buildsettings.container_cgroup(text) is inside

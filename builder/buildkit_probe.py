@@ -1,6 +1,7 @@
 """What the engine's BuildKit can do, found out by doing it: each feature is one tiny build
-(`FROM scratch` and a label: no registry, no RUN step, about a second) through the Docker
-CLI's buildx, never guessed from version numbers. `builder doctor` prints the answers."""
+(`FROM scratch`, one copied file and a label: no registry, no RUN step, about a second)
+through the Docker CLI's buildx, never guessed from version numbers. `builder doctor`
+prints the answers."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-PROBE_DOCKERFILE = "FROM scratch\nLABEL dev.tfbuilder.probe=1\n"
+# One real layer: an image with none makes buildx 0.13 fail a multi-platform build (a nil
+# result, "panic: ... convertRef") and a bake target context ("unsupported context source
+# target") even where both work, as they do on the containerd image store.
+PROBE_DOCKERFILE = "FROM scratch\nCOPY probe.txt /probe.txt\nLABEL dev.tfbuilder.probe=1\n"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ def probe(builder: str | None = None, timeout: int = 60) -> list[Feature]:
     with tempfile.TemporaryDirectory(prefix="tfbuilder-probe-") as tmp:
         d = Path(tmp)
         (d / "Dockerfile").write_text(PROBE_DOCKERFILE)
+        (d / "probe.txt").write_text("tfbuilder BuildKit probe\n")
         (d / "Dockerfile.app").write_text("FROM base\nLABEL dev.tfbuilder.probe.app=1\n")
         common = ["build", *chosen, "--progress=quiet", "--provenance=false", str(d)]
         runs = {

@@ -115,6 +115,23 @@ def base(
 
 @app.command()
 @with_render_options
+def bake(
+    release: str = RELEASE,
+    variant: Optional[str] = typer.Option(None, "--variant", "-v", help="One variant (default: every buildable one)."),
+    render=None,
+    output: Path = typer.Option(..., "-o", "--output", help="Write the build contexts and docker-bake.json here."),
+    build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
+    print_: bool = typer.Option(False, "--print", help="Also print the bake definition (JSON) on stdout."),
+) -> None:
+    """Write a release's variants and their offline base as one `docker buildx bake` definition."""
+    from builder import run
+
+    path, text = run.run_bake(_catalog().get(release), variant, render, output, build_id)
+    print(text if print_ else path, end="" if print_ else "\n")
+
+
+@app.command()
+@with_render_options
 @with_build_settings
 @with_registry_credentials
 def build(

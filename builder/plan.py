@@ -25,6 +25,12 @@ def default_build_id(now: float | None = None) -> str:
     return time.strftime("%Y%m%d.%H%M%S", time.gmtime(now))
 
 
+def check_build_id(bid: str) -> None:
+    if not grammar.BUILD_ID.fullmatch(bid):
+        raise UserError(f"--build-id {grammar.shown(bid)} may hold only letters, digits, '_', '.' and '-' "
+                        "(64 at most, not starting with '.' or '-')")
+
+
 def check_ref(ref: str, what: str, image_id: bool = False) -> None:
     """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
     if image_id and grammar.IMAGE_ID.fullmatch(ref):
@@ -147,9 +153,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     else:
         variants = [rel.variant("tf2-py3" if "tf2-py3" in rel.variants else next(iter(rel.variants)))]
     bid = default_build_id(now) if args.build_id is None else args.build_id
-    if not grammar.BUILD_ID.fullmatch(bid):
-        raise UserError(f"--build-id {grammar.shown(bid)} may hold only letters, digits, '_', '.' and '-' "
-                        "(64 at most, not starting with '.' or '-')")
+    check_build_id(bid)
     for t in args.tags:
         check_ref(t, "--tag")
     if not args.tags:  # each variant is also tagged TAG-BUILD_ID: that tag must be valid too

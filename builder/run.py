@@ -204,6 +204,42 @@ def run_render(rel: Release, variant: str | None, render: dict, output: Path | N
     return None
 
 
+def run_bake(rel: Release, variant: str | None, render: dict, output: Path, build_id: str | None, *,
+             out: Output | None = None) -> tuple[Path, str]:
+    """`builder bake`: every buildable variant's context (or VARIANT's), the offline base's
+    recipe, and OUTPUT/docker-bake.json binding them; returns the file and its text. A
+    bake resolves the base inside BuildKit, so `--base auto` means the offline base here."""
+    import shutil
+
+    from builder import bake, dockerfiles, outputdir
+    from builder.base_recipe import BaseRecipe
+    from builder.plan import check_build_id, default_build_id
+
+    out = out or Output()
+    options = {k: v for k, v in render.items() if k != "framework_src"}
+    if options.get("base", "auto") == "auto":
+        options["base"] = "offline"
+    bid = default_build_id() if build_id is None else build_id
+    check_build_id(bid)
+    rendered_all = dockerfiles.render_release(rel, variant, render_options(rel, **options), out.say)
+    layout = bake.Layout(output.resolve())
+    text = json.dumps(bake.definition(rel, rendered_all, layout, bid), indent=2) + "\n"
+    for rendered in rendered_all:  # all rendered and checked above, before any write
+        buildcontext.write(rendered, layout.variant(rendered), render["framework_src"])
+        out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
+    base_dir = layout.base(rel)
+    try:
+        base_dir.mkdir(parents=True, exist_ok=True)
+        (base_dir / "Dockerfile").write_text(BaseRecipe(rel.offline).dockerfile())
+        shutil.copy2(paths.templates_dir() / "with-build-settings", base_dir / "with-build-settings")
+        with outputdir.locked(layout.root):
+            (layout.root / bake.BAKE_FILE).write_text(text)
+    except OSError as exc:
+        raise UserError(f"cannot write the bake definition to {layout.root}: {outputdir.oserror_text(exc)}") from None
+    out.say(f"wrote {layout.root / bake.BAKE_FILE}")
+    return layout.root / bake.BAKE_FILE, text
+
+
 def run_render_all(catalog, output: Path | None, check: bool, *, out: Output | None = None) -> bool:
     """`render --all`: write (or, with CHECK, compare) dockerfiles/, or write every build
     context under OUTPUT; False when CHECK found drift. Writers of dockerfiles/ take turns."""

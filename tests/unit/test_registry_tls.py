@@ -27,6 +27,7 @@ class Registry:
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Authorization
         self.manifests: dict[str, str] = {}
         self.serve_digest: str | None = None  # a registry that serves another digest
+        self.basic: str | None = None  # set: /v2/ wants exactly this Authorization
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -35,6 +36,12 @@ class Registry:
 
             def _answer(self, body: bool) -> None:
                 outer.requests.append((self.command, self.path, self.headers.get("Authorization")))
+                if self.path == "/v2/" and outer.basic and self.headers.get("Authorization") != outer.basic:
+                    self.send_response(401)  # htpasswd auth, as Docker's registry answers it
+                    self.send_header("WWW-Authenticate", 'Basic realm="Registry Realm"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.path == "/v2/":
                     self.send_response(200)
                     self.send_header("Content-Length", "2")
@@ -243,3 +250,29 @@ def test_build_push_checks_the_registry_before_building(tls_registry, certs_d, m
     monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the build started"))
     code = cli.main(["build", "--release", "21.08", "--push", tls_registry.host, "--dry-run"])
     assert code == 2 and "presents a certificate this machine does not trust" in capsys.readouterr().err
+
+
+def test_a_login_error_the_engine_does_not_name_is_asked_of_the_registry(tls_registry, certs_d):
+    """Docker 26, after the registry's 401, retries a loopback registry over plain HTTP and
+    reports that attempt ("400 Bad Request"): the registry itself, asked over verified TLS,
+    says whether the credentials are wrong."""
+    from builder.engine import EngineError
+
+    (certs_d / tls_registry.host).mkdir()
+    (certs_d / tls_registry.host / "ca.crt").write_bytes(tls_registry.ca.read_bytes())
+    tls_registry.basic = reg.basic(CREDS)
+    docker26 = EngineError(f"login attempt to http://{tls_registry.host}/v2/ failed with status: 400 Bad Request")
+    p, engine = pusher(tls_registry, tls_registry.ca)
+    engine.fail["login"] = docker26
+    ref = f"{tls_registry.host}/ml/img:1"
+    wrong = reg.Credentials("alice", "not-it")
+    with pytest.raises(UserError) as exc:
+        p.push("local/img:1", ref, wrong)
+    assert str(exc.value) == f"registry {tls_registry.host} refused the credentials for user 'alice'"
+    assert ref not in engine.tags
+    # Right credentials and the same engine error: the engine's own reason, in one line.
+    p, engine = pusher(tls_registry, tls_registry.ca)
+    engine.fail["login"] = docker26
+    with pytest.raises(UserError) as exc:
+        p.push("local/img:1", ref, CREDS)
+    assert str(exc.value) == f"cannot log in to {tls_registry.host}: {docker26}"

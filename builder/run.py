@@ -223,15 +223,17 @@ def run_bake(rel: Release, variant: str | None, render: dict, output: Path, buil
     check_build_id(bid)
     rendered_all = dockerfiles.render_release(rel, variant, render_options(rel, **options), out.say)
     layout = bake.Layout(output.resolve())
-    text = json.dumps(bake.definition(rel, rendered_all, layout, bid), indent=2) + "\n"
+    definition = bake.definition(rel, rendered_all, layout, bid)
+    text = json.dumps(definition, indent=2) + "\n"
     for rendered in rendered_all:  # all rendered and checked above, before any write
         buildcontext.write(rendered, layout.variant(rendered), render["framework_src"])
         out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
     base_dir = layout.base(rel)
     try:
-        base_dir.mkdir(parents=True, exist_ok=True)
-        (base_dir / "Dockerfile").write_text(BaseRecipe(rel.offline).dockerfile())
-        shutil.copy2(paths.templates_dir() / "with-build-settings", base_dir / "with-build-settings")
+        if bake.target_name("base", rel.name) in definition["target"]:  # not with --base upstream or IMAGE
+            base_dir.mkdir(parents=True, exist_ok=True)
+            (base_dir / "Dockerfile").write_text(BaseRecipe(rel.offline).dockerfile())
+            shutil.copy2(paths.templates_dir() / "with-build-settings", base_dir / "with-build-settings")
         with outputdir.locked(layout.root):
             (layout.root / bake.BAKE_FILE).write_text(text)
     except OSError as exc:

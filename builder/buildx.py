@@ -1,0 +1,188 @@
+"""Builds through the Docker CLI's buildx (BuildKit in the engine): the argv, the
+`--progress=rawjson` stream turned into step events, the image id read from
+`--metadata-file`. buildx is never given a tag: the caller tags after its own checks,
+as with the legacy builder. An interrupt stops buildx's whole process group.
+
+The first piece of the BuildKit backend (docs/BUILDKIT.md): `builder build` does not
+use it yet; tests build small images through it on the real engine."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from builder.engine import signals_raise
+from builder.errors import BuildError, Interrupted, redact
+
+TAIL_LINES = 30
+
+
+@dataclass(frozen=True)
+class BuildxRequest:
+    context: Path
+    dockerfile: str = "Dockerfile"
+    buildargs: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, Path] = field(default_factory=dict)  # id -> file; only ids and paths reach argv
+    target: str | None = None
+    builder: str | None = None
+    network: str | None = None
+    no_cache: bool = False
+
+
+def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
+    """The buildx command line: no tag, no attestations (one plain image), loaded into the engine."""
+    cmd = ["docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
+           "--metadata-file", str(metadata_file), "--output", "type=docker",
+           "--file", str(req.context / req.dockerfile)]
+    if req.builder:
+        cmd += ["--builder", req.builder]
+    for name, value in sorted(req.buildargs.items()):
+        cmd += ["--build-arg", f"{name}={value}"]
+    for sid, path in sorted(req.secrets.items()):
+        cmd += ["--secret", f"id={sid},src={path}"]
+    if req.network:
+        cmd += ["--network", req.network]
+    if req.target:
+        cmd += ["--target", req.target]
+    if req.no_cache:
+        cmd.append("--no-cache")
+    return cmd + [str(req.context)]
+
+
+def json_objects(chunks: Iterable[str]) -> Iterator[dict]:
+    """rawjson prints pretty-printed objects one after another (several lines each)."""
+    decoder, buf = json.JSONDecoder(), ""
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            buf = buf.lstrip()
+            if not buf:
+                break
+            try:
+                obj, end = decoder.raw_decode(buf)
+            except json.JSONDecodeError:
+                break  # an object cut in the middle: wait for the rest
+            buf = buf[end:]
+            if isinstance(obj, dict):
+                yield obj
+    if buf.strip():
+        yield {"unparsed": buf.strip()}  # not JSON: buildx's own error text
+
+
+def _seconds(started: str, completed: str) -> float:
+    def parse(t: str) -> datetime:  # RFC 3339 with nanoseconds: keep microseconds
+        head, _, frac = t.rstrip("Z").partition(".")
+        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}")
+
+    return max(0.0, (parse(completed) - parse(started)).total_seconds())
+
+
+@dataclass
+class Event:
+    kind: str            # "step" (started), "done" (completed or cached), "log", "error"
+    step: str
+    text: str = ""
+    seconds: float = 0.0
+    cached: bool = False
+
+
+class Steps:
+    """SolveStatus objects -> events, each step reported once as started and once as done."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.started: set[str] = set()
+        self.done: set[str] = set()
+        self.cached: set[str] = set()  # a vertex may say "cached" after it said "completed"
+
+    def cached_steps(self) -> list[str]:
+        return sorted(self.names[d] for d in self.cached)
+
+    def feed(self, obj: dict) -> list[Event]:
+        events: list[Event] = []
+        for v in obj.get("vertexes") or []:
+            digest, name = v.get("digest", ""), v.get("name", "")
+            self.names[digest] = name
+            if v.get("started") and digest not in self.started:
+                self.started.add(digest)
+                events.append(Event("step", name))
+            if v.get("cached"):
+                self.cached.add(digest)
+            if v.get("error"):
+                events.append(Event("error", name, v["error"]))
+            elif (v.get("completed") or v.get("cached")) and digest not in self.done:
+                self.done.add(digest)
+                seconds = _seconds(v["started"], v["completed"]) if v.get("started") and v.get("completed") else 0.0
+                events.append(Event("done", name, seconds=seconds, cached=bool(v.get("cached"))))
+        for log in obj.get("logs") or []:
+            text = base64.b64decode(log.get("data") or "").decode("utf-8", "replace")
+            events.append(Event("log", self.names.get(log.get("vertex", ""), ""), text))
+        if "unparsed" in obj:
+            events.append(Event("error", "", obj["unparsed"]))
+        return events
+
+
+@dataclass(frozen=True)
+class BuildxResult:
+    image_id: str   # the digest the engine knows the image by (config digest on the classic store)
+    metadata: dict
+    steps: int
+    cached: int
+
+
+def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None,
+          known: Callable[[str], bool] | None = None) -> BuildxResult:
+    """Run buildx; return the image's id (KNOWN(digest) tells which digest the engine
+    resolves). A failure raises BuildError with the failing step and the output's tail."""
+    with tempfile.TemporaryDirectory(prefix="tfbuilder-buildx-") as tmp:
+        meta = Path(tmp) / "metadata.json"
+        steps, tail, failed = Steps(), [], ("", "")
+        done = 0
+        with signals_raise():
+            proc = subprocess.Popen(argv(req, meta), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+            try:
+                for obj in json_objects(iter(proc.stderr.readline, "")):
+                    for event in steps.feed(obj):
+                        if event.kind == "log":
+                            tail = (tail + redact(event.text).splitlines())[-TAIL_LINES:]
+                        elif event.kind == "error" and not failed[0]:  # the failing step's, not the summary
+                            failed = (event.step, redact(event.text))
+                        elif event.kind == "done":
+                            done += 1
+                        on_event(event)
+                rc = proc.wait()
+            except Interrupted:
+                stop(proc)
+                raise
+        if rc != 0:
+            step, why = failed
+            raise BuildError(f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
+                             step=step, tail=tail)
+        metadata = json.loads(meta.read_text())
+    digests = [metadata.get("containerimage.config.digest"), metadata.get("containerimage.digest")]
+    found = [d for d in digests if d and (known is None or known(d))]
+    if not found:
+        raise BuildError(f"buildx reported no image the engine knows ({metadata})")
+    return BuildxResult(found[0], metadata, done, len(steps.cached))
+
+
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGINT to buildx's process group (it cancels the build in the engine), then SIGKILL."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,107 @@
+"""The buildx runner on the real engine (BuildKit in Docker 26): a small image on the
+offline base, built without a tag, its steps and logs streamed; a failing step named with
+its output; an interrupt that leaves no build running."""
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from builder import buildx
+from builder.errors import BuildError
+
+from .conftest import docker
+
+
+def tags() -> set[str]:
+    return set(docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split())
+
+
+def known(digest: str) -> bool:
+    return docker("image", "inspect", digest).returncode == 0
+
+
+def context(tmp_path, base: str, run: str):
+    (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN {run}\n")
+    return buildx.BuildxRequest(tmp_path)
+
+
+def test_builds_untagged_with_steps_and_logs(offline_base, tmp_path):
+    nonce = uuid.uuid4().hex[:12]
+    before, events = tags(), []
+    result = buildx.build(context(tmp_path, offline_base, f"echo {nonce} > /marker && echo built-{nonce}"),
+                          on_event=events.append, known=known)
+    assert docker("run", "--rm", "--entrypoint", "cat", result.image_id, "/marker").stdout.strip() == nonce
+    assert tags() == before                                   # buildx was given no tag
+    steps = [e.step for e in events if e.kind == "step"]
+    assert f"[2/2] RUN echo {nonce} > /marker && echo built-{nonce}" in steps
+    assert any(e.kind == "log" and f"built-{nonce}" in e.text for e in events)
+    assert result.metadata["containerimage.config.digest"].startswith("sha256:")
+    docker("rmi", result.image_id)
+
+
+def test_a_failing_step_is_named_with_its_output(offline_base, tmp_path):
+    nonce = uuid.uuid4().hex[:12]
+    before = tags()
+    with pytest.raises(BuildError) as exc:
+        buildx.build(context(tmp_path, offline_base, f"echo about-to-fail-{nonce} && false"), known=known)
+    assert exc.value.step == f"[2/2] RUN echo about-to-fail-{nonce} && false"
+    assert f"about-to-fail-{nonce}" in "\n".join(exc.value.tail)
+    assert "\n" not in str(exc.value)
+    assert tags() == before
+
+
+def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
+    nonce = uuid.uuid4().hex[:12]
+    secs = 3000 + uuid.uuid4().int % 999                      # the step's process: `sleep SECS`, unique
+    context(tmp_path, offline_base, f"echo started-{nonce} && sleep {secs}")
+    child = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from builder import buildx
+        from builder.errors import Interrupted
+        def show(e):
+            if e.kind == "log":
+                print(e.text, end="", flush=True)
+        try:
+            buildx.build(buildx.BuildxRequest(Path({str(tmp_path)!r})), on_event=show)
+        except Interrupted as exc:
+            sys.exit(exc.exit_code)
+    """)
+
+    def step_running() -> bool:
+        return subprocess.run(["pgrep", "-f", f"sleep {secs}"], capture_output=True).returncode == 0
+
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:                              # the RUN step is running in the engine
+            if f"started-{nonce}" in line:
+                break
+        for _ in range(20):
+            if step_running():
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the step never ran (builder exit {proc.poll()})")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+        for _ in range(30):                                   # BuildKit cancels the step's process
+            if not step_running():
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the interrupted step still runs in the engine")
+        assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).returncode != 0, \
+            "buildx left running"
+    finally:  # a failed assertion above must not leave a build running
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        subprocess.run(["pkill", "-f", str(tmp_path)], capture_output=True)   # buildx, in its own session
+        subprocess.run(["pkill", "-f", f"sleep {secs}"], capture_output=True)

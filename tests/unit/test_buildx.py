@@ -1,0 +1,58 @@
+"""The buildx runner's pure parts: its command line, and the rawjson stream of a real
+build (captured from buildx 0.13.1 on Docker 26: FROM local/debian-rootfs:bullseye, then
+`RUN echo hello-$RANDOM && echo to-stderr >&2` and `RUN echo second`) turned into steps."""
+from pathlib import Path
+
+from builder import buildx
+
+CAPTURE = (Path(__file__).parent / "data" / "buildx-rawjson-3-steps.txt").read_text()
+
+
+def test_argv_never_tags_and_passes_secrets_by_file():
+    req = buildx.BuildxRequest(Path("/ctx"), buildargs={"B": "2", "A": "1"},
+                               secrets={"builder-ca.crt": Path("/run/s/ca.crt")}, target="release",
+                               builder="eng2", network="host", no_cache=True)
+    assert buildx.argv(req, Path("/m.json")) == [
+        "docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
+        "--metadata-file", "/m.json", "--output", "type=docker", "--file", "/ctx/Dockerfile",
+        "--builder", "eng2", "--build-arg", "A=1", "--build-arg", "B=2",
+        "--secret", "id=builder-ca.crt,src=/run/s/ca.crt", "--network", "host", "--target", "release",
+        "--no-cache", "/ctx"]
+    assert not any(a in ("-t", "--tag") for a in buildx.argv(req, Path("/m.json")))
+
+
+def test_objects_are_found_however_the_stream_is_cut():
+    whole = list(buildx.json_objects([CAPTURE]))
+    assert len(whole) == 25
+    for size in (1, 7, 100, 4096):
+        pieces = [CAPTURE[i:i + size] for i in range(0, len(CAPTURE), size)]
+        assert list(buildx.json_objects(pieces)) == whole
+
+
+def test_text_that_is_not_json_is_kept_as_the_error():
+    objs = list(buildx.json_objects(['{"vertexes": []}\n', "ERROR: failed to solve: boom\n"]))
+    assert objs[-1] == {"unparsed": "ERROR: failed to solve: boom"}
+    assert buildx.Steps().feed(objs[-1])[0].kind == "error"
+
+
+def test_the_capture_becomes_steps_logs_and_durations():
+    steps, events = buildx.Steps(), []
+    for obj in buildx.json_objects([CAPTURE]):
+        events += steps.feed(obj)
+    started = [e.step for e in events if e.kind == "step"]
+    done = {e.step: e for e in events if e.kind == "done"}
+    assert [s for s in started if not s.startswith("[internal]") and s.startswith("[")] == [
+        "[1/3] FROM docker.io/local/debian-rootfs:bullseye",
+        "[2/3] RUN echo hello-$RANDOM && echo to-stderr >&2",
+        "[3/3] RUN echo second"]
+    assert len(started) == len(set(started))          # each step started once
+    assert steps.cached_steps() == ["[1/3] FROM docker.io/local/debian-rootfs:bullseye"]
+    assert all(0 <= e.seconds < 60 for e in done.values())
+    logs = [(e.step, e.text) for e in events if e.kind == "log"]
+    assert ("[2/3] RUN echo hello-$RANDOM && echo to-stderr >&2", "to-stderr\n") in logs
+    assert ("[3/3] RUN echo second", "second\n") in logs
+    assert not [e for e in events if e.kind == "error"]
+
+
+def test_durations_keep_sub_second_precision():
+    assert buildx._seconds("2026-11-25T13:15:59.681058046Z", "2026-11-25T13:16:01.181123991Z") == 1.500065  # microseconds, truncated

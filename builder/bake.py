@@ -43,10 +43,15 @@ class Layout:
         return self.root / f"base-{release.name}"
 
 
+def base_target(release: Release) -> str:
+    return target_name("base", release.name)
+
+
 def definition(release: Release, rendered_all: list[Rendered], layout: Layout, build_id: str) -> dict:
     """The bake definition of RELEASE's RENDERED variants (contexts as LAYOUT places them)."""
-    base_target = target_name("base", release.name)
-    offline_tag = BaseRecipe(release.offline).tag
+    recipe = BaseRecipe(release.offline)
+    base = base_target(release)
+    offline_tag = recipe.tag
     targets: dict[str, dict] = {}
     uses_offline_base = False
     for rendered in rendered_all:
@@ -59,14 +64,14 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
         }
         if rendered.meta["base_image"] == offline_tag:
             # FROM ${BASE_IMAGE} is resolved through the base target, not the image store.
-            target["contexts"] = {offline_tag: f"target:{base_target}"}
+            target["contexts"] = {offline_tag: f"target:{base}"}
             uses_offline_base = True
         targets[name] = target
     if uses_offline_base:
-        targets[base_target] = {
+        targets[base] = {
             "context": str(layout.base(release)),
             "dockerfile": "Dockerfile",
-            "args": {"ROOTFS_IMAGE": BaseRecipe(release.offline).rootfs_image},
+            "args": {"ROOTFS_IMAGE": recipe.rootfs_image},
             "output": ["type=docker"],
         }
     variants = [target_name(release.name, r.variant) for r in rendered_all]

@@ -47,6 +47,14 @@ def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir:
     return image
 
 
+def write_context(recipe: BaseRecipe, dest: Path) -> Path:
+    """The recipe's build context: its Dockerfile and the settings wrapper it copies in."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "Dockerfile").write_text(recipe.dockerfile())
+    shutil.copy2(paths.templates_dir() / "with-build-settings", dest / "with-build-settings")
+    return dest
+
+
 def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
                 rebuild: bool = False, quiet: bool = False) -> tuple[str, bool]:
     """Return (tag, built_now). An existing tag is reused unless `rebuild`."""
@@ -57,10 +65,7 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
         work = Path(tmp)
         if rebuild or not engine.image_id(recipe.rootfs_image):
             make_rootfs(engine, recipe, settings.apt_mirror, work)
-        context = work / "context"
-        context.mkdir()
-        (context / "Dockerfile").write_text(recipe.dockerfile())
-        shutil.copy2(paths.templates_dir() / "with-build-settings", context / "with-build-settings")
+        context = write_context(recipe, work / "context")
         log_path = paths.logs_dir() / f"base-{recipe.tag.split(':')[-1]}.log"  # where every command logs
         with buildsettings.serve(settings) as url:
             request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": url or ""},

@@ -89,8 +89,7 @@ class Event:
     kind: str            # "step" (started), "done" (completed or cached), "log", "error"
     step: str
     text: str = ""
-    seconds: float = 0.0
-    cached: bool = False
+    seconds: float = 0.0  # "done": how long the step ran (Steps.cached says which were cache hits)
 
 
 class Steps:
@@ -120,7 +119,7 @@ class Steps:
             elif (v.get("completed") or v.get("cached")) and digest not in self.done:
                 self.done.add(digest)
                 seconds = _seconds(v["started"], v["completed"]) if v.get("started") and v.get("completed") else 0.0
-                events.append(Event("done", name, seconds=seconds, cached=bool(v.get("cached"))))
+                events.append(Event("done", name, seconds=seconds))
         for log in obj.get("logs") or []:
             text = base64.b64decode(log.get("data") or "").decode("utf-8", "replace")
             events.append(Event("log", self.names.get(log.get("vertex", ""), ""), text))
@@ -144,7 +143,6 @@ def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None
     with tempfile.TemporaryDirectory(prefix="tfbuilder-buildx-") as tmp:
         meta = Path(tmp) / "metadata.json"
         steps, tail, failed = Steps(), [], ("", "")
-        done = 0
         with signals_raise():
             proc = subprocess.Popen(argv(req, meta), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True, start_new_session=True)
@@ -155,8 +153,6 @@ def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None
                             tail = (tail + redact(event.text).splitlines())[-TAIL_LINES:]
                         elif event.kind == "error" and not failed[0]:  # the failing step's, not the summary
                             failed = (event.step, redact(event.text))
-                        elif event.kind == "done":
-                            done += 1
                         on_event(event)
                 rc = proc.wait()
             except Interrupted:
@@ -171,7 +167,7 @@ def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None
     found = [d for d in digests if d and (known is None or known(d))]
     if not found:
         raise BuildError(f"buildx reported no image the engine knows ({metadata})")
-    return BuildxResult(found[0], metadata, done, len(steps.cached))
+    return BuildxResult(found[0], metadata, len(steps.done), len(steps.cached))
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:

@@ -209,9 +209,8 @@ def run_bake(rel: Release, variant: str | None, render: dict, output: Path, buil
     """`builder bake`: every buildable variant's context (or VARIANT's), the offline base's
     recipe, and OUTPUT/docker-bake.json binding them; returns the file and its text. A
     bake resolves the base inside BuildKit, so `--base auto` means the offline base here."""
-    import shutil
-
     from builder import bake, dockerfiles, outputdir
+    from builder.base import write_context
     from builder.base_recipe import BaseRecipe
     from builder.plan import check_build_id, default_build_id
 
@@ -228,12 +227,9 @@ def run_bake(rel: Release, variant: str | None, render: dict, output: Path, buil
     for rendered in rendered_all:  # all rendered and checked above, before any write
         buildcontext.write(rendered, layout.variant(rendered), render["framework_src"])
         out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
-    base_dir = layout.base(rel)
     try:
-        if bake.target_name("base", rel.name) in definition["target"]:  # not with --base upstream or IMAGE
-            base_dir.mkdir(parents=True, exist_ok=True)
-            (base_dir / "Dockerfile").write_text(BaseRecipe(rel.offline).dockerfile())
-            shutil.copy2(paths.templates_dir() / "with-build-settings", base_dir / "with-build-settings")
+        if bake.base_target(rel) in definition["target"]:  # not with --base upstream or IMAGE
+            write_context(BaseRecipe(rel.offline), layout.base(rel))
         with outputdir.locked(layout.root):
             (layout.root / bake.BAKE_FILE).write_text(text)
     except OSError as exc:

@@ -33,9 +33,10 @@ from builder.engine import Engine, EngineError, Progress, signals_raise
 from builder.errors import BuildFailure, PushError, UserError, redact, register_secret
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
-                       r"\b50[0234]\b|service unavailable|bad gateway|no such host|server gave HTTP response",
+                       r"(?<![\w:.])50[0234](?!\d)|service unavailable|bad gateway|no such host|server gave HTTP response",
                        re.IGNORECASE)
-AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied|401", re.IGNORECASE)
+AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied|(?<![\w:.])401(?!\d)",
+                  re.IGNORECASE)  # a status code, never part of a port or address (127.0.0.1:40113)
 MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",

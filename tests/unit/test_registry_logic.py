@@ -56,6 +56,10 @@ def test_credential_mistakes(monkeypatch, args, msg):
     ("received unexpected HTTP status: 503 Service Unavailable", True),
     ("write tcp: connection reset by peer", True),
     ("manifest invalid: manifest invalid", False),
+    ("received unexpected HTTP status: 500 Internal Server Error", True),
+    # a port or address that holds 500-504 is not a server error (ports are random in tests)
+    ("login attempt to http://127.0.0.1:50213/v2/ failed with status: 400 Bad Request", False),
+    ("manifest unknown on 10.0.502.1", False),
 ])
 def test_transient_classification(message, transient):
     assert bool(reg.TRANSIENT.search(message)) == transient
@@ -64,3 +68,11 @@ def test_transient_classification(message, transient):
 def test_auth_errors_are_recognised():
     assert reg.AUTH.search("unauthorized: authentication required")
     assert reg.AUTH.search("no basic auth credentials")
+    assert reg.AUTH.search("failed with status: 401 Unauthorized")
+
+
+@pytest.mark.parametrize("port", ["40113", "14010", "401"])
+def test_a_port_holding_401_is_not_an_auth_error(port):
+    """CI once drew port 40113 for a test registry: the message named the port, not a 401."""
+    message = f"login attempt to http://127.0.0.1:{port}/v2/ failed with status: 400 Bad Request"
+    assert not reg.AUTH.search(message)

@@ -81,14 +81,16 @@ def phase_seconds(log: str, phase: str) -> float:
 
 def step_seconds(log: str) -> list[tuple[str, float]]:
     """(instruction, seconds) per Dockerfile step, from the builder's step markers."""
-    marks = [(float(m.group(2)), m.group(1)) for m in re.finditer(r"^#builder-step (\d+)/\d+ at ([\d.]+)s$", log, re.M)]
-    if not marks:
+    # BuildKit: "#builder-step N/M at Xs: TEXT"; legacy: "#builder-step N/M at Xs" and "Step N/M : TEXT"
+    found = list(re.finditer(r"^#builder-step (\d+)/\d+ at ([\d.]+)s(?:: (.*))?$", log, re.M))
+    if not found:
         raise SystemExit("bench: the build log has no '#builder-step' markers to split the build by")
     texts = dict(re.findall(r"^Step (\d+)/\d+ : (.*)$", log, re.M))
+    marks = [(float(m.group(2)), m.group(3) or texts.get(m.group(1), "?")) for m in found]
     out = []
-    for i, (start, n) in enumerate(marks):
+    for i, (start, text) in enumerate(marks):
         end = marks[i + 1][0] if i + 1 < len(marks) else start
-        out.append((texts.get(n, "?"), end - start))
+        out.append((text, end - start))
     return out
 
 

@@ -133,9 +133,11 @@ def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: 
         raise BuildError(f"the image reported a label value that cannot be written: {exc}",
                          step="read-back check", log_path=log_path) from None
     with tempfile.TemporaryDirectory(prefix="builder-labels-") as tmp:
-        (Path(tmp) / "Dockerfile").write_text(f"FROM {FILTERS['ref'](image_id)}\nLABEL {lines}\n",
+        # FROM through an ARG: BuildKit backends give an image id a temporary tag to resolve
+        (Path(tmp) / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nLABEL {lines}\n",
                                              encoding="utf-8")
-        request = BuildRequest(context=Path(tmp), buildargs={}, nocache=False, network_mode=None,
+        request = BuildRequest(context=Path(tmp), buildargs={"BASE_IMAGE": FILTERS['ref'](image_id)},
+                               nocache=False, network_mode=None,
                                log_path=log_path.with_suffix(".labels.log"), quiet=True)
         return engine.build(request, Progress("labels", quiet=True)).image_id
 

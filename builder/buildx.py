@@ -3,8 +3,7 @@
 `--metadata-file`. buildx is never given a tag: the caller tags after its own checks,
 as with the legacy builder. An interrupt stops buildx's whole process group.
 
-The first piece of the BuildKit backend (docs/BUILDKIT.md): `builder build` does not
-use it yet; tests build small images through it on the real engine."""
+builder/buildkit_engine.py puts it behind the engine interface."""
 from __future__ import annotations
 
 import base64
@@ -137,7 +136,7 @@ class BuildxResult:
 
 
 def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None,
-          known: Callable[[str], bool] | None = None) -> BuildxResult:
+          known: Callable[[str], bool] | None = None, env: dict[str, str] | None = None) -> BuildxResult:
     """Run buildx; return the image's id (KNOWN(digest) tells which digest the engine
     resolves). A failure raises BuildError with the failing step and the output's tail."""
     with tempfile.TemporaryDirectory(prefix="tfbuilder-buildx-") as tmp:
@@ -145,7 +144,7 @@ def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None
         steps, tail, failed = Steps(), [], ("", "")
         with signals_raise():
             proc = subprocess.Popen(argv(req, meta), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True)
+                                    text=True, start_new_session=True, env=env)
             try:
                 for obj in json_objects(iter(proc.stderr.readline, "")):
                     for event in steps.feed(obj):

@@ -35,9 +35,9 @@ def _catalog():
 
 
 def _engine():
-    from builder.engine import DockerEngine
+    from builder.buildkit_engine import connect
 
-    return DockerEngine()
+    return connect()
 
 
 @app.command()

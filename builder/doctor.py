@@ -49,6 +49,7 @@ def checks() -> list[Check]:
     buildx = buildx_version()
     result.append(Check("buildx", bool(buildx), buildx or "no `docker buildx` (bash scripts/setup.sh installs "
                         "Debian 13's docker-buildx)", required=False))
+    result.append(build_backend_check(buildx))
     if buildx and engine_up:
         from builder import buildkit_probe
 
@@ -63,6 +64,23 @@ def checks() -> list[Check]:
     result.append(Check("GPU", bool(gpus), gpus.replace("\n", "; ") or "none (GPU-only checks are skipped)",
                         required=False))
     return result
+
+
+def build_backend_check(buildx: str) -> Check:
+    """Which builder `builder build` uses (builder/buildkit_engine.connect)."""
+    from builder.buildkit_engine import backend_wanted
+    from builder.errors import UserError
+
+    try:
+        wanted = backend_wanted()
+    except UserError as exc:
+        return Check("build backend", False, str(exc))
+    if wanted == "legacy":
+        return Check("build backend", True, "legacy builder (BUILDER_BACKEND=legacy)", required=False)
+    if not buildx:
+        return Check("build backend", False, "legacy builder: no buildx, so no BuildKit (bash scripts/setup.sh "
+                     "installs it)", required=False)
+    return Check("build backend", True, "BuildKit through docker buildx")
 
 
 def image_store(info: dict) -> str:

@@ -60,6 +60,7 @@ class BuildRequest:
     network_mode: str | None = None
     log_path: Path | None = None
     quiet: bool = False
+    secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file (never a build arg)
 
 
 class EngineError(Exception):
@@ -184,6 +185,8 @@ class Progress:
 
 class DockerEngine:
     """The Docker engine through docker-py's APIClient (the legacy builder)."""
+
+    backend = "legacy"  # how build() builds (BuildKitEngine: "buildkit")
 
     def __init__(self, base_url: str | None = None, timeout: int = 600):
         import docker

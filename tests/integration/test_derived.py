@@ -230,3 +230,18 @@ def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_st
     assert info["extension"]["cuda_compute_capabilities"] == ["sm_86", "compute_86"]
     hvd = [b for b in info["cuda_binaries"] if b["component"] == "horovod"]
     assert hvd and all(b["sass"] == ["86"] and b["ptx"] == ["86"] for b in hvd)
+
+
+def test_the_legacy_backend_still_builds_a_derived_image(release_image, scratch_tag):
+    """BUILDER_BACKEND=legacy (or an engine without buildx) builds through docker-py's
+    legacy builder: same untagged-then-tagged flow, a package added, read back, labelled."""
+    import os
+
+    out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test", "-q",
+                  env={**os.environ, "BUILDER_BACKEND": "legacy"})
+    assert out.returncode == 0, out.stderr
+    assert docker("run", "--rm", "--entrypoint", "jq", scratch_tag, "--version").stdout.startswith("jq-")
+    history = docker("history", "--no-trunc", "--format", "{{.Comment}}|{{.CreatedBy}}", scratch_tag).stdout
+    jq_step = [line for line in history.splitlines() if "jq" in line and "apt-get" in line]
+    assert jq_step and all(line.startswith("|") for line in jq_step), jq_step  # no BuildKit frontend named
+    assert labels(scratch_tag)["dev.tfbuilder.framework-version"] == labels(release_image)["dev.tfbuilder.framework-version"]

@@ -65,6 +65,20 @@ def test_release_image_passes_conformance(release_image):
     assert re.search(r"\d+ passed", out.stdout)
 
 
+def test_the_release_image_was_built_by_buildkit_with_a_step_log(release_image, cache_dir):
+    """builder build's default backend is BuildKit (doctor says so): the image's own history
+    names BuildKit's Dockerfile frontend for the release's steps, and the build log marks
+    where each numbered step started."""
+    doctor = builder("doctor").stdout
+    assert re.search(r"^ok\s+build backend\s+BuildKit through docker buildx$", doctor, re.M), doctor
+    comments = docker("history", "--no-trunc", "--format", "{{.Comment}}|{{.CreatedBy}}", release_image).stdout
+    ours = [line for line in comments.splitlines() if "nvbuild.sh" in line]
+    assert ours and all(line.startswith("buildkit.dockerfile.v0|") for line in ours), ours
+    log = (cache_dir / "logs" / f"21.08-tf2-py3-{BUILD_ID}.log").read_text()
+    assert re.search(r"^#builder-step \d+/\d+ at [\d.]+s: RUN \./nvbuild\.sh --only horovod", log, re.M)
+    assert "nvbuild.sh: horovod compile phase" in log      # the steps' own output is there too
+
+
 def test_release_image_tags_and_labels(release_image):
     assert image_id(release_image) == image_id(f"{release_image}-{BUILD_ID}")
     lab = labels(release_image)

@@ -1,0 +1,116 @@
+"""The BuildKit backend behind the engine interface: DockerEngine for everything but
+`build`, which runs through `docker buildx` (builder/buildx.py) on the same engine.
+
+What a caller sees is what the legacy builder gave: an untagged image id, a progress
+line per numbered step, a log file with `#builder-step` markers (bench/ reads them), a
+BuildError naming the failing step. Two differences are handled here:
+- BuildKit resolves `FROM <image id>` as a registry name (moby/buildkit#2204): an id
+  passed as the BASE_IMAGE build arg gets a temporary tag for the build's duration.
+- buildx talks to the engine the Docker CLI is pointed at: it is given this engine's
+  address (DOCKER_HOST) and the engine's own `default` builder, so the image lands where
+  docker-py looks for it.
+
+`connect()` picks the backend: BuildKit when the CLI has buildx, the legacy builder when
+it has not or when BUILDER_BACKEND=legacy (doctor reports which one builds)."""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from contextlib import contextmanager
+from typing import IO, Iterator
+
+from builder import buildx
+from builder.engine import (BuildRequest, BuildResult, DockerEngine, Engine, Progress, buildx_version,
+                            signals_raise)
+from builder.errors import BuildError, Interrupted, UserError, redact
+
+# "[ 3/25] RUN ..." or "[stage-1 3/5] COPY ...": the Dockerfile steps among BuildKit's vertexes
+NUMBERED = re.compile(r"^\[(?:\S+ )?\s*(\d+)/(\d+)\] (.*)$", re.S)
+IMAGE_ID = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
+BACKENDS = ("buildkit", "legacy")
+
+
+def backend_wanted() -> str:
+    value = os.environ.get("BUILDER_BACKEND", "buildkit")
+    if value not in BACKENDS:
+        raise UserError(f"BUILDER_BACKEND={value[:20]!r}: use one of {', '.join(BACKENDS)}")
+    return value
+
+
+def connect(base_url: str | None = None, timeout: int = 600) -> DockerEngine:
+    """The engine with the best build backend this machine has."""
+    if backend_wanted() == "buildkit" and buildx_version():
+        return BuildKitEngine(base_url, timeout)
+    return DockerEngine(base_url, timeout)
+
+
+class BuildKitEngine(DockerEngine):
+    backend = "buildkit"
+
+    def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
+        progress = progress or Progress("build", quiet=request.quiet)
+        log = open(request.log_path, "w", encoding="utf-8") if request.log_path else None
+        try:
+            with base_by_tag(self, request.buildargs) as buildargs, signals_raise(), progress.heartbeat():
+                req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
+                                           secrets=dict(request.secrets), network=request.network_mode,
+                                           no_cache=request.nocache, builder="default")
+                result = buildx.build(req, on_event=lambda e: record(e, progress, log),
+                                      known=lambda digest: self.image_id(digest) is not None,
+                                      env={**os.environ, "DOCKER_HOST": self.where})
+        except Interrupted:
+            progress.done(f"interrupted during {progress.step or 'the build'}; BuildKit stopped the build")
+            raise
+        except BuildError as exc:
+            if log:
+                log.write(f"ERROR: {redact(exc.message)}\n")
+            exc.log_path = request.log_path
+            raise
+        finally:
+            if log:
+                log.close()
+        seconds = time.monotonic() - progress.start
+        progress.done(f"built {result.image_id[:19]} ({result.steps} steps, {result.cached} from cache)")
+        return BuildResult(result.image_id, result.steps, seconds, result.cached, request.log_path)
+
+
+def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None:
+    """One buildx event onto the progress line and into the log file."""
+    numbered = NUMBERED.match(event.step)
+    if event.kind == "step" and numbered:
+        progress.on_step(int(numbered.group(1)), int(numbered.group(2)), numbered.group(3))
+    if not log:
+        return
+    at = f"{progress.clock() - progress.start:.1f}s"
+    if event.kind == "step":  # when each step started: the bench and post-mortems read it
+        if numbered:
+            log.write(f"#builder-step {numbered.group(1)}/{numbered.group(2)} at {at}: {redact(numbered.group(3))}\n")
+        else:
+            log.write(f"#builder-vertex at {at}: {redact(event.step)}\n")
+    elif event.kind == "done":
+        log.write(f"#builder-done at {at} ({event.seconds:.1f}s): {redact(event.step)}\n")
+    elif event.kind == "log":
+        log.write(redact(event.text))  # the log writer: credentials never reach the file
+    elif event.kind == "error":
+        log.write(f"ERROR in {redact(event.step)}: {redact(event.text)}\n")
+    log.flush()
+
+
+@contextmanager
+def base_by_tag(engine: Engine, buildargs: dict[str, str]) -> Iterator[dict[str, str]]:
+    """BASE_IMAGE given as an image id: a temporary tag for BuildKit to resolve, removed after."""
+    base = buildargs.get("BASE_IMAGE", "")
+    if not IMAGE_ID.match(base):
+        yield dict(buildargs)
+        return
+    temp = f"tfbuilder-tmp/base:{secrets.token_hex(8)}"
+    engine.tag(base, temp)
+    try:
+        yield {**buildargs, "BASE_IMAGE": temp}
+    finally:
+        try:
+            engine.remove_image(temp)  # only the tag: the image is the caller's
+        except Exception:
+            pass

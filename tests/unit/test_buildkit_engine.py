@@ -1,0 +1,85 @@
+"""The BuildKit backend's pure parts: buildx events onto the progress line and into the
+log file (with the markers bench/ reads), image ids given a temporary tag for BuildKit,
+the backend switch. The builds themselves run on the real engine (integration tests)."""
+import io
+
+import pytest
+
+from bench.run import step_seconds
+from builder import buildkit_engine as bk
+from builder.buildx import Event
+from builder.engine import Progress
+from builder.errors import UserError, register_secret
+from tests.unit.fake_engine import FakeEngine
+
+
+def progress(stream: io.StringIO) -> Progress:
+    ticks = iter(range(0, 1000, 5))
+    return Progress("21.08/tf2-py3", stream=stream, clock=lambda: float(next(ticks)))
+
+
+def test_numbered_steps_reach_the_progress_line_and_internal_vertexes_do_not():
+    out, log = io.StringIO(), io.StringIO()
+    p = progress(out)
+    for event in (Event("step", "[internal] load build definition from Dockerfile"),
+                  Event("step", "[ 3/18] RUN ./nvbuild.sh --only horovod"),
+                  Event("step", "[stage-1 2/5] COPY a /b")):
+        bk.record(event, p, log)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == ["step 3/18: RUN ./nvbuild.sh --only horovod",
+                                                        "step 2/5: COPY a /b"]
+    assert log.getvalue().splitlines()[0].startswith("#builder-vertex at ")
+
+
+def test_the_log_has_step_markers_that_the_bench_splits_by():
+    log = io.StringIO()
+    p = progress(io.StringIO())
+    for event in (Event("step", "[1/3] FROM base"), Event("done", "[1/3] FROM base", seconds=0.1),
+                  Event("step", "[2/3] RUN make"), Event("log", "[2/3] RUN make", "compiling\n"),
+                  Event("done", "[2/3] RUN make", seconds=9.0), Event("step", "[3/3] COPY x /x")):
+        bk.record(event, p, log)
+    text = log.getvalue()
+    assert "compiling\n" in text and "#builder-done at " in text
+    steps = step_seconds(text)
+    assert [name for name, _ in steps] == ["FROM base", "RUN make", "COPY x /x"]
+    assert all(sec > 0 for _, sec in steps[:2])
+
+
+def test_credentials_in_step_output_never_reach_the_log():
+    register_secret("tok-unit-9f8e7d")
+    log = io.StringIO()
+    p = progress(io.StringIO())
+    bk.record(Event("step", "[2/2] RUN fetch https://u:tok-unit-9f8e7d@mirror/x"), p, log)
+    bk.record(Event("log", "[2/2] RUN fetch", "GET https://u:tok-unit-9f8e7d@mirror/x\n"), p, log)
+    bk.record(Event("error", "[2/2] RUN fetch", "401 for tok-unit-9f8e7d"), p, log)
+    assert "tok-unit-9f8e7d" not in log.getvalue()
+    assert log.getvalue().count("\n") == 3
+
+
+def test_an_image_id_base_gets_a_temporary_tag_that_is_removed_after():
+    engine = FakeEngine()
+    image = engine.add_image("local/parent:1")
+    before = dict(engine.tags)
+    with bk.base_by_tag(engine, {"BASE_IMAGE": image, "BUILD_ID": "x"}) as args:
+        assert args["BASE_IMAGE"] != image and args["BUILD_ID"] == "x"
+        assert engine.image_id(args["BASE_IMAGE"]) == image    # resolvable by name while building
+    assert engine.tags == before                              # only the temporary tag went away
+    assert engine.image_id(image) == image
+
+
+@pytest.mark.parametrize("base", ["local/parent:1", "registry:5000/ml/tf:21.08", "deadbeefcafe", ""])
+def test_a_base_given_by_name_is_passed_as_it_is(base):
+    engine = FakeEngine()
+    with bk.base_by_tag(engine, {"BASE_IMAGE": base}) as args:
+        assert args == {"BASE_IMAGE": base}
+    assert engine.names() == []
+
+
+def test_the_backend_switch(monkeypatch):
+    monkeypatch.delenv("BUILDER_BACKEND", raising=False)
+    assert bk.backend_wanted() == "buildkit"
+    monkeypatch.setenv("BUILDER_BACKEND", "legacy")
+    assert bk.backend_wanted() == "legacy"
+    monkeypatch.setenv("BUILDER_BACKEND", "kaniko")
+    with pytest.raises(UserError, match="BUILDER_BACKEND='kaniko': use one of buildkit, legacy"):
+        bk.backend_wanted()

@@ -61,6 +61,11 @@ not rebuilt ("horovod: up to date, not rebuilt"). Every Horovod compile goes thr
 ccache (the shared cache with --cache, else an empty local one), so the units it really
 compiled are always listed.
 
+Local compile cache: when $NVBUILD_LOCAL_CACHE (default /var/cache/nvbuild) is a mount
+point (BuildKit's `RUN --mount=type=cache`, as the image Dockerfiles mount it), ccache
+keeps its objects there between builds on this machine (--cache replaces it with the
+shared cache). A plain directory there is never used (it would go into the layer).
+
 Environment: TF_ENABLE_XLA, TF_NEED_GCP, TF_NEED_HDFS (0/1) decide the optional parts.
   NVBUILD_HOROVOD=0    do not build Horovod (a tree without it)
 Output (stderr): phase timings `nvbuild.sh: <phase> phase took N.NNs` (compile, install,
@@ -68,7 +73,7 @@ horovod patch, horovod compile, horovod install, report); the translation units 
 compiled, `nvbuild.sh: compiled: <unit>` (the extension's and Horovod's, named horovod/...,
 whenever ccache is installed: every compile goes through it, a local cache without
 --cache), after `nvbuild.sh: compile cache: N of M translation units from the cache` with
---cache; failures as `nvbuild.sh: <phase> phase failed: <why>`. Last, it writes
+--cache or the mounted local cache; failures as `nvbuild.sh: <phase> phase failed: <why>`. Last, it writes
 /opt/tensorflow/build-info.json with image_report.py next to this script
 (NVBUILD_REPORT_SCRIPT names another report script).
 USAGE
@@ -238,10 +243,22 @@ PY
 }
 have_http_ccache() { command -v ccache >/dev/null 2>&1 && ccache --version | grep -q http-storage; }
 
+# A compile cache kept on this machine between builds: BuildKit's cache mount at
+# $LOCAL_CACHE (the image Dockerfiles mount it on nvbuild.sh's RUN steps). Used only when
+# it is a mount point: a plain directory there would put the cache into the image's layer.
+LOCAL_CACHE=${NVBUILD_LOCAL_CACHE:-/var/cache/nvbuild}
+is_mount_point() { awk -v d="$1" '$5 == d { found = 1 } END { exit !found }' /proc/self/mountinfo; }
+LOCAL_CCACHE=""
+is_mount_point "$LOCAL_CACHE" && LOCAL_CCACHE=$LOCAL_CACHE/ccache
+cache_in_use() { [ -n "$CACHE_URL" ] || [ -n "$LOCAL_CCACHE" ]; }
+
 CCACHE_VARS=()
 ccache_vars() {  # ccache_vars BASEDIR LOGFILE LOCAL_DIR: the ccache settings of one build, in CCACHE_VARS
-  CCACHE_VARS=(CCACHE_DIR="$3" CCACHE_BASEDIR="$1" CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
-               CCACHE_LOGFILE="$2" CCACHE_TEMPDIR="$3/tmp")
+  local dir=$3
+  # --cache: the shared cache only (as on every machine that shares it); else the mounted local one
+  [ -z "$CACHE_URL" ] && [ -n "$LOCAL_CCACHE" ] && dir=$LOCAL_CCACHE
+  CCACHE_VARS=(CCACHE_DIR="$dir" CCACHE_BASEDIR="$1" CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
+               CCACHE_LOGFILE="$2" CCACHE_TEMPDIR="$dir/tmp")
   if [ -n "$CACHE_URL" ]; then
     local remote=$CACHE_URL
     # A slow or full server costs a bounded wait and a miss, never a failed build.
@@ -259,7 +276,7 @@ units_report() {  # units_report LOGFILE [SOURCES_LIST PREFIX]: which translatio
   # units are named by their path under that root, PREFIX prepended unless the path starts
   # with it. Compiles outside the tree or under its build/ directory (CMake's probes) are
   # not counted.
-  "$PYTHON" - "$CACHE_URL" "$@" <<'PY' >&2
+  "$PYTHON" - "$(cache_in_use && echo cached)" "$@" <<'PY' >&2
 import os, re, sys
 cached, log = bool(sys.argv[1]), sys.argv[2]
 known = None

@@ -277,11 +277,32 @@ def build_figures(figure, cache: Path, runs: int) -> None:
                    f"whole derive {t:.1f}s; compiled: {', '.join(units) or 'nothing'}")
             figure(f"{what} patch ratio (warm / cold compile)", f"{warm / cold:.1%}", "", "same run",
                    f"target <= {target}")
+        local_cache_figures(figure, cache, work)
         stats = json.loads(sh(["builder", "cache", "stats", "--dir", str(cache_dir), "--json"])[1].stdout)
         figure("compile cache hit rate over the run", f"{stats['hit_rate']:.0%}", "", "builder cache stats",
                f"{stats['hits']} hits / {stats['lookups']} lookups")
     finally:
         sh(["builder", "cache", "stop", "--dir", str(cache_dir)], check=False)
+
+
+def local_cache_figures(figure, cache: Path, work: Path) -> None:
+    """One-file extension patches with no compile-cache server: the first after emptying
+    BuildKit's cache mounts compiles everything into the mount, the second only its unit."""
+    sh(["docker", "builder", "prune", "-f", "--filter", "type=exec.cachemount"])
+    compile_s = []
+    for n in range(2):
+        (work / f"local{n}.patch").write_text(marker_patch(random.randint(1, 10 ** 9)))
+        tag = f"{REPO}:patch-local{n}"
+        t, _ = sh(["builder", "derive", "--from", IMAGE, "--patch", str(work / f"local{n}.patch"), "--tag", tag,
+                   "--no-test", "-q"])
+        log = log_path(cache, f"derive-{tag.replace('/', '_').replace(':', '_')}.log").read_text()
+        compile_s.append(phase_seconds(log, "compile phase"))
+        units = re.findall(r"nvbuild.sh: compiled: (\S+)", log)
+        figure(f"one-file extension patch, local cache mount {'empty' if n == 0 else 'warm'}: compile",
+               round(compile_s[-1], 2), "s", f"builder derive --from {IMAGE} --patch local{n}.patch (no --compile-cache)",
+               f"whole derive {t:.1f}s; {len(units)} units compiled")
+    figure("extension patch ratio, local cache mount (warm / empty)", f"{compile_s[1] / compile_s[0]:.1%}", "",
+           "same run", "no server: BuildKit's RUN --mount=type=cache")
 
 
 def main() -> int:

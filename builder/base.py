@@ -67,9 +67,10 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
             make_rootfs(engine, recipe, settings.apt_mirror, work)
         context = write_context(recipe, work / "context")
         log_path = paths.logs_dir() / f"base-{recipe.tag.split(':')[-1]}.log"  # where every command logs
-        with buildsettings.serve(settings) as url:
-            request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": url or ""},
-                                   network_mode="host" if url else None, log_path=log_path, quiet=quiet)
+        with buildsettings.deliver(settings, engine.backend) as delivery:
+            request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": delivery.url or ""},
+                                   network_mode="host" if delivery.url else None, log_path=log_path,
+                                   quiet=quiet, secrets=delivery.secrets)
             result = engine.build(request, Progress("base", quiet=quiet))
         engine.tag(result.image_id, recipe.tag)
     log(f"base: tagged {recipe.tag}")

@@ -88,12 +88,12 @@ def build_variant(engine: Engine, release: Release, variant: Variant, options: R
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
         buildargs = {"BASE_IMAGE": base.image, "BUILD_ID": build_id, "BUILD_REF": source_ref(),
                      "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        with buildsettings.serve(settings) as url:
-            buildargs["BUILD_SETTINGS"] = url or ""
+        with buildsettings.deliver(settings, engine.backend) as delivery:
+            buildargs["BUILD_SETTINGS"] = delivery.url or ""
             buildargs["COMPILE_CACHE"] = compile_cache or ""
             request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
-                                   network_mode="host" if (url or compile_cache) else None,
-                                   log_path=log_path, quiet=quiet)
+                                   network_mode="host" if (delivery.url or compile_cache) else None,
+                                   log_path=log_path, quiet=quiet, secrets=delivery.secrets)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     src = Path(framework_src) if framework_src else paths.framework_src_dir()
     image_id = verify_and_label(engine, result.image_id, release, variant, rendered.meta, log_path,

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import IO, Iterator
 
 from builder import buildx
+from builder.contract import BUILDER_MOUNT
 from builder.engine import (BuildRequest, BuildResult, DockerEngine, Engine, Progress, buildx_version,
                             signals_raise)
 from builder.errors import BuildError, Interrupted, UserError, redact
@@ -67,6 +68,10 @@ class BuildKitEngine(DockerEngine):
             if log:
                 log.write(f"ERROR: {redact(exc.message)}\n")
             exc.log_path = request.log_path
+            if exc.step:
+                exc.message = exc.message.replace(exc.step, step_label(exc.step))
+                exc.args = (exc.message,)
+                exc.step = step_label(exc.step)
             raise
         finally:
             if log:
@@ -76,9 +81,15 @@ class BuildKitEngine(DockerEngine):
         return BuildResult(result.image_id, result.steps, seconds, result.cached, request.log_path)
 
 
+def step_label(name: str) -> str:
+    """A vertex as the legacy builder named its steps: "step 12/18: RUN ./nvbuild.sh ..."."""
+    numbered = NUMBERED.match(BUILDER_MOUNT.sub("", name))
+    return f"step {numbered.group(1)}/{numbered.group(2)}: {numbered.group(3)}" if numbered else name
+
+
 def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None:
     """One buildx event onto the progress line and into the log file."""
-    numbered = NUMBERED.match(event.step)
+    numbered = NUMBERED.match(BUILDER_MOUNT.sub("", event.step))  # the builder's own mounts are noise here
     if event.kind == "step" and numbered:
         progress.on_step(int(numbered.group(1)), int(numbered.group(2)), numbered.group(3))
     if not log:

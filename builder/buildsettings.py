@@ -1,9 +1,9 @@
-"""Corporate build settings (apt mirror, pip index, extra CA bundle), served to builds
-over loopback and fetched by the in-image `with-build-settings` wrapper.
+"""Corporate build settings (apt mirror, pip index, extra CA bundle), read by the
+in-image `with-build-settings` wrapper for one RUN and deleted after it.
 
-Build args end up in image history and the legacy builder has no secret mounts, so the
-settings travel this way instead: the build runs on the host network, the wrapper reads
-them into /tmp for one RUN and deletes them.
+Build args end up in image history, so on BuildKit the settings are secrets (deliver()).
+The legacy builder has no secret mounts: for it they are served over loopback instead,
+the build runs on the host network, and the wrapper fetches them.
 
 One small daemon per state directory (user, BUILDER_CACHE_DIR) serves every concurrent
 build on a port of its own, recorded in the state directory; each distinct set of
@@ -422,3 +422,39 @@ def serve(settings: BuildSettings, listen_port: int | None = None) -> Iterator[s
 
 if __name__ == "__main__":
     daemon(Path(sys.argv[1]), int(sys.argv[2]))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How one build gets its settings: BuildKit secret files (id -> path), or, for the
+    legacy builder, the loopback URL (BUILD_SETTINGS, which needs the host network)."""
+    url: str | None = None
+    secrets: dict[str, Path] = field(default_factory=dict)
+
+
+@contextmanager
+def deliver(settings: BuildSettings, backend: str) -> Iterator[Delivery]:
+    """The settings for one build while the block runs. BuildKit: each file as a secret in
+    a private temporary directory, removed afterwards (only ids and paths reach buildx's
+    argv; nothing reaches a build argument, so nothing reaches image history). Legacy
+    builder: served on loopback (serve())."""
+    import tempfile
+
+    from builder.contract import SETTINGS_SECRETS, settings_secret_id
+
+    if not settings:
+        yield Delivery()
+        return
+    if backend != "buildkit":
+        with serve(settings) as url:
+            yield Delivery(url=url)
+        return
+    with tempfile.TemporaryDirectory(prefix="tfbuilder-settings-") as tmp:  # mode 0700
+        found: dict[str, Path] = {}
+        for name, data in settings.files().items():
+            if name in SETTINGS_SECRETS:
+                path = Path(tmp) / name
+                path.touch(mode=0o600)
+                path.write_bytes(data)
+                found[settings_secret_id(name)] = path
+        yield Delivery(secrets=found)

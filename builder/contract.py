@@ -110,6 +110,38 @@ class InImage:
     BUILD_FILES = ("nvbuild.sh", "nvbuildopts", "cuda_arch.py", "image_report.py")
 
 
+# Corporate build settings as BuildKit secrets: id `builder-<name>`, mounted for one RUN at
+# SETTINGS_DIR/<name>, where with-build-settings reads them. Without the secret (no
+# settings, or a plain `docker build`) nothing is mounted and the command runs as it is.
+# The legacy builder cannot mount: engine.py strips these mounts (BUILDER_MOUNT) and the
+# builder serves the same files over loopback (BUILD_SETTINGS) instead.
+SETTINGS_DIR = "/run/builder-settings"
+SETTINGS_SECRETS = ("apt-mirror", "pip-index", "ca.crt")
+# nvbuild.sh's compile cache on this machine: a BuildKit cache mount it uses only when
+# it is a mount point (nvbuild.sh --help, "Local compile cache").
+COMPILE_CACHE_DIR = "/var/cache/nvbuild"
+COMPILE_CACHE_ID = "tfbuilder-nvbuild-ccache"
+# Exactly the builder's own mounts (the legacy builder gets the Dockerfile without them).
+BUILDER_MOUNT = re.compile(r"--mount=type=secret,id=builder-(?:apt-mirror|pip-index|ca\.crt),"
+                           r"target=/run/builder-settings/(?:apt-mirror|pip-index|ca\.crt),required=false[ \t]*"
+                           r"|--mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild[ \t]*")
+
+
+def settings_secret_id(name: str) -> str:
+    return f"builder-{name}"
+
+
+def settings_mounts() -> str:
+    """The RUN flags that mount the settings (templates: `RUN {{ settings_mounts() }} \\`)."""
+    return " ".join(f"--mount=type=secret,id={settings_secret_id(n)},target={SETTINGS_DIR}/{n},required=false"
+                    for n in SETTINGS_SECRETS)
+
+
+def compile_cache_mount() -> str:
+    """The RUN flag that mounts nvbuild.sh's local compile cache."""
+    return f"--mount=type=cache,id={COMPILE_CACHE_ID},target={COMPILE_CACHE_DIR}"
+
+
 def lock_file(python: str) -> str:
     """The lock of one Python inside the image (`3.8` -> .../requirements-py3.8.txt)."""
     return f"{InImage.LOCKS}/requirements-py{python}.txt"

@@ -237,12 +237,13 @@ def build(engine: Engine, spec: DeriveSpec, parent_ref: str, settings: buildsett
             (ctx / "horovod-patches").mkdir()
             for p in spec.horovod_patches:
                 shutil.copy2(p, ctx / "horovod-patches" / p.name)
-        with buildsettings.serve(settings) as url:
-            host_net = bool(url) or bool(compile_cache)
-            request = BuildRequest(context=ctx, buildargs={"BASE_IMAGE": parent_ref, "BUILD_SETTINGS": url or "",
+        with buildsettings.deliver(settings, engine.backend) as delivery:
+            host_net = bool(delivery.url) or bool(compile_cache)
+            request = BuildRequest(context=ctx, buildargs={"BASE_IMAGE": parent_ref,
+                                                           "BUILD_SETTINGS": delivery.url or "",
                                                            "COMPILE_CACHE": compile_cache or ""},
                                    nocache=nocache, network_mode="host" if host_net else None,
-                                   log_path=log_path, quiet=quiet)
+                                   log_path=log_path, quiet=quiet, secrets=delivery.secrets)
             result = engine.build(request, Progress("derive", quiet=quiet))
     return result.image_id
 

@@ -10,6 +10,7 @@ moves an existing tag.
 from __future__ import annotations
 
 import collections
+import os
 import re
 import signal
 import sys
@@ -87,7 +88,8 @@ class Engine(Protocol):
     one; tests/unit/fake_engine.py the in-memory one (a unit test keeps their method
     names and signatures equal to these)."""
 
-    where: str  # how the engine is reached, for messages
+    where: str    # how the engine is reached, for messages
+    backend: str  # how build() builds: "buildkit" (secrets, cache mounts) or "legacy"
 
     def ping(self) -> dict[str, Any]: ...
     def version(self) -> EngineVersion: ...
@@ -222,10 +224,11 @@ class DockerEngine:
         stream = None
         try:
             with signals_raise(), progress.heartbeat():
-                stream = self.api.build(
-                    path=str(request.context), dockerfile="Dockerfile", rm=True, forcerm=True,
-                    nocache=request.nocache, pull=False, buildargs=request.buildargs,
-                    network_mode=request.network_mode, decode=True)
+                with legacy_dockerfile(request.context) as dockerfile:  # docker-py reads it in build()
+                    stream = self.api.build(
+                        path=str(request.context), dockerfile=dockerfile, rm=True, forcerm=True,
+                        nocache=request.nocache, pull=False, buildargs=request.buildargs,
+                        network_mode=request.network_mode, decode=True)
                 for chunk in stream:
                     if "error" in chunk or "errorDetail" in chunk:
                         detail = chunk.get("errorDetail") or {}
@@ -433,6 +436,37 @@ class DockerEngine:
         if not image:
             raise BuildError(f"docker import produced no image {ref}: {out}")
         return image
+
+
+def without_builder_mounts(text: str) -> str:
+    """A Dockerfile with the builder's own mounts (settings, compile cache) taken out of its RUN lines."""
+    from builder.contract import BUILDER_MOUNT
+
+    return "\n".join(BUILDER_MOUNT.sub("", line) if line.startswith("RUN ") else line
+                     for line in text.split("\n"))
+
+
+@contextmanager
+def legacy_dockerfile(context: Path) -> Iterator[str]:
+    """The Dockerfile for the legacy builder, which cannot parse mounts (it gets the
+    settings over loopback instead, and no local compile cache): a copy without them, outside the
+    context (docker-py sends it along), removed afterwards; the context's own file when
+    it has none."""
+    import tempfile
+
+    path = context / "Dockerfile"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    stripped = without_builder_mounts(text)
+    if stripped == text:
+        yield "Dockerfile"
+        return
+    fd, name = tempfile.mkstemp(prefix="tfbuilder-legacy-", suffix=".Dockerfile")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(stripped)
+        yield name
+    finally:
+        os.unlink(name)
 
 
 def config_credentials(host: str) -> tuple[str, str] | None:

@@ -15,7 +15,8 @@ ARG BUILD_SETTINGS=""
 # nvcc, cuobjdump and the CUDA headers come from the base image. Versions are the base
 # distribution's own (upstream Ubuntu or offline Debian), so they are not pinned here.
 # hadolint ignore=DL3008
-RUN with-build-settings apt-get update \
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings apt-get update \
  && DEBIAN_FRONTEND=noninteractive with-build-settings apt-get install -y --no-install-recommends \
       build-essential \
       ca-certificates \
@@ -39,7 +40,8 @@ COPY locks/ /opt/tensorflow/locks/
 COPY register-gpu-wheels /usr/local/bin/
 # $flags is empty or one word (--break-system-packages where the distribution asks for it).
 # hadolint ignore=SC2086
-RUN py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
  && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
  && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
  && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags=--break-system-packages; fi \
@@ -49,7 +51,8 @@ RUN py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
 # Horovod 0.26.1 source: the PyPI source distribution, hash-checked, unpacked as it
 # is; nvbuild.sh applies /opt/tensorflow/patches/horovod/*.patch and builds it.
 COPY patches/horovod/ /opt/tensorflow/patches/horovod/
-RUN with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
       --require-hashes -r /opt/tensorflow/locks/horovod.txt -d /tmp/horovod-sdist \
  && mkdir -p /opt/tensorflow/horovod-source \
  && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
@@ -70,10 +73,10 @@ WORKDIR /opt/tensorflow
 # COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
 ARG COMPILE_CACHE=""
 # Horovod first, in its own layer: a change to the extension's source does not rebuild it.
-RUN ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
-RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # Environment defaults (user guide section 7 and the release's own).
 ENV TF_ADJUST_HUE_FUSED="1" \

@@ -98,7 +98,8 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
     build's own RUN steps use the same with-build-settings wrapper)."""
     ca, marker = test_ca
     # The pip credentials come from the environment (argv would show them in `ps`).
-    out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test",
+    # --no-cache: settings are not part of BuildKit's cache keys, so a cached step would not show them used
+    out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test", "--no-cache",
                   "--apt-mirror", MIRROR, "--pip-index", "https://pypi.invalid/simple",
                   "--pip-index-credentials-env", "ITEST_PIP_CREDS", "--ca-bundle", str(ca), "-q",
                   env={**os.environ, "ITEST_PIP_CREDS": f"itest:{TOKEN}"})

@@ -59,6 +59,7 @@ def _instructions(dockerfile: str) -> list[tuple[str, str]]:
 
 class FakeEngine:
     where = "fake://engine"
+    backend = "legacy"  # a test sets "buildkit" to see the settings go as secrets
 
     def __init__(self) -> None:
         self.store: dict[str, dict[str, Any]] = {}   # id -> {"labels", "size", "layers", "env"}

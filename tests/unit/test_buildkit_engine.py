@@ -83,3 +83,14 @@ def test_the_backend_switch(monkeypatch):
     monkeypatch.setenv("BUILDER_BACKEND", "kaniko")
     with pytest.raises(UserError, match="BUILDER_BACKEND='kaniko': use one of buildkit, legacy"):
         bk.backend_wanted()
+
+
+@pytest.mark.parametrize("name,label", [
+    ("[12/18] RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 8.6",
+     "step 12/18: RUN ./nvbuild.sh --sm 8.6"),
+    ("[stage-1 2/5] COPY a /b", "step 2/5: COPY a /b"),
+    ("[internal] load build context", "[internal] load build context"),
+    ("", ""),
+])
+def test_a_failing_step_is_named_as_the_legacy_builder_named_it(name, label):
+    assert bk.step_label(name) == label

@@ -57,7 +57,7 @@ def test_render_without_variant_writes_every_buildable_variant(tmp_path):
 
 def test_render_to_stdout():
     result = builder("render", "-r", "21.08", "-v", "tf2-py3", "--cuda-cc", "70,80", "--no-xla")
-    assert result.returncode == 0 and "RUN ./nvbuild.sh --sm 7.0,8.0" in result.stdout
+    assert result.returncode == 0 and "RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 7.0,8.0" in result.stdout
     assert 'TF_ENABLE_XLA="0"' in result.stdout
 
 

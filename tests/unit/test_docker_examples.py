@@ -37,7 +37,7 @@ def test_the_patch_is_kept_where_nvbuild_records_it_and_never_in_tmp(dockerfile)
     assert "COPY my-tensorflow-modifications.patch /opt/tensorflow/patches/" in lines
     assert not [line for line in lines if "/tmp" in line]
     patch_run = next(line for line in lines if "patch -p1" in line)
-    nvbuild_run = next(i for i, line in enumerate(lines) if line.startswith("RUN ./nvbuild.sh"))
+    nvbuild_run = next(i for i, line in enumerate(lines) if line.startswith("RUN ") and "./nvbuild.sh" in line)
     assert lines.index(patch_run) < nvbuild_run
 
 

@@ -53,6 +53,9 @@ if sys.argv[1:2] == ["--version"]:
     print("ccache version 4.9.1\nFeatures: http-storage")
     sys.exit(0)
 src = next(a for a in sys.argv if a.endswith(".cc"))
+if os.environ.get("FAKE_CCACHE_ENV"):  # where nvbuild.sh told ccache to keep its objects
+    with open(os.environ["FAKE_CCACHE_ENV"], "a") as f:
+        f.write(f"{os.environ.get('CCACHE_DIR')} {os.environ.get('CCACHE_REMOTE_ONLY', '-')}\n")
 key = src + ":" + hashlib.sha256(open(src, "rb").read()).hexdigest()
 store = os.environ["FAKE_CCACHE_STORE"]  # the test's, not nvbuild.sh's CCACHE_DIR
 seen = open(store).read().split() if os.path.exists(store) else []
@@ -94,8 +97,9 @@ def tree(tmp_path, venv):
            "NVBUILD_WHEEL_DIR": str(tmp_path / "pip"), "NVBUILD_BUILD_INFO": str(tmp_path / "build-info.json"),
            "NVBUILD_HOROVOD": "0", "HOME": str(tmp_path), "FAKE_CCACHE_STORE": str(tmp_path / "ccache-store")}
 
-    def run(*args, path=None):
-        e = dict(env, PATH=path) if path else env
+    def run(*args, path=None, extra=None):
+        e = dict(env, PATH=path) if path else dict(env)
+        e.update(extra or {})
         proc = subprocess.run(["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True,
                               env=e, timeout=300)
         info = json.loads((tmp_path / "build-info.json").read_text()) if proc.returncode == 0 else None
@@ -130,6 +134,46 @@ def test_compiled_units_are_listed_with_a_compile_cache(tree, http_cache):
     proc, _ = tree("--cache", http_cache)  # the cache has a.cc as it is: only b.cc compiles
     assert "compile cache: 1 of 2 translation units from the cache" in proc.stderr
     assert compiled(proc.stderr) == ["csrc/ops/b.cc"]
+
+
+def ccache_dirs(record: Path) -> set[str]:
+    return set(record.read_text().splitlines())
+
+
+def test_a_mounted_local_cache_keeps_objects_between_builds(tree, tmp_path):
+    """NVBUILD_LOCAL_CACHE a mount point (as BuildKit's cache mount is): ccache keeps its
+    objects there, and the report counts the units it had."""
+    record = tmp_path / "ccache-env"
+    extra = {"NVBUILD_LOCAL_CACHE": "/proc", "FAKE_CCACHE_ENV": str(record)}  # /proc: always a mount point
+    proc, _ = tree(extra=extra)
+    assert proc.returncode == 0, proc.stderr
+    assert "compile cache: 0 of 2 translation units from the cache" in proc.stderr
+    assert ccache_dirs(record) == {"/proc/ccache -"}
+    (tree.src / "csrc" / "ops" / "b.cc").write_text("int b() { return 2; }\n")
+    proc, _ = tree(extra=extra)
+    assert "compile cache: 1 of 2 translation units from the cache" in proc.stderr
+    assert compiled(proc.stderr) == ["csrc/ops/b.cc"]
+
+
+def test_a_plain_directory_is_never_the_local_cache(tree, tmp_path):
+    """Not a mount point (a legacy build, a plain docker build): the objects would land in the
+    image's layer, so the temporary cache is used and nothing is counted as cached."""
+    plain = tmp_path / "var-cache-nvbuild"
+    plain.mkdir()
+    record = tmp_path / "ccache-env"
+    proc, _ = tree(extra={"NVBUILD_LOCAL_CACHE": str(plain), "FAKE_CCACHE_ENV": str(record)})
+    assert proc.returncode == 0, proc.stderr
+    assert ccache_dirs(record) == {"/tmp/ccache -"}
+    assert "compile cache:" not in proc.stderr and list(plain.iterdir()) == []
+
+
+def test_a_shared_cache_replaces_the_mounted_one(tree, tmp_path, http_cache):
+    """--cache means the shared cache only, mounted local cache or not: every machine that
+    shares it sees the same lookups."""
+    record = tmp_path / "ccache-env"
+    proc, _ = tree("--cache", http_cache, extra={"NVBUILD_LOCAL_CACHE": "/proc", "FAKE_CCACHE_ENV": str(record)})
+    assert proc.returncode == 0, proc.stderr
+    assert ccache_dirs(record) == {"/tmp/ccache true"}
 
 
 def test_without_ccache_a_warning_says_units_are_not_listed(tree):

@@ -38,10 +38,10 @@ def test_build_parameters_and_nvbuild_line_default(cat):
             '# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.\n'
             'ARG COMPILE_CACHE=""\n'
             '# Horovod first, in its own layer: a change to the extension\'s source does not rebuild it.\n'
-            'RUN ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
             '\n'
             'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
-            'RUN ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n') in text
+            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n') in text
 
 
 def test_the_framework_comes_from_the_locks_with_hash_checking(cat):
@@ -77,8 +77,8 @@ def test_build_parameters_follow_options(cat):
             '    TF_ENABLE_XLA="0" \\\n'
             '    TF_NEED_GCP="1" \\\n'
             '    TF_NEED_HDFS="0"\n') in r.dockerfile
-    assert 'RUN ./nvbuild.sh --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
-    assert 'RUN ./nvbuild.sh --only horovod --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
+    assert 'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
+    assert 'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
     for line in ('dev.tfbuilder.cuda-compute-capabilities="7.0,8.0"', 'dev.tfbuilder.xla="0"',
                  'dev.tfbuilder.gcp="1"', 'dev.tfbuilder.hdfs="0"'):
         assert line in r.dockerfile
@@ -86,7 +86,7 @@ def test_build_parameters_follow_options(cat):
 
 def test_local_is_probed_in_the_image(cat):
     r = _render(cat, cuda_cc="local")
-    assert 'RUN ./nvbuild.sh --sm local ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
+    assert 'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm local ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
     assert 'TF_CUDA_COMPUTE_CAPABILITIES="local"' in r.dockerfile
 
 
@@ -110,7 +110,7 @@ def test_upstream_only_base_allows_what_its_toolkit_compiles(cat):
 def test_env_defaults_come_after_the_compile_and_labels_last(cat):
     """Layer order: changing an env default or a label never recompiles the framework."""
     lines = [line for line in _render(cat).dockerfile.splitlines() if line and line[0].isupper()]
-    nvbuild = next(i for i, line in enumerate(lines) if line.startswith("RUN ./nvbuild.sh"))
+    nvbuild = next(i for i, line in enumerate(lines) if line.startswith("RUN ") and "./nvbuild.sh" in line)
     env7 = next(i for i, line in enumerate(lines) if line.startswith("ENV TF_ADJUST_HUE_FUSED"))
     assert nvbuild < env7
     assert lines[-1].startswith("LABEL ") and lines[-2].startswith("ENV NVIDIA_BUILD_ID=")
@@ -156,7 +156,8 @@ def test_docker_examples_start_from_the_exact_tag(cat):
     custom = r.files["docker-examples/Dockerfile.customtensorflow"]
     assert ("COPY my-tensorflow-modifications.patch /opt/tensorflow/patches/\n"
             "WORKDIR /opt/tensorflow/tensorflow-source\n") in custom
-    assert ('WORKDIR /opt/tensorflow\nARG COMPILE_CACHE=""\nRUN ./nvbuild.sh ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+    assert ('WORKDIR /opt/tensorflow\nARG COMPILE_CACHE=""\n'
+            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
             in custom and custom.endswith("WORKDIR /workspace\n"))
 
 

@@ -100,6 +100,9 @@ def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None
             log.write(f"#builder-step {numbered.group(1)}/{numbered.group(2)} at {at}: {redact(numbered.group(3))}\n")
         else:
             log.write(f"#builder-vertex at {at}: {redact(event.step)}\n")
+    elif event.kind == "done" and numbered:  # how long each step ran, by BuildKit's own clock
+        log.write(f"#builder-done {numbered.group(1)}/{numbered.group(2)} at {at} ({event.seconds:.1f}s): "
+                  f"{redact(numbered.group(3))}\n")
     elif event.kind == "done":
         log.write(f"#builder-done at {at} ({event.seconds:.1f}s): {redact(event.step)}\n")
     elif event.kind == "log":

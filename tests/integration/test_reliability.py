@@ -3,9 +3,11 @@ conflicting options. (Interrupts during a build, registry faults, secrets and pa
 failures have their tests beside the features; docs/RELIABILITY.md lists them all.)"""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 import urllib.error
 import urllib.request
 
@@ -112,8 +114,7 @@ def tiny_engine():
 
     It gets a bridge of its own: with --bridge=none, dockerd deletes the host's docker0 and
     breaks the main engine's networking. Its address is from TEST-NET-1, which is never
-    routed; nothing is sent to it (builds run on the host network)."""
-    import shutil
+    routed: its builds reach no network. Yields (DOCKER_HOST environment, tmpfs root)."""
     import tempfile
 
     root = tempfile.mkdtemp(prefix="tfb-tiny-", dir="/tmp")  # short: unix socket paths are limited
@@ -138,7 +139,7 @@ def tiny_engine():
         load = subprocess.run(["docker", "load"], stdin=save.stdout, env=env, capture_output=True, text=True)
         save.wait()
         assert load.returncode == 0, load.stderr
-        yield env
+        yield env, Path(root)
     finally:
         proc.terminate()
         try:
@@ -153,10 +154,15 @@ def tiny_engine():
 
 
 def test_full_disk_reported_by_the_engine(offline_base, tiny_engine):
-    """The toolchain step fills the small disk: one clear report, exit 2, no tag."""
+    """The engine's disk is full (a filler file takes what the base image left): one clear
+    report, exit 2, no tag. (Its builds have no network, so the disk must be full before
+    the first download.)"""
+    env, root = tiny_engine
+    free = shutil.disk_usage(root).free
+    subprocess.run(["fallocate", "-l", str(max(free - 256 * 1024, 0)), str(root / "filler")], check=True)
     out = builder("build", "--release", "21.08", "--base", "local/debian-rootfs:bullseye", "--tag", "tiny/full:1",
-                  "-q", env=tiny_engine)
+                  "-q", env=env)
     assert out.returncode == 2, out.stderr[-3000:]
     assert "the engine ran out of disk space" in out.stderr and "no tag was moved" in out.stderr
-    listed = subprocess.run(["docker", "images", "-q", "tiny/full:1"], env=tiny_engine, capture_output=True, text=True)
+    listed = subprocess.run(["docker", "images", "-q", "tiny/full:1"], env=env, capture_output=True, text=True)
     assert listed.stdout.strip() == ""

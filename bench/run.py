@@ -98,6 +98,12 @@ def step_seconds(log: str) -> list[tuple[str, float]]:
     return out
 
 
+# How the figures find their Dockerfile step: each needle is in exactly one RUN of the
+# release Dockerfile, the builder's own mounts left out (a unit test holds them to it).
+STEP = {"toolchain": "apt-get install", "wheels": "requirements-py", "horovod": "--only horovod",
+        "extension": "RUN ./nvbuild.sh --sm"}
+
+
 def steps_matching(steps: list[tuple[str, float]], needle: str) -> float:
     return sum(sec for text, sec in steps if needle in text)
 
@@ -238,7 +244,7 @@ def build_figures(figure, cache: Path, runs: int) -> None:
     _, served = sh(["builder", "cache", "serve", "--detach", "--dir", str(cache_dir), "--port", str(free_port())])
     url = served.stdout.strip() + "/ccache"
     try:
-        # Cold means cold: BuildKit's cache mounts (pip's, ccache's) outlive --no-cache.
+        # Cold means cold: BuildKit's cache mounts (nvbuild.sh's ccache) outlive --no-cache.
         sh(["docker", "builder", "prune", "-f", "--filter", "type=exec.cachemount"])
         t_cold, _ = sh(build + ["--build-id", "cold", "--no-cache", "--compile-cache", url])
         cold_log = log_path(cache, f"{RELEASE}-{VARIANT}-cold.log").read_text()
@@ -247,12 +253,12 @@ def build_figures(figure, cache: Path, runs: int) -> None:
         hvd_cold = phase_seconds(cold_log, "horovod compile phase")
         figure("cold build of 21.08 tf2 on the base", round(t_cold, 1), "s",
                " ".join(build[:-1] + ["--no-cache", "--compile-cache", url]), "target < 900 s; empty compile cache")
-        figure("  toolchain (apt)", round(steps_matching(steps, "apt-get install"), 1), "s", "Dockerfile step")
-        figure("  locked wheels (TensorFlow, cuDNN, NCCL, ...)", round(steps_matching(steps, "--require-hashes -r"), 1),
-               "s", "Dockerfile step: pip install --require-hashes")
-        figure("  Horovod step", round(steps_matching(steps, "--only horovod"), 1), "s", "Dockerfile step: nvbuild.sh --only horovod",
+        figure("  toolchain (apt)", round(steps_matching(steps, STEP["toolchain"]), 1), "s", "Dockerfile step")
+        figure("  locked wheels (TensorFlow, cuDNN, NCCL, ...)", round(steps_matching(steps, STEP["wheels"]), 1),
+               "s", "Dockerfile step: pip install -r requirements-py*.txt (the lock)")
+        figure("  Horovod step", round(steps_matching(steps, STEP["horovod"]), 1), "s", "Dockerfile step: nvbuild.sh --only horovod",
                f"compile phase {hvd_cold:.1f}s")
-        figure("  extension step", round(steps_matching(steps, "RUN ./nvbuild.sh --sm"), 1), "s", "Dockerfile step: nvbuild.sh",
+        figure("  extension step", round(steps_matching(steps, STEP["extension"]), 1), "s", "Dockerfile step: nvbuild.sh",
                f"compile phase {ext_cold:.1f}s")
         figure("  outside the steps", round(t_cold - sum(sec for _, sec in steps), 1), "s",
                "context upload, image export, read-back check (image_report.py), labels",
@@ -260,12 +266,11 @@ def build_figures(figure, cache: Path, runs: int) -> None:
 
         t_warm, _ = sh(build + ["--build-id", "warm", "--no-cache", "--compile-cache", url])
         warm_steps = step_seconds(log_path(cache, f"{RELEASE}-{VARIANT}-warm.log").read_text())
-        figure("--no-cache rebuild, warm pip and compile caches", round(t_warm, 1), "s",
+        figure("--no-cache rebuild, warm compile cache", round(t_warm, 1), "s",
                " ".join(build[:-1] + ["--no-cache", "--compile-cache", url]) + " (again)", f"{t_warm / t_cold:.0%} of cold")
-        wheels_cold = steps_matching(steps, "--require-hashes -r")
-        wheels_warm = steps_matching(warm_steps, "--require-hashes -r")
-        figure("  locked wheels, pip cache mount warm", round(wheels_warm, 1), "s", "Dockerfile step",
-               f"{wheels_warm / wheels_cold:.0%} of the cold step ({wheels_cold:.1f}s)")
+        for name, key in (("Horovod", "horovod"), ("extension", "extension"), ("locked wheels", "wheels")):
+            figure(f"  {name} step, warm", round(steps_matching(warm_steps, STEP[key]), 1), "s", "Dockerfile step",
+                   f"cold {steps_matching(steps, STEP[key]):.1f}s")
 
         t_noop = statistics.median(sh(build + ["--build-id", "cold", "--compile-cache", url])[0] for _ in range(runs))
         figure("no-op rebuild, median", round(t_noop, 2), "s", " ".join(build[:-1]) + " (again)",

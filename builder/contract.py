@@ -121,15 +121,10 @@ SETTINGS_SECRETS = ("apt-mirror", "pip-index", "ca.crt")
 # it is a mount point (nvbuild.sh --help, "Local compile cache").
 COMPILE_CACHE_DIR = "/var/cache/nvbuild"
 COMPILE_CACHE_ID = "tfbuilder-nvbuild-ccache"
-# pip's download cache for the locked wheels: a cache mount that with-build-settings
-# gives pip only when it is a mount point (otherwise pip runs without a cache).
-PIP_CACHE_DIR = "/var/cache/pip"
-PIP_CACHE_ID = "tfbuilder-pip"
 # Exactly the builder's own mounts (the legacy builder gets the Dockerfile without them).
 BUILDER_MOUNT = re.compile(r"--mount=type=secret,id=builder-(?:apt-mirror|pip-index|ca\.crt),"
                            r"target=/run/builder-settings/(?:apt-mirror|pip-index|ca\.crt),required=false[ \t]*"
-                           r"|--mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild[ \t]*"
-                           r"|--mount=type=cache,id=tfbuilder-pip,target=/var/cache/pip[ \t]*")
+                           r"|--mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild[ \t]*")
 
 
 def settings_secret_id(name: str) -> str:
@@ -145,11 +140,6 @@ def settings_mounts() -> str:
 def compile_cache_mount() -> str:
     """The RUN flag that mounts nvbuild.sh's local compile cache."""
     return f"--mount=type=cache,id={COMPILE_CACHE_ID},target={COMPILE_CACHE_DIR}"
-
-
-def pip_cache_mount() -> str:
-    """The RUN flag that mounts pip's download cache (with-build-settings points pip at it)."""
-    return f"--mount=type=cache,id={PIP_CACHE_ID},target={PIP_CACHE_DIR}"
 
 
 def lock_file(python: str) -> str:

@@ -17,7 +17,7 @@ import jinja2
 
 from builder import contract, cuda_arch, grammar, lock, paths, quoting
 from builder.catalog import Release, Variant
-from builder.contract import InImage, Label, compile_cache_mount, pip_cache_mount, settings_mounts
+from builder.contract import InImage, Label, compile_cache_mount, settings_mounts
 from builder.errors import UserError
 
 BASE_CHOICES = ("auto", "upstream", "offline")
@@ -116,7 +116,7 @@ def _template_env(directory: str) -> jinja2.Environment:
     # The image contract (builder/contract.py): templates name label keys and in-image
     # paths through these instead of spelling them.
     env.globals.update(label=Label, image=InImage, settings_mounts=settings_mounts,
-                       compile_cache_mount=compile_cache_mount, pip_cache_mount=pip_cache_mount)
+                       compile_cache_mount=compile_cache_mount)
     return env
 
 

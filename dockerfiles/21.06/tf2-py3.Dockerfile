@@ -39,15 +39,13 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 COPY locks/ /opt/tensorflow/locks/
 COPY register-gpu-wheels /usr/local/bin/
 # $flags is empty or one word (--break-system-packages where the distribution asks for it).
-# pip's cache is BuildKit's cache mount, never the layer: with-build-settings gives pip
-# the mounted directory, or no cache at all (PIP_NO_CACHE_DIR) where nothing is mounted.
-# hadolint ignore=SC2086,DL3042
-RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false --mount=type=cache,id=tfbuilder-pip,target=/var/cache/pip \
+# hadolint ignore=SC2086
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
  && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
  && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
  && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags=--break-system-packages; fi \
- && with-build-settings python3 -m pip install --no-deps --require-hashes --no-build-isolation $flags -r "$lock" \
+ && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r "$lock" \
  && chmod 0755 /usr/local/bin/register-gpu-wheels && register-gpu-wheels
 
 # Horovod 0.22.1 source: the PyPI source distribution, hash-checked, unpacked as it

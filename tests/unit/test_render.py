@@ -47,7 +47,7 @@ def test_build_parameters_and_nvbuild_line_default(cat):
 def test_the_framework_comes_from_the_locks_with_hash_checking(cat):
     r = _render(cat)
     assert "COPY locks/ /opt/tensorflow/locks/\n" in r.dockerfile
-    assert "pip install --no-deps --require-hashes --no-build-isolation $flags -r \"$lock\"" in r.dockerfile
+    assert "pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r \"$lock\"" in r.dockerfile
     assert "register-gpu-wheels" in r.dockerfile
     assert set(k for k in r.files if k.startswith("locks/")) == {
         "locks/requirements-py3.8.txt", "locks/requirements-py3.9.txt", "locks/horovod.txt"}

@@ -1,7 +1,7 @@
 """The builder's BuildKit mounts. Corporate settings as secrets: the wrapper reads them
 from its mount directory, every RUN that calls the wrapper mounts them, a build on the
 BuildKit backend hands them over as secret files, never as build arguments. nvbuild.sh's
-local compile cache: every RUN of nvbuild.sh mounts it; pip's cache for the locked wheels. The legacy builder gets the same
+local compile cache: every RUN of nvbuild.sh mounts it. The legacy builder gets the same
 Dockerfile without the builder's mounts (and the settings over loopback)."""
 import os
 import re
@@ -22,8 +22,7 @@ WRAPPER = paths.templates_dir() / "with-build-settings"
 SOURCES = "deb http://deb.debian.org/debian bookworm main\ndeb http://deb.debian.org/debian-security bookworm-security main\n"
 # the wrapper's outputs, which this machine may set for itself (pip through the proxy)
 HOST_ENV = {k: v for k, v in os.environ.items() if k not in
-            ("PIP_INDEX_URL", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "APT_CONFIG",
-             "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")}
+            ("PIP_INDEX_URL", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "APT_CONFIG")}
 PEM = "-----BEGIN CERTIFICATE-----\nSECRETCAUNIQUE\n-----END CERTIFICATE-----\n"
 
 
@@ -106,7 +105,7 @@ def test_the_legacy_builder_gets_the_dockerfile_without_the_mounts():
         assert "--mount" not in legacy, name
         # Nothing else changed: the same instructions once the mounts are taken out.
         ours = [i.replace(contract.settings_mounts(), "").replace(contract.compile_cache_mount(), "")
-                .replace(contract.pip_cache_mount(), "") for i in instructions(text)]
+                for i in instructions(text)]
         assert [re.sub(r"^RUN\s+", "RUN ", i) for i in ours] == [re.sub(r"^RUN\s+", "RUN ", i) for i in instructions(legacy)]
 
 
@@ -118,30 +117,6 @@ def test_every_nvbuild_run_mounts_the_local_compile_cache():
                 seen += 1
                 assert contract.compile_cache_mount() + " ./nvbuild.sh" in line, (name, line[:160])
     assert seen >= 2 * len(list(paths.project_root().glob("dockerfiles/*/*.Dockerfile")))
-
-
-def test_the_locked_wheels_step_mounts_the_pip_cache():
-    seen = 0
-    for name, text in rendered_dockerfiles():
-        for line in instructions(text):
-            if "pip install" in line and "--require-hashes" in line:
-                seen += 1
-                assert contract.pip_cache_mount() in line and "--no-cache-dir" not in line, (name, line[:200])
-    assert seen == len(list(paths.project_root().glob("dockerfiles/*/*.Dockerfile")))
-
-
-@pytest.mark.parametrize("mounted,expect", [(True, "[/proc] []"), (False, "[] [1]")])
-def test_the_wrapper_gives_pip_the_mounted_cache_or_none(tmp_path, mounted, expect):
-    """A mount point (as BuildKit's cache mount is): pip's cache goes there; a plain
-    directory or nothing: no cache at all, so none lands in the layer."""
-    plain = tmp_path / "var-cache-pip"
-    plain.mkdir()
-    out = subprocess.run(["bash", str(WRAPPER), "bash", "-c", 'echo "[${PIP_CACHE_DIR:-}] [${PIP_NO_CACHE_DIR:-}]"'],
-                         capture_output=True, text=True, timeout=30,
-                         env={**HOST_ENV, "WITH_BUILD_SETTINGS_PIP_CACHE": "/proc" if mounted else str(plain),
-                              "WITH_BUILD_SETTINGS_DIR": str(tmp_path / "none")})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == expect
 
 
 def test_a_user_mount_is_left_to_the_legacy_builder_to_refuse():

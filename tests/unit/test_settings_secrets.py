@@ -54,6 +54,19 @@ def test_the_wrapper_uses_mounted_secrets_and_keeps_nothing(tmp_path):
     assert not Path(lines[-1]).exists()
 
 
+def test_secrets_work_without_a_build_settings_argument(tmp_path):
+    """A user's own Dockerfile with the secrets and no `ARG BUILD_SETTINGS` (the wrapper runs
+    with `set -u`)."""
+    mounted = tmp_path / "m"
+    mounted.mkdir()
+    (mounted / "pip-index").write_text("https://pypi.corp/simple\n")
+    env = {k: v for k, v in HOST_ENV.items() if k != "BUILD_SETTINGS"}
+    out = subprocess.run(["bash", str(WRAPPER), "bash", "-c", 'echo "[$PIP_INDEX_URL]"'], capture_output=True,
+                         text=True, timeout=30, env={**env, "WITH_BUILD_SETTINGS_DIR": str(mounted)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[https://pypi.corp/simple]"
+
+
 def test_only_the_mounted_settings_are_used(tmp_path):
     mounted = tmp_path / "m"
     mounted.mkdir()

@@ -81,15 +81,20 @@ class BuildKitEngine(DockerEngine):
         return BuildResult(result.image_id, result.steps, seconds, result.cached, request.log_path)
 
 
+def numbered_step(name: str) -> re.Match[str] | None:
+    """A vertex that is a Dockerfile step: (N, M, instruction), the builder's own mounts left out (noise here)."""
+    return NUMBERED.match(BUILDER_MOUNT.sub("", name))
+
+
 def step_label(name: str) -> str:
     """A vertex as the legacy builder named its steps: "step 12/18: RUN ./nvbuild.sh ..."."""
-    numbered = NUMBERED.match(BUILDER_MOUNT.sub("", name))
+    numbered = numbered_step(name)
     return f"step {numbered.group(1)}/{numbered.group(2)}: {numbered.group(3)}" if numbered else name
 
 
 def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None:
     """One buildx event onto the progress line and into the log file."""
-    numbered = NUMBERED.match(BUILDER_MOUNT.sub("", event.step))  # the builder's own mounts are noise here
+    numbered = numbered_step(event.step)
     if event.kind == "step" and numbered:
         progress.on_step(int(numbered.group(1)), int(numbered.group(2)), numbered.group(3))
     if not log:

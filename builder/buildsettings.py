@@ -420,9 +420,6 @@ def serve(settings: BuildSettings, listen_port: int | None = None) -> Iterator[s
         yield f"http://127.0.0.1:{served_on}/{name}"
 
 
-if __name__ == "__main__":
-    daemon(Path(sys.argv[1]), int(sys.argv[2]))
-
 
 @dataclass(frozen=True)
 class Delivery:
@@ -458,3 +455,7 @@ def deliver(settings: BuildSettings, backend: str) -> Iterator[Delivery]:
                 path.write_bytes(data)
                 found[settings_secret_id(name)] = path
         yield Delivery(secrets=found)
+
+
+if __name__ == "__main__":
+    daemon(Path(sys.argv[1]), int(sys.argv[2]))

@@ -121,25 +121,31 @@ SETTINGS_SECRETS = ("apt-mirror", "pip-index", "ca.crt")
 # it is a mount point (nvbuild.sh --help, "Local compile cache").
 COMPILE_CACHE_DIR = "/var/cache/nvbuild"
 COMPILE_CACHE_ID = "tfbuilder-nvbuild-ccache"
-# Exactly the builder's own mounts (the legacy builder gets the Dockerfile without them).
-BUILDER_MOUNT = re.compile(r"--mount=type=secret,id=builder-(?:apt-mirror|pip-index|ca\.crt),"
-                           r"target=/run/builder-settings/(?:apt-mirror|pip-index|ca\.crt),required=false[ \t]*"
-                           r"|--mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild[ \t]*")
 
 
 def settings_secret_id(name: str) -> str:
     return f"builder-{name}"
 
 
+def settings_mount_flags() -> list[str]:
+    return [f"--mount=type=secret,id={settings_secret_id(n)},target={SETTINGS_DIR}/{n},required=false"
+            for n in SETTINGS_SECRETS]
+
+
 def settings_mounts() -> str:
     """The RUN flags that mount the settings (templates: `RUN {{ settings_mounts() }} \\`)."""
-    return " ".join(f"--mount=type=secret,id={settings_secret_id(n)},target={SETTINGS_DIR}/{n},required=false"
-                    for n in SETTINGS_SECRETS)
+    return " ".join(settings_mount_flags())
 
 
 def compile_cache_mount() -> str:
     """The RUN flag that mounts nvbuild.sh's local compile cache."""
     return f"--mount=type=cache,id={COMPILE_CACHE_ID},target={COMPILE_CACHE_DIR}"
+
+
+# Exactly the builder's own mounts, as the functions above write them (the legacy builder
+# gets the Dockerfile without them).
+BUILDER_MOUNT = re.compile("|".join(re.escape(flag) + r"[ \t]*"
+                                    for flag in [*settings_mount_flags(), compile_cache_mount()]))
 
 
 def lock_file(python: str) -> str:

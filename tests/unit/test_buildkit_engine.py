@@ -102,16 +102,15 @@ def test_a_failing_step_is_named_as_the_legacy_builder_named_it(name, label):
 def test_each_bench_step_needle_finds_exactly_one_step_of_the_release_dockerfile():
     """bench/run.py splits a build log by step text (the builder's mounts left out, as
     record() writes it); a needle that matches no step, or two, makes a figure wrong."""
-    import re
-
     from bench.run import STEP
     from builder import paths
     from builder.contract import BUILDER_MOUNT
+    from tests.unit.dockerfile_lexer import instructions
 
     text = (paths.project_root() / "dockerfiles" / "21.08" / "tf2-py3.Dockerfile").read_text()
-    runs = [BUILDER_MOUNT.sub("", i) for i in re.sub(r"\\\n", " ", text).split("\n") if i.startswith("RUN ")]
+    runs = [f"RUN {BUILDER_MOUNT.sub('', i.args).lstrip()}" for i in instructions(text) if i.cmd == "RUN"]
     what = {"toolchain": "apt-get install", "wheels": "pip install", "horovod": "nvbuild.sh", "extension": "nvbuild.sh"}
     assert set(STEP) == set(what)
     for name, needle in STEP.items():
-        found = [r for r in runs if needle in re.sub(r"^RUN\s+", "RUN ", r)]
+        found = [r for r in runs if needle in r]
         assert len(found) == 1 and what[name] in found[0], (name, needle, found)  # the one step, and the right one

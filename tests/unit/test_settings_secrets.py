@@ -3,6 +3,7 @@ from its mount directory, every RUN that calls the wrapper mounts them, a build 
 BuildKit backend hands them over as secret files, never as build arguments. nvbuild.sh's
 local compile cache: every RUN of nvbuild.sh mounts it. The legacy builder gets the same
 Dockerfile without the builder's mounts (and the settings over loopback)."""
+import functools
 import os
 import re
 import stat
@@ -16,6 +17,7 @@ from builder.buildsettings import BuildSettings
 from builder.catalog import load
 from builder.engine import legacy_dockerfile, without_builder_mounts
 from builder.render import RenderOptions, render
+from tests.unit.dockerfile_lexer import instructions
 from tests.unit.fake_engine import FakeEngine
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
@@ -81,6 +83,7 @@ def test_without_secrets_or_url_the_command_runs_as_it_is(tmp_path):
     assert out.returncode == 4 and out.stdout.strip() == "[]"
 
 
+@functools.lru_cache(maxsize=1)  # the same renders for every test here
 def rendered_dockerfiles() -> list[tuple[str, str]]:
     """Every template's Dockerfile: the committed release ones (a test keeps them in step),
     each release's offline base, a derived one with packages, the user example."""
@@ -98,18 +101,28 @@ def rendered_dockerfiles() -> list[tuple[str, str]]:
     return out
 
 
-def instructions(text: str) -> list[str]:
-    return [i for i in re.sub(r"\\\n", " ", text).split("\n") if i and not i.startswith("#")]
+def runs(text: str) -> list[str]:
+    """The RUN instructions' arguments (continuations joined as Docker joins them)."""
+    return [i.args for i in instructions(text) if i.cmd == "RUN"]
+
+
+def runs_calling(needle: str) -> list[tuple[str, str]]:
+    """(Dockerfile, RUN arguments) of every RUN in every rendered Dockerfile that calls NEEDLE."""
+    return [(name, args) for name, text in rendered_dockerfiles() for args in runs(text) if needle in args]
 
 
 def test_every_run_that_calls_the_wrapper_mounts_the_settings():
-    seen = 0
-    for name, text in rendered_dockerfiles():
-        for line in instructions(text):
-            if line.startswith("RUN ") and "with-build-settings " in line:
-                seen += 1
-                assert line.startswith("RUN " + contract.settings_mounts() + " "), (name, line[:120])
-    assert seen >= len(rendered_dockerfiles())
+    found = runs_calling("with-build-settings ")
+    assert len(found) >= len(rendered_dockerfiles())
+    for name, args in found:
+        assert args.startswith(contract.settings_mounts() + " "), (name, args[:120])
+
+
+def test_every_nvbuild_run_mounts_the_local_compile_cache():
+    found = runs_calling("./nvbuild.sh")
+    assert len(found) >= 2 * len(list(paths.project_root().glob("dockerfiles/*/*.Dockerfile")))
+    for name, args in found:
+        assert contract.compile_cache_mount() + " ./nvbuild.sh" in args, (name, args[:160])
 
 
 def test_the_legacy_builder_gets_the_dockerfile_without_the_mounts():
@@ -117,19 +130,9 @@ def test_the_legacy_builder_gets_the_dockerfile_without_the_mounts():
         legacy = without_builder_mounts(text)
         assert "--mount" not in legacy, name
         # Nothing else changed: the same instructions once the mounts are taken out.
-        ours = [i.replace(contract.settings_mounts(), "").replace(contract.compile_cache_mount(), "")
-                for i in instructions(text)]
-        assert [re.sub(r"^RUN\s+", "RUN ", i) for i in ours] == [re.sub(r"^RUN\s+", "RUN ", i) for i in instructions(legacy)]
-
-
-def test_every_nvbuild_run_mounts_the_local_compile_cache():
-    seen = 0
-    for name, text in rendered_dockerfiles():
-        for line in instructions(text):
-            if line.startswith("RUN ") and "./nvbuild.sh" in line:
-                seen += 1
-                assert contract.compile_cache_mount() + " ./nvbuild.sh" in line, (name, line[:160])
-    assert seen >= 2 * len(list(paths.project_root().glob("dockerfiles/*/*.Dockerfile")))
+        ours = [(i.cmd, i.args.replace(contract.settings_mounts(), "").replace(contract.compile_cache_mount(), "")
+                 .strip()) for i in instructions(text)]
+        assert ours == [(i.cmd, i.args.strip()) for i in instructions(legacy)], name
 
 
 def test_a_user_mount_is_left_to_the_legacy_builder_to_refuse():

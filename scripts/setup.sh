@@ -3,7 +3,9 @@
 #   - Debian packages (registry, debootstrap, ...) when missing, and a current Docker engine:
 #     docker.io, docker-cli and docker-buildx from Debian 13 (trixie), pinned so that no other
 #     trixie package can come in (Debian 12's Docker 20.10 has been out of support since 2023),
-#   - a Docker daemon when none answers (one that answers is used as it is),
+#   - a Docker daemon when none answers (one that answers is used as it is), keeping images
+#     in containerd (/etc/docker/daemon.json, written only when the machine has none): that
+#     store is what lets BuildKit's default driver export layer caches and OCI archives,
 #   - the builder itself, editable, with its test extras.
 # Usage: bash scripts/setup.sh [--no-engine]
 set -euo pipefail
@@ -93,8 +95,23 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   [ "$had_policy" = 1 ] || rm -f "$policy"
 fi
 
+DAEMON_JSON=/etc/docker/daemon.json
+
+# The containerd image store: written on a machine with no daemon.json; a machine's own
+# daemon.json is never rewritten (doctor then reports the store it has).
+configure_image_store() {
+  if [ ! -e "$DAEMON_JSON" ]; then
+    mkdir -p "$(dirname "$DAEMON_JSON")"
+    printf '{\n  "features": {"containerd-snapshotter": true}\n}\n' > "$DAEMON_JSON"
+    log "wrote $DAEMON_JSON: images are kept in containerd (cache export, OCI output)"
+  elif ! grep -q '"containerd-snapshotter" *: *true' "$DAEMON_JSON"; then
+    log "note: $DAEMON_JSON does not turn on the containerd image store; left as it is (builder doctor shows what the engine can do)"
+  fi
+}
+
 if [ "$want_engine" = 1 ]; then
   if ! docker info >/dev/null 2>&1; then
+    configure_image_store
     log "starting dockerd (log: /var/log/dockerd.log)"
     nohup dockerd >/var/log/dockerd.log 2>&1 &
     for _ in $(seq 1 60); do

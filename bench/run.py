@@ -19,16 +19,22 @@ because absolute times on a shared 2-core machine mean little on their own):
   size          image size, layer count, bytes wasted (package lists, caches, build
                 trees, files written in one layer and deleted or replaced in a later one)
   push          (--push) the release image and a derived one to a local registry
+  layercache    (--only layercache; it wipes the engine's whole build cache) a cold
+                build, the same build writing `--layer-cache` to a local registry, and a
+                rebuild from that registry after `docker builder prune -af` and the image
+                removed: the second machine's first build, against cold
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import platform
 import random
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -173,7 +179,7 @@ def image_report(image: str) -> dict:
         tar_path = Path(tmp) / "image.tar"
         sh(["docker", "save", "-o", str(tar_path), image])
         final: dict[str, tuple[int, int]] = {}   # path -> (layer index, size) of its last writer
-        shadowed = 0
+        shadowed = content = 0
         with tarfile.open(tar_path) as outer:
             manifest = json.load(outer.extractfile("manifest.json"))[0]
             for index, layer_path in enumerate(manifest["Layers"]):
@@ -187,15 +193,18 @@ def image_report(image: str) -> dict:
                                 shadowed += final.pop(p)[1]
                             continue
                         if m.isfile():
+                            content += m.size
                             if name in final:
                                 shadowed += final[name][1]
                             final[name] = (index, m.size)
     junk = sum(size for path, (_, size) in final.items() if any(re.search(p, path) for p in WASTE_PATTERNS))
     bytecode = sum(size for path, (_, size) in final.items() if re.search(BYTECODE, path))
-    size = inspect["Size"]
-    return {"image": image, "size_bytes": size, "layers": len(inspect["RootFS"]["Layers"]),
+    # The files' bytes over all layers, not inspect's Size: on the containerd store that is
+    # the compressed blobs' size, which would make the fractions incomparable across stores.
+    return {"image": image, "size_bytes": content, "stored_bytes": inspect["Size"],
+            "layers": len(inspect["RootFS"]["Layers"]),
             "wasted_shadowed_bytes": shadowed, "wasted_junk_bytes": junk, "bytecode_bytes": bytecode,
-            "wasted_fraction": round((shadowed + junk) / size, 5)}
+            "wasted_fraction": round((shadowed + junk) / content, 5)}
 
 
 def free_port() -> int:
@@ -204,8 +213,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def push_figures(figure, cache: Path) -> None:
-    """Push the release image, then a derived one: what does the second upload?"""
+@contextlib.contextmanager
+def local_registry():
+    """(host, storage directory) of a plain-HTTP registry on loopback, removed after."""
     root = Path(tempfile.mkdtemp(prefix="bench-registry-"))
     host = f"127.0.0.1:{free_port()}"
     (root / "config.yml").write_text(f"version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: "
@@ -214,6 +224,47 @@ def push_figures(figure, cache: Path) -> None:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1)
+        yield host, root / "data"
+    finally:
+        registry.terminate()
+        registry.wait(10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def layer_cache_figures(figure, cache: Path) -> None:
+    """The registry layer cache: what writing it costs, and what a machine with no build
+    cache gains from it (this engine after `docker builder prune -af`, the image removed,
+    the base kept: a second machine would pull the base as it pulls any base image)."""
+    build = ["builder", "build", "--release", RELEASE, "--variant", VARIANT, "--repo", REPO, "-q"]
+    with local_registry() as (host, storage):
+        repo = f"{host}/tf-cache"
+        sh(["docker", "builder", "prune", "-af"])
+        t_cold, _ = sh(build + ["--build-id", "lc-cold"])
+        figure("layer cache: cold build (no cache at all)", round(t_cold, 1), "s",
+               " ".join(build[:-1]) + "  (after docker builder prune -af)")
+        t_noop, _ = sh(build + ["--build-id", "lc-cold"])
+        t_write, _ = sh(build + ["--build-id", "lc-cold", "--layer-cache", repo])
+        stored = sum(p.stat().st_size for p in storage.rglob("*") if p.is_file())
+        figure("layer cache: the same build, writing the cache", round(t_write, 1), "s",
+               " ".join(build[:-1]) + f" --layer-cache {repo}",
+               f"no-op rebuild without it {t_noop:.1f}s; {stored / 1e9:.2f} GB in the registry")
+        sh(["docker", "builder", "prune", "-af"])
+        for tag in json.loads(sh(["docker", "image", "inspect", IMAGE])[1].stdout)[0]["RepoTags"]:
+            sh(["docker", "rmi", tag], check=False)
+        t_from, _ = sh(build + ["--build-id", "lc-cold", "--layer-cache", repo])
+        log = log_path(cache, f"{RELEASE}-{VARIANT}-lc-cold.log").read_text()
+        ran = len(re.findall(r"^#builder-step \d+/\d+ at [\d.]+s: RUN ", log, re.M))
+        cached = len([line for line in log.splitlines() if line.startswith("#builder-cached ")
+                      and ": RUN " in line])
+        figure("layer cache: rebuild on a wiped build cache", round(t_from, 1), "s",
+               " ".join(build[:-1]) + f" --layer-cache {repo}  (after docker builder prune -af, image removed)",
+               f"{cached} of {ran} RUN steps from the registry")
+        figure("layer cache: rebuild / cold", f"{t_from / t_cold:.1%}", "", "same run", "")
+
+
+def push_figures(figure, cache: Path) -> None:
+    """Push the release image, then a derived one: what does the second upload?"""
+    with local_registry() as (host, _):
         t_parent, out = sh(["builder", "push", IMAGE, "--registry", host, "--insecure-registry", "--json", "-q"])
         parent = json.loads(out.stdout)
         derived = f"{REPO}:with-jq"
@@ -228,13 +279,8 @@ def push_figures(figure, cache: Path) -> None:
         figure("push of a derived image after its parent", round(t_derived, 1), "s",
                f"builder push {derived} --registry {host}",
                f"uploaded {pushed['bytes_uploaded'] / 1e6:.2f} MB (as the engine counts it) in {pushed['layers_pushed']} layers "
-               f"for {sizes / 1e6:.2f} MB of new layers (uncompressed); skipped {pushed['layers_skipped']} "
+               f"for {sizes / 1e6:.2f} MB of new layers (as stored); skipped {pushed['layers_skipped']} "
                f"of the parent's {n_parent}")
-    finally:
-        registry.terminate()
-        registry.wait(10)
-        import shutil
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def build_figures(figure, cache: Path, runs: int) -> None:
@@ -337,7 +383,7 @@ def main() -> int:
                          f"measure the existing {IMAGE}")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    unknown = only - {"render", "base", "build", "cnn", "size"}
+    unknown = only - {"render", "base", "build", "cnn", "size", "layercache"}
     if unknown:
         ap.error(f"unknown --only section(s): {', '.join(sorted(unknown))}")
     cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
@@ -372,9 +418,14 @@ def main() -> int:
         results["cnn"] = cnn_figures(figure, IMAGE, max(3, args.runs // 2 + 1))
     if args.push:
         push_figures(figure, cache)
+    if "layercache" in only:
+        layer_cache_figures(figure, cache)
     if "size" in only:
         report = image_report(IMAGE)
-        figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", f"docker image inspect {IMAGE}")
+        figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", "bench/run.py image_report (docker save)",
+               "the files' bytes in all layers")
+        figure("image size as stored", round(report["stored_bytes"] / 1e9, 2), "GB", f"docker image inspect {IMAGE}",
+               "compressed layers on the containerd store")
         figure("layers", report["layers"], "", f"docker image inspect {IMAGE}")
         figure("bytes wasted", f"{report['wasted_fraction']:.2%}", "",
                "bench/run.py image_report (docker save)",

@@ -9,15 +9,17 @@ before the variants that need it. No target has tags: the builder tags an image 
 after it has been checked. `builder bake -o DIR` writes the contexts and
 DIR/docker-bake.json; `--print` prints the definition.
 
-Not here yet: the build settings (apt mirror, pip index, CA) and the compile cache are
-per-run values the builder adds when it runs the bake (`--set '*.args...'`), never
-written into the file."""
+`builder build --all` runs the same definition with the run's own inputs (`RunInputs`):
+the build settings as secret files on every target, a registry layer cache per target,
+attestations off, and the build's provenance arguments. Those are added only to the
+copy the run hands to buildx, never to a file `builder bake` writes."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder import layer_cache
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release
 from builder.render import Rendered
@@ -47,8 +49,35 @@ def base_target(release: Release) -> str:
     return target_name("base", release.name)
 
 
-def definition(release: Release, rendered_all: list[Rendered], layout: Layout, build_id: str) -> dict:
-    """The bake definition of RELEASE's RENDERED variants (contexts as LAYOUT places them)."""
+@dataclass(frozen=True)
+class RunInputs:
+    """What one `builder build --all` adds to every target."""
+    secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file
+    cache_repo: str | None = None                           # --layer-cache
+    args: dict[str, str] = field(default_factory=dict)      # BUILD_REF, BUILD_DATE, ...
+    no_cache: bool = False
+
+
+def _with_run(target: dict, run: RunInputs, cache_name: str) -> dict:
+    target = {**target, "args": {**target["args"], **run.args}}
+    # no provenance or SBOM: one plain image per target, as `builder build` makes
+    target["attest"] = ["type=provenance,disabled=true", "type=sbom,disabled=true"]
+    if run.no_cache:
+        target["no-cache"] = True
+    if run.secrets:
+        target["secret"] = [f"id={sid},src={path}" for sid, path in sorted(run.secrets.items())]
+    if run.cache_repo:
+        ref = layer_cache.ref_for(run.cache_repo, cache_name)
+        target["cache-from"] = [f"type=registry,ref={ref}"]
+        target["cache-to"] = [f"type=registry,ref={ref},mode=max"]
+    return target
+
+
+def definition(release: Release, rendered_all: list[Rendered], layout: Layout, build_id: str,
+               run: RunInputs | None = None, with_base: bool = True) -> dict:
+    """The bake definition of RELEASE's RENDERED variants (contexts as LAYOUT places them);
+    with RUN, the copy one build runs (secrets, caches, provenance arguments). Without
+    WITH_BASE the variants take the offline base from the image store (it exists)."""
     recipe = BaseRecipe(release.offline)
     base = base_target(release)
     offline_tag = recipe.tag
@@ -62,11 +91,11 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
             "args": {"BASE_IMAGE": rendered.meta["base_image"], "BUILD_ID": build_id},
             "output": ["type=docker"],
         }
-        if rendered.meta["base_image"] == offline_tag:
+        if rendered.meta["base_image"] == offline_tag and with_base:
             # FROM ${BASE_IMAGE} is resolved through the base target, not the image store.
             target["contexts"] = {offline_tag: f"target:{base}"}
             uses_offline_base = True
-        targets[name] = target
+        targets[name] = _with_run(target, run, f"{release.name}-{rendered.variant}") if run else target
     if uses_offline_base:
         targets[base] = {
             "context": str(layout.base(release)),
@@ -74,5 +103,8 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
             "args": {"ROOTFS_IMAGE": recipe.rootfs_image},
             "output": ["type=docker"],
         }
+        if run:
+            targets[base] = _with_run(targets[base], RunInputs(run.secrets, run.cache_repo, no_cache=run.no_cache),
+                                      layer_cache.base_name(offline_tag))
     variants = [target_name(release.name, r.variant) for r in rendered_all]
     return {"group": {"default": {"targets": variants}}, "target": dict(sorted(targets.items()))}

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from builder import buildsettings, paths
+from builder import buildsettings, layer_cache, paths
 from builder.base_recipe import DEFAULT_MIRROR, BaseRecipe
 from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import UserError, redact
@@ -70,7 +70,8 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
         with buildsettings.deliver(settings, engine.backend) as delivery:
             request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": delivery.url or ""},
                                    network_mode="host" if delivery.url else None, log_path=log_path,
-                                   quiet=quiet, secrets=delivery.secrets)
+                                   quiet=quiet, secrets=delivery.secrets,
+                                   cache_ref=settings.cache_ref(layer_cache.base_name(recipe.tag)))
             result = engine.build(request, Progress("base", quiet=quiet))
         engine.tag(result.image_id, recipe.tag)
     log(f"base: tagged {recipe.tag}")

@@ -74,34 +74,48 @@ def choose_base(engine: Engine, release: Release, base: str, dry_run: bool) -> B
     raise UserError(f"base image '{base}' does not exist locally and cannot be pulled")
 
 
+def options_for(options: RenderOptions, release: Release, base: BaseChoice) -> RenderOptions:
+    """The render options for the base that was chosen."""
+    return dataclasses.replace(options, base=base.kind if base.kind != "custom" else base.image,
+                               offline_base_image=BaseRecipe(release.offline).tag)
+
+
+def provenance_args() -> dict[str, str]:
+    """The build arguments that say where and when an image was built."""
+    return {"BUILD_REF": source_ref(), "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def build_variant(engine: Engine, release: Release, variant: Variant, options: RenderOptions, *,
                   base: BaseChoice, settings: buildsettings.BuildSettings, build_id: str, refs: list[str],
                   nocache: bool, framework_src: Path | None, quiet: bool,
                   compile_cache: str | None = None) -> BuildOutcome:
     """Build one variant on an existing base; tag it REFS (the plan's) only on success."""
-    outcome = BuildOutcome(release.name, variant.name)
-    opts = dataclasses.replace(options, base=base.kind if base.kind != "custom" else base.image,
-                               offline_base_image=BaseRecipe(release.offline).tag)
-    rendered = render(release, variant, opts)  # again: the base it renders for is chosen now
+    rendered = render(release, variant, options_for(options, release, base))  # the base it renders for is chosen now
     log_path = paths.logs_dir() / f"{release.name}-{variant.name}-{build_id}.log"
     with tempfile.TemporaryDirectory(prefix=f"builder-{release.name}-{variant.name}-") as tmp:
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
-        buildargs = {"BASE_IMAGE": base.image, "BUILD_ID": build_id, "BUILD_REF": source_ref(),
-                     "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        buildargs = {"BASE_IMAGE": base.image, "BUILD_ID": build_id, **provenance_args()}
         with buildsettings.deliver(settings, engine.backend) as delivery:
             buildargs["BUILD_SETTINGS"] = delivery.url or ""
             buildargs["COMPILE_CACHE"] = compile_cache or ""
             request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
                                    network_mode="host" if (delivery.url or compile_cache) else None,
-                                   log_path=log_path, quiet=quiet, secrets=delivery.secrets)
+                                   log_path=log_path, quiet=quiet, secrets=delivery.secrets,
+                                   cache_ref=settings.cache_ref(f"{release.name}-{variant.name}"))
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
+    return finish_variant(engine, release, variant, rendered.meta, result.image_id, refs, log_path, framework_src,
+                          result.seconds)
+
+
+def finish_variant(engine: Engine, release: Release, variant: Variant, meta: dict, image_id: str, refs: list[str],
+                   log_path: Path, framework_src: Path | None, seconds: float = 0.0) -> BuildOutcome:
+    """A built, untagged variant image: read back, labelled, then tagged REFS."""
     src = Path(framework_src) if framework_src else paths.framework_src_dir()
-    image_id = verify_and_label(engine, result.image_id, release, variant, rendered.meta, log_path,
+    image_id = verify_and_label(engine, image_id, release, variant, meta, log_path,
                                 expect_extension=(src / "python" / "tfext" / "__init__.py").is_file())
     for ref in refs:
         engine.tag(image_id, ref)
-    outcome.image_id, outcome.refs, outcome.seconds = image_id, refs, result.seconds
-    return outcome
+    return BuildOutcome(release.name, variant.name, image_id, refs, seconds)
 
 
 def verify_and_label(engine: Engine, image_id: str, release: Release, variant: Variant, meta: dict,

@@ -19,6 +19,7 @@ import re
 import secrets
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Iterator
 
 from builder import buildx
@@ -52,22 +53,46 @@ class BuildKitEngine(DockerEngine):
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         progress = progress or Progress("build", quiet=request.quiet)
-        log = open(request.log_path, "w", encoding="utf-8") if request.log_path else None
+        with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs:
+            req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
+                                       secrets=dict(request.secrets), network=request.network_mode,
+                                       no_cache=request.nocache, builder="default",
+                                       cache_ref=request.cache_ref)
+            result = buildx.build(req, on_event=on_event, known=self._knows, env=self._env())
+        seconds = time.monotonic() - progress.start
+        progress.done(f"built {result.image_id[:19]} ({result.steps} steps, {result.cached} from cache)")
+        return BuildResult(result.image_id, result.steps, seconds, result.cached, request.log_path)
+
+    def bake(self, definition: dict, targets: list[str], progress: Progress,
+             log_path: Path | None) -> dict[str, str]:
+        """Bake TARGETS of DEFINITION on this engine; each target's untagged image id."""
+        with self._recorded(progress, log_path) as on_event:
+            images = buildx.bake(definition, targets, on_event=on_event, known=self._knows, env=self._env(),
+                                 builder="default")
+        progress.done(f"baked {len(images)} images")
+        return images
+
+    def _knows(self, digest: str) -> bool:
+        return self.image_id(digest) is not None
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "DOCKER_HOST": self.where}
+
+    @contextmanager
+    def _recorded(self, progress: Progress, log_path: Path | None) -> Iterator:
+        """Events onto PROGRESS and into the log at LOG_PATH; failures named as the legacy
+        builder named them, interrupts reported."""
+        log = open(log_path, "w", encoding="utf-8") if log_path else None
         try:
-            with base_by_tag(self, request.buildargs) as buildargs, signals_raise(), progress.heartbeat():
-                req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
-                                           secrets=dict(request.secrets), network=request.network_mode,
-                                           no_cache=request.nocache, builder="default")
-                result = buildx.build(req, on_event=lambda e: record(e, progress, log),
-                                      known=lambda digest: self.image_id(digest) is not None,
-                                      env={**os.environ, "DOCKER_HOST": self.where})
+            with signals_raise(), progress.heartbeat():
+                yield lambda event: record(event, progress, log)
         except Interrupted:
             progress.done(f"interrupted during {progress.step or 'the build'}; BuildKit stopped the build")
             raise
         except BuildError as exc:
             if log:
                 log.write(f"ERROR: {redact(exc.message)}\n")
-            exc.log_path = request.log_path
+            exc.log_path = log_path
             if exc.step:
                 exc.message = exc.message.replace(exc.step, step_label(exc.step))
                 exc.args = (exc.message,)
@@ -76,9 +101,6 @@ class BuildKitEngine(DockerEngine):
         finally:
             if log:
                 log.close()
-        seconds = time.monotonic() - progress.start
-        progress.done(f"built {result.image_id[:19]} ({result.steps} steps, {result.cached} from cache)")
-        return BuildResult(result.image_id, result.steps, seconds, result.cached, request.log_path)
 
 
 def numbered_step(name: str) -> re.Match[str] | None:
@@ -108,6 +130,8 @@ def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None
     elif event.kind == "done" and numbered:  # how long each step ran, by BuildKit's own clock
         log.write(f"#builder-done {numbered.group(1)}/{numbered.group(2)} at {at} ({event.seconds:.1f}s): "
                   f"{redact(numbered.group(3))}\n")
+    elif event.kind == "cached" and numbered:  # nothing ran: the layer came from a cache (a registry's too)
+        log.write(f"#builder-cached {numbered.group(1)}/{numbered.group(2)}: {redact(numbered.group(3))}\n")
     elif event.kind == "done":
         log.write(f"#builder-done at {at} ({event.seconds:.1f}s): {redact(event.step)}\n")
     elif event.kind == "log":

@@ -61,8 +61,15 @@ class BuildSettings:
     apt_mirror: str | None = None
     pip_index: str | None = None
     ca_bundles: tuple[Path, ...] = field(default_factory=tuple)
+    layer_cache: str | None = None  # a registry repository (builder/layer_cache.py); not delivered into builds
 
-    def __bool__(self) -> bool:
+    def cache_ref(self, name: str) -> str | None:
+        """The layer cache's reference for the image called NAME, when there is a cache."""
+        from builder import layer_cache
+
+        return layer_cache.ref_for(self.layer_cache, name) if self.layer_cache else None
+
+    def __bool__(self) -> bool:  # is there anything to deliver into the build?
         return bool(self.apt_mirror or self.pip_index or self.ca_bundles)
 
     def validate(self) -> None:
@@ -128,7 +135,7 @@ _START_LOCK = ".daemon-start"
 
 
 def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host_ca: bool = False,
-                 credentials=(None, None, None, None)) -> "BuildSettings":
+                 credentials=(None, None, None, None), layer_cache: str | None = None) -> "BuildSettings":
     """The build settings of the shared options; mirror and index credentials come from a
     file or an environment variable (never argv) and are put into the URLs the build sees."""
     from builder import urls
@@ -148,9 +155,13 @@ def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host
     bundles = list(ca_bundles or ())
     if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
         bundles.append(HOST_CA_BUNDLE)
+    from builder import layer_cache as lc
+
     settings = BuildSettings(apt_mirror=given.get("--apt-mirror"), pip_index=given.get("--pip-index"),
-                             ca_bundles=tuple(bundles))
+                             ca_bundles=tuple(bundles), layer_cache=lc.check(layer_cache) if layer_cache else None)
     settings.validate()
+    if settings.layer_cache:
+        lc.check_reachable(settings.layer_cache)
     return settings
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from builder import layer_cache
 from builder.engine import signals_raise
 from builder.errors import BuildError, Interrupted, redact
 
@@ -33,6 +34,7 @@ class BuildxRequest:
     builder: str | None = None
     network: str | None = None
     no_cache: bool = False
+    cache_ref: str | None = None  # registry layer cache: imported before, exported (mode=max) after
 
 
 def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
@@ -52,6 +54,8 @@ def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
         cmd += ["--target", req.target]
     if req.no_cache:
         cmd.append("--no-cache")
+    if req.cache_ref:
+        cmd += layer_cache.buildx_flags(req.cache_ref)
     return cmd + [str(req.context)]
 
 
@@ -85,10 +89,10 @@ def _seconds(started: str, completed: str) -> float:
 
 @dataclass
 class Event:
-    kind: str            # "step" (started), "done" (completed or cached), "log", "error"
+    kind: str            # "step" (started), "done" (completed or cached), "cached", "log", "error"
     step: str
     text: str = ""
-    seconds: float = 0.0  # "done": how long the step ran (Steps.cached says which were cache hits)
+    seconds: float = 0.0  # "done": how long the step ran (a "cached" event: nothing ran, the layer came from a cache)
 
 
 class Steps:
@@ -111,8 +115,9 @@ class Steps:
             if v.get("started") and digest not in self.started:
                 self.started.add(digest)
                 events.append(Event("step", name))
-            if v.get("cached"):
+            if v.get("cached") and digest not in self.cached:
                 self.cached.add(digest)
+                events.append(Event("cached", name))  # before or after its "done": BuildKit says it either way
             if v.get("error"):
                 events.append(Event("error", name, v["error"]))
             elif (v.get("completed") or v.get("cached")) and digest not in self.done:
@@ -135,38 +140,74 @@ class BuildxResult:
     cached: int
 
 
+def _run(cmd: list[str], on_event: Callable[[Event], None], env: dict[str, str] | None,
+         cache_asked: bool) -> Steps:
+    """Run a buildx command that streams rawjson on stderr; a failure raises BuildError
+    with the failing step and the output's tail."""
+    steps, tail, failed = Steps(), [], ("", "")
+    with signals_raise():
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True, env=env)
+        try:
+            for obj in json_objects(iter(proc.stderr.readline, "")):
+                for event in steps.feed(obj):
+                    if event.kind == "log":
+                        tail = (tail + redact(event.text).splitlines())[-TAIL_LINES:]
+                    elif event.kind == "error" and not failed[0]:  # the failing step's, not the summary
+                        failed = (event.step, redact(event.text))
+                    on_event(event)
+            rc = proc.wait()
+        except Interrupted:
+            stop(proc)
+            raise
+    if rc != 0:
+        step, why = failed
+        if cache_asked and layer_cache.NO_EXPORT.search(why):
+            raise layer_cache.no_export_error()
+        raise BuildError(f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
+                         step=step, tail=tail)
+    return steps
+
+
+def image_of(metadata: dict, known: Callable[[str], bool] | None) -> str:
+    """The digest (of those buildx reports for one image) that the engine resolves."""
+    digests = [metadata.get("containerimage.config.digest"), metadata.get("containerimage.digest")]
+    found = [d for d in digests if d and (known is None or known(d))]
+    if not found:
+        raise BuildError(f"buildx reported no image the engine knows ({metadata})")
+    return found[0]
+
+
 def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None,
           known: Callable[[str], bool] | None = None, env: dict[str, str] | None = None) -> BuildxResult:
     """Run buildx; return the image's id (KNOWN(digest) tells which digest the engine
     resolves). A failure raises BuildError with the failing step and the output's tail."""
     with tempfile.TemporaryDirectory(prefix="tfbuilder-buildx-") as tmp:
         meta = Path(tmp) / "metadata.json"
-        steps, tail, failed = Steps(), [], ("", "")
-        with signals_raise():
-            proc = subprocess.Popen(argv(req, meta), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True, env=env)
-            try:
-                for obj in json_objects(iter(proc.stderr.readline, "")):
-                    for event in steps.feed(obj):
-                        if event.kind == "log":
-                            tail = (tail + redact(event.text).splitlines())[-TAIL_LINES:]
-                        elif event.kind == "error" and not failed[0]:  # the failing step's, not the summary
-                            failed = (event.step, redact(event.text))
-                        on_event(event)
-                rc = proc.wait()
-            except Interrupted:
-                stop(proc)
-                raise
-        if rc != 0:
-            step, why = failed
-            raise BuildError(f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
-                             step=step, tail=tail)
+        steps = _run(argv(req, meta), on_event, env, bool(req.cache_ref))
         metadata = json.loads(meta.read_text())
-    digests = [metadata.get("containerimage.config.digest"), metadata.get("containerimage.digest")]
-    found = [d for d in digests if d and (known is None or known(d))]
-    if not found:
-        raise BuildError(f"buildx reported no image the engine knows ({metadata})")
-    return BuildxResult(found[0], metadata, len(steps.done), len(steps.cached))
+    return BuildxResult(image_of(metadata, known), metadata, len(steps.done), len(steps.cached))
+
+
+def bake_argv(definition_file: Path, metadata_file: Path, targets: list[str], builder: str | None = None) -> list[str]:
+    """`docker buildx bake` of TARGETS in DEFINITION_FILE (which says everything else)."""
+    cmd = ["docker", "buildx", "bake", "--progress=rawjson", "--metadata-file", str(metadata_file),
+           "-f", str(definition_file)]
+    return cmd + (["--builder", builder] if builder else []) + targets
+
+
+def bake(definition: dict, targets: list[str], on_event: Callable[[Event], None] = lambda e: None,
+         known: Callable[[str], bool] | None = None, env: dict[str, str] | None = None,
+         builder: str | None = None) -> dict[str, str]:
+    """Run a bake of TARGETS (and the targets they need); return each built target's image
+    id. The definition goes to a private file that is removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="tfbuilder-bake-") as tmp:
+        meta, path = Path(tmp) / "metadata.json", Path(tmp) / "docker-bake.json"
+        path.write_text(json.dumps(definition))
+        cache_asked = any("cache-to" in t for t in definition.get("target", {}).values())
+        _run(bake_argv(path, meta, targets, builder), on_event, env, cache_asked)
+        metadata = json.loads(meta.read_text())
+    return {name: image_of(m, known) for name, m in metadata.items() if isinstance(m, dict) and "containerimage.digest" in m}
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:

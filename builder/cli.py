@@ -137,7 +137,7 @@ def bake(
 def build(
     release: str = RELEASE,
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant (default tf2-py3 when it exists)."),
-    all_variants: bool = typer.Option(False, "--all", help="Every variant of the release."),
+    all_variants: bool = typer.Option(False, "--all", help="Every buildable variant (one bake on BuildKit)."),
     render=None,
     tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),

@@ -48,6 +48,9 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "host_ca": (bool, typer.Option(True, "--host-ca/--no-host-ca",
                                    help="Let the build's downloads trust what this machine trusts "
                                         "(its CA bundle; not kept).")),
+    "layer_cache": (Optional[str], typer.Option(
+        None, "--layer-cache", help="Registry repository HOST[:PORT]/NAME for BuildKit's layer cache: read before "
+                                    "and written after each build, one tag per image (credentials: docker login).")),
 }
 
 # The render-options group (render and build): what a user may change in a release.
@@ -123,7 +126,8 @@ def _settings_reader(values: dict) -> Callable[[], Any]:
 
         return from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
                             (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
-                             values["pip_index_credentials_file"], values["pip_index_credentials_env"]))
+                             values["pip_index_credentials_file"], values["pip_index_credentials_env"]),
+                            layer_cache=values["layer_cache"])
 
     read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
     return read

@@ -50,14 +50,21 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         for line in plan.dry_run(choice.image, choice.kind, choice.needs_build):
             out.result(json.dumps(line))
         return []
-    b.prepare_base(engine, plan.release, choice, settings, quiet)
+    baked = bake_variants(plan, engine, choice, settings, quiet, out) if plan.keep_going else None  # --all
+    if baked is None:
+        b.prepare_base(engine, plan.release, choice, settings, quiet)
     outcomes = []
     for vp in plan.variants:
         try:
-            outcome = b.build_variant(engine, plan.release, vp.variant, plan.options, base=choice, settings=settings,
-                                      build_id=plan.build_id, refs=list(vp.refs), nocache=plan.no_cache,
-                                      framework_src=plan.framework_src, quiet=quiet,
-                                      compile_cache=plan.compile_cache)
+            if baked is not None:
+                done = baked[vp.variant.name]
+                outcome = b.finish_variant(engine, plan.release, vp.variant, done.meta, done.image_id, list(vp.refs),
+                                           done.log_path, plan.framework_src)
+            else:
+                outcome = b.build_variant(engine, plan.release, vp.variant, plan.options, base=choice,
+                                          settings=settings, build_id=plan.build_id, refs=list(vp.refs),
+                                          nocache=plan.no_cache, framework_src=plan.framework_src, quiet=quiet,
+                                          compile_cache=plan.compile_cache)
             for ref in outcome.refs:
                 out.result(ref)
             if plan.push_to:
@@ -78,6 +85,19 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         if failed:
             raise Reported(f"{len(failed)} of {len(outcomes)} variants failed")
     return outcomes
+
+
+def bake_variants(plan: BuildPlan, engine: Engine, choice, settings: BuildSettings, quiet: bool, out: Output):
+    """--all: every variant (and the base, when it must be built) in one bake, or None
+    (said why) where the variants must be built one by one."""
+    from builder import bake_build
+
+    why = bake_build.why_not(plan, engine, choice)
+    if why:
+        out.say(f"--all: building the variants one by one: {why}")
+        return None
+    out.say(f"--all: one bake of {len(plan.variants)} variant(s)" + (" and the base" if choice.needs_build else ""))
+    return bake_build.bake_all(engine, plan, choice, settings, quiet)
 
 
 def plan_push_of(ref: str, plan: BuildPlan) -> PushPlan:

@@ -124,7 +124,10 @@ def tiny_engine():
     subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True)
     sock = f"unix://{root}/d.sock"
     log = open(f"/tmp/{os.path.basename(root)}.log", "w")
-    proc = subprocess.Popen(["dockerd", "--data-root", f"{root}/data", "--exec-root", f"{root}/x", "--pidfile",
+    # Its own (empty) daemon.json: the machine's turns on the containerd store, which
+    # refuses --storage-driver and would keep a second copy of each layer in the tmpfs.
+    Path(root, "daemon.json").write_text("{}")
+    proc = subprocess.Popen(["dockerd", "--config-file", f"{root}/daemon.json", "--data-root", f"{root}/data", "--exec-root", f"{root}/x", "--pidfile",
                              f"{root}/pid", "-H", sock, "-b", BRIDGE, "--iptables=false", "--ip-masq=false",
                              "--storage-driver=overlay2"], stdout=log, stderr=subprocess.STDOUT)
     env = {**os.environ, "DOCKER_HOST": sock}

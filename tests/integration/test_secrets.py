@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import builder, docker
+from .registries import Registry
 
 TOKEN = f"S3CRET-{uuid.uuid4().hex}"
 MIRROR = "http://deb.debian.org:80/debian"   # the real archive, spelled so it can be recognised
@@ -38,26 +39,63 @@ def new_layers(image: str, base: str) -> list[str]:
     return ours[len(theirs):]
 
 
+def _entries(top: Path):
+    for path in sorted(top.rglob("*")):
+        rel = str(path.relative_to(top))
+        data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+        yield str(top), rel.encode() + data
+
+
+def _tar_entries(name: str, blob):
+    """Each entry of one layer tar (plain or gzip, as the engine stored or saved it)."""
+    with tarfile.open(fileobj=blob, mode="r:*") as layer:
+        for member in layer.getmembers():
+            data = member.name.encode()
+            if member.isfile():
+                data += layer.extractfile(member).read()
+            yield name, data
+
+
+def content_blob(digest: str) -> Path:
+    """A blob in the containerd store's content store (the engine's own containerd)."""
+    root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip()
+    return Path(root, "containerd/daemon/io.containerd.content.v1.content/blobs", *digest.split(":", 1))
+
+
+def stored_manifest(image_id: str) -> dict | None:
+    """The manifest an image id names on the containerd store (None on the classic one)."""
+    path = content_blob(image_id)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def layer_files_on_disk(image: str, count: int):
-    """(path, bytes) of each entry in the top COUNT layers, read from overlay2's layer
-    directories: the layers as the engine stores them, without `docker save` writing the
-    whole 5.6 GB image (100 s here). None when the engine does not use overlay2."""
-    driver = image_meta(image)["GraphDriver"]
-    dirs = [driver["Data"].get("UpperDir", "")] + driver["Data"].get("LowerDir", "").split(":")
-    if driver["Name"] != "overlay2" or not all(Path(d).is_dir() for d in dirs[:count]):
+    """(where, bytes) of each entry in the top COUNT layers, read where the engine stores
+    them, without `docker save` writing the whole 5.6 GB image (100 s here): overlay2's
+    layer directories on the classic store, the layer blobs of the image's manifest in
+    containerd's content store on the containerd store (its inspect has no GraphDriver
+    data, and its image id is that manifest's digest). None when neither is readable."""
+    meta = image_meta(image)
+    driver = meta.get("GraphDriver") or {}
+    data = driver.get("Data") or {}
+    dirs = [data.get("UpperDir", "")] + data.get("LowerDir", "").split(":")
+    if driver.get("Name") == "overlay2" and all(Path(d).is_dir() for d in dirs[:count]):
+        return (entry for top in dirs[:count] for entry in _entries(Path(top)))
+    manifest = stored_manifest(meta["Id"])
+    if manifest is None:
         return None
+    layers = manifest.get("layers", [])[-count:] if count else []
+    if any(not layer["mediaType"].endswith(("tar", "tar+gzip", "tar.gzip")) for layer in layers):
+        return None  # zstd: tarfile cannot read it; docker save below can't either, and says so
 
     def walk():
-        for top in dirs[:count]:
-            for path in sorted(Path(top).rglob("*")):
-                rel = str(path.relative_to(top))
-                data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
-                yield top, rel.encode() + data
+        for layer in layers:
+            with open(content_blob(layer["digest"]), "rb") as f:
+                yield from _tar_entries(layer["digest"][:19], f)
     return walk()
 
 
 def layer_files_saved(image: str, wanted: list[str], tmp: Path):
-    """The same from `docker save` (any storage driver)."""
+    """The same from `docker save` (any storage driver; the layers as saved, plain or gzip)."""
     tar_path = tmp / "image.tar"
     subprocess.run(["docker", "save", "-o", str(tar_path), image], check=True)
     try:
@@ -65,14 +103,8 @@ def layer_files_saved(image: str, wanted: list[str], tmp: Path):
             manifest = json.load(outer.extractfile("manifest.json"))[0]
             diff_ids = json.loads(outer.extractfile(manifest["Config"]).read())["rootfs"]["diff_ids"]
             for layer_path, diff_id in zip(manifest["Layers"], diff_ids):
-                if diff_id not in wanted:
-                    continue
-                with tarfile.open(fileobj=io.BytesIO(outer.extractfile(layer_path).read())) as layer:
-                    for member in layer.getmembers():
-                        data = member.name.encode()
-                        if member.isfile():
-                            data += layer.extractfile(member).read()
-                        yield diff_id[:19], data
+                if diff_id in wanted:
+                    yield from _tar_entries(diff_id[:19], io.BytesIO(outer.extractfile(layer_path).read()))
     finally:
         tar_path.unlink(missing_ok=True)
 
@@ -93,13 +125,43 @@ def scan(image: str, base: str, needles: list[str], tmp: Path) -> list[str]:
     return found
 
 
-def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp_path, cache_dir):
+@pytest.fixture(scope="module")
+def cache_registry(tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("secrets-cache")).start()
+    yield reg
+    reg.cleanup()
+
+
+def registry_blobs(reg: Registry):
+    """(digest, path) of every blob the registry stored."""
+    for path in (reg.storage / "docker/registry/v2/blobs").rglob("data"):
+        yield "sha256:" + path.parent.name, path
+
+
+def cache_entries(reg: Registry, skip: set[str]):
+    """What the layer cache the registry holds says: each layer blob's entries (paths and
+    contents, gzip or plain), and every other blob (cache config, manifests) as it is."""
+    for digest, path in registry_blobs(reg):
+        if digest in skip:
+            continue
+        with open(path, "rb") as f:
+            head = f.read(262)
+        if head[:2] == b"\x1f\x8b" or head[257:262] == b"ustar":
+            with open(path, "rb") as f:
+                yield from _tar_entries(digest[:19], f)
+        else:
+            yield digest[:19], path.read_bytes()
+
+
+def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp_path, cache_dir, cache_registry):
     """A derived image that installs a Debian package through the settings (the release
-    build's own RUN steps use the same with-build-settings wrapper)."""
+    build's own RUN steps use the same with-build-settings wrapper), writing its layer
+    cache to a registry: the settings are neither in the image nor in the cache."""
     ca, marker = test_ca
     # The pip credentials come from the environment (argv would show them in `ps`).
     # --no-cache: settings are not part of BuildKit's cache keys, so a cached step would not show them used
     out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test", "--no-cache",
+                  "--layer-cache", f"{cache_registry.host}/derived-cache",
                   "--apt-mirror", MIRROR, "--pip-index", "https://pypi.invalid/simple",
                   "--pip-index-credentials-env", "ITEST_PIP_CREDS", "--ca-bundle", str(ca), "-q",
                   env={**os.environ, "ITEST_PIP_CREDS": f"itest:{TOKEN}"})
@@ -112,6 +174,15 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
                  tmp_path)
     assert [f for f in found if f.endswith("Package: jq\n")], "the scan did not see the derived layers"
     assert [f for f in found if not f.endswith("Package: jq\n")] == []
+    # The exported cache: every blob but the parent's own layers (the image scan above
+    # covers those; they are the release image's, built without these settings).
+    parent = stored_manifest(image_meta(release_image)["Id"])
+    skip = {layer["digest"] for layer in (parent or {}).get("layers", [])}
+    needles = ["Package: jq\n", TOKEN, marker, "deb.debian.org:80", "pypi.invalid"]
+    in_cache = [f"{where}: {n}" for where, data in cache_entries(cache_registry, skip)
+                for n in needles if n.encode() in data]
+    assert [f for f in in_cache if f.endswith("Package: jq\n")], "the scan did not see the cache's new layers"
+    assert [f for f in in_cache if not f.endswith("Package: jq\n")] == []
 
 
 def test_bake_ca_puts_the_ca_in_the_trust_store(release_image, scratch_tag, compile_cache):

@@ -155,6 +155,29 @@ class FakeEngine:
             progress.done(f"built {image_id[:19]} ({len(steps)} steps, 0 from cache)")
         return BuildResult(image_id, len(steps), 0.0, 0, request.log_path)
 
+    def bake(self, definition: dict, targets: list[str], progress: Progress,
+             log_path: Path | None) -> dict[str, str]:
+        """Each target built as build() builds (a target another one names in `contexts`
+        first, and the name it stands for resolved to its image); target -> image id."""
+        self._call("bake", definition, list(targets))
+        built: dict[str, str] = {}
+
+        def one(name: str) -> str:
+            if name not in built:
+                target = definition["target"][name]
+                args = dict(target.get("args", {}))
+                for stands_for, source in target.get("contexts", {}).items():
+                    dep = one(source.removeprefix("target:"))
+                    args = {k: dep if v == stands_for else v for k, v in args.items()}
+                request = BuildRequest(context=Path(target["context"]), buildargs=args, log_path=log_path,
+                                       secrets={s.split(",")[0][3:]: Path(s.split("src=")[1]) for s in target.get("secret", [])})
+                built[name] = self.build(request).image_id
+            return built[name]
+
+        for name in targets:
+            one(name)
+        return built
+
     def tag(self, image_id: str, ref: str) -> None:
         self._call("tag", image_id, ref)
         target = self._resolve(image_id)

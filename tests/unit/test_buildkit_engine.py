@@ -35,11 +35,13 @@ def test_the_log_has_step_markers_that_the_bench_splits_by():
     log = io.StringIO()
     p = progress(io.StringIO())
     for event in (Event("step", "[1/3] FROM base"), Event("done", "[1/3] FROM base", seconds=0.1),
+                  Event("cached", "[1/3] FROM base"),
                   Event("step", "[2/3] RUN make"), Event("log", "[2/3] RUN make", "compiling\n"),
                   Event("done", "[2/3] RUN make", seconds=9.0), Event("step", "[3/3] COPY x /x")):
         bk.record(event, p, log)
     text = log.getvalue()
     assert "compiling\n" in text and "#builder-done 2/3 at " in text
+    assert [line for line in text.splitlines() if line.startswith("#builder-cached")] == ["#builder-cached 1/3: FROM base"]
     # BuildKit's own durations where a step finished, in the order they finished
     assert step_seconds(text) == [("FROM base", 0.1), ("RUN make", 9.0)]
     # without them (a legacy log), the time between the step markers

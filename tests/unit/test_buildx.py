@@ -47,6 +47,7 @@ def test_the_capture_becomes_steps_logs_and_durations():
         "[3/3] RUN echo second"]
     assert len(started) == len(set(started))          # each step started once
     assert steps.cached_steps() == ["[1/3] FROM docker.io/local/debian-rootfs:bullseye"]
+    assert [e.step for e in events if e.kind == "cached"] == steps.cached_steps()
     assert all(0 <= e.seconds < 60 for e in done.values())
     logs = [(e.step, e.text) for e in events if e.kind == "log"]
     assert ("[2/3] RUN echo hello-$RANDOM && echo to-stderr >&2", "to-stderr\n") in logs

@@ -10,7 +10,7 @@ import subprocess
 import threading
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from builder import buildsettings, cli, paths, urls
 from builder.engine import BuildRequest, DockerEngine
@@ -107,6 +107,9 @@ def test_credentials_without_their_url_and_both_sources_are_refused(tmp_path, mo
 def test_url_passwords_are_redacted_anywhere_in_a_text(user, password, scheme):
     secret = "PW" + password
     text = f"proxyconnect tcp: dial {scheme}://{user}:{secret}@proxy.corp:3128: connection refused"
+    # A password that is also the user name (user "PW0", password "PW0") stays visible as
+    # the user name, which is kept: only the password's own place is redacted.
+    assume(secret not in text.replace(f":{secret}@", ":***@"))
     out = redact(text)
     assert secret not in out and f"{scheme}://{user}:***@proxy.corp:3128" in out
 

@@ -18,7 +18,7 @@ INTERFACE = public_methods(Engine)
 
 
 def test_the_interface_is_what_the_builder_uses():
-    assert {"build", "tag", "remove_image", "run_capture", "remove_container", "inspect", "image_id",
+    assert {"build", "bake", "tag", "remove_image", "run_capture", "remove_container", "inspect", "image_id",
             "image_labels", "images", "push", "login", "pull", "import_rootfs", "ping", "version"} == set(INTERFACE)
 
 

@@ -144,3 +144,21 @@ def test_a_missing_base_is_built_on_its_rootfs_then_tagged(monkeypatch, tmp_path
     assert [n for n in engine.names() if n in ("build", "tag")] == ["build", "tag"] and engine.image_id(tag)
     request = next(c[1] for c in engine.calls if c[0] == "build")
     assert request.log_path == tmp_path / "cache" / "logs" / f"base-{tag.split(':')[-1]}.log"  # where every command logs
+
+
+def test_a_layer_cache_reaches_each_image_build_under_its_own_tag_and_never_the_label_step(monkeypatch, tmp_path):
+    """--layer-cache: the base, the variant and a derived image each read and write their own
+    tag of the cache repository; the label-only step (no layer) has nothing to cache."""
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    engine = FakeEngine()
+    engine.add_image(BaseRecipe(REL.offline).rootfs_image)
+    engine.run_handler = answers
+    settings = BuildSettings(layer_cache="r.corp/tf-cache")
+    run.run_build(build_plan(), lambda: engine, settings, out=Captured())
+    refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
+    assert refs == ["r.corp/tf-cache:base-bullseye-cuda11.2-py3.9", "r.corp/tf-cache:21.08-tf2-py3", None]
+    engine.calls.clear()
+    run.run_derive(pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
+                   engine, settings, CAT, out=Captured())
+    refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
+    assert refs == ["r.corp/tf-cache:derive-me_tf_jq", None]

@@ -1,0 +1,111 @@
+"""`builder build --all` through one bake, and --layer-cache: BuildKit's layer cache in a
+registry (Debian's docker-registry on loopback). The release's variants are baked on this
+engine, writing every step's layers to the registry under the variant's tag; a second
+engine, which has never built anything (a machine with a wiped build cache), then bakes
+the same release from that cache: every step comes from the registry, none runs, and the
+image has the same layers as the first engine's.
+
+The bake has no compile cache server (buildx 0.13's bake cannot reach loopback), so its
+compile steps do not share cache keys with the session's release image: it compiles with
+nvbuild.sh's local cache mount (a few minutes, once per run).
+
+The second engine keeps its images in containerd, in the host's network namespace with a
+bridge of its own and no route out (tests/integration/engines.py): if a step did run, it
+could not download anything, so the rebuild could not pass by building again."""
+import json
+import re
+import urllib.request
+
+import pytest
+
+from .conftest import BUILD_ID, builder, docker
+from .engines import second_engine
+from .registries import Registry
+
+CACHE_TAG = "21.08-tf2-py3"
+
+
+@pytest.fixture(scope="module")
+def cache_registry(tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("layer-cache")).start()
+    yield reg
+    reg.cleanup()
+
+
+def registry_json(reg: Registry, path: str, accept: str = "application/json") -> dict:
+    req = urllib.request.Request(f"http://{reg.host}/v2/{path}", headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)
+
+
+BAKED = "itest/baked"
+
+
+@pytest.fixture(scope="module")
+def written_cache(release_image, cache_registry):
+    """`builder build --all` of 21.08 with --layer-cache (the base exists: the bake takes it
+    from the image store): the registry then holds the cache; returns (repository, tag)."""
+    repo = f"{cache_registry.host}/tf-cache"
+    out = builder("build", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
+                  "--layer-cache", repo, "-q")
+    assert out.returncode == 0, out.stderr
+    assert "--all: one bake of 1 variant(s)" in out.stderr, out.stderr
+    assert out.stdout.split() == [f"{BAKED}:21.08-tf2-py3", f"{BAKED}:21.08-tf2-py3-{BUILD_ID}"]
+    yield repo, out.stdout.split()[0]
+    for ref in out.stdout.split():
+        docker("rmi", ref)
+
+
+def test_the_baked_image_is_checked_and_labelled_like_a_single_build(written_cache, release_image):
+    from .conftest import labels
+
+    _, tag = written_cache
+    baked, single = labels(tag), labels(release_image)
+    # what the read-back measured in the image: the same release, the same compiled parts
+    measured = ["dev.tfbuilder.framework-version", "dev.tfbuilder.coverage", "dev.tfbuilder.horovod",
+                "dev.tfbuilder.extension", "dev.tfbuilder.cudnn", "dev.tfbuilder.nccl", "dev.tfbuilder.python"]
+    assert {k: baked.get(k) for k in measured} == {k: single[k] for k in measured}
+    assert baked["org.opencontainers.image.created"] != single["org.opencontainers.image.created"]
+    # the same Dockerfile steps: the images differ only where the compile did
+    assert len(layers(tag)) == len(layers(release_image))
+
+
+def layers(ref: str, env=None) -> list[str]:
+    out = docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_cache_holds_every_steps_layers_under_the_images_tag(written_cache, cache_registry):
+    assert CACHE_TAG in registry_json(cache_registry, "tf-cache/tags/list")["tags"]
+    index = registry_json(cache_registry, f"tf-cache/manifests/{CACHE_TAG}",
+                          "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json")
+    entries = index.get("manifests") or index.get("layers") or []
+    config = [m for m in entries if m["mediaType"] == "application/vnd.buildkit.cacheconfig.v0"]
+    blobs = [m for m in entries if "layer" in m["mediaType"]]
+    assert len(config) == 1, index
+    # mode=max: at least one blob per layer of the image (its base's included)
+    assert len(blobs) >= len(layers(written_cache[1])), (len(blobs), index)
+
+
+def test_another_engine_bakes_the_release_from_the_registry_cache(written_cache, cache_registry, offline_base,
+                                                                    cache_dir):
+    repo, tag = written_cache
+    base_in_registry = f"{cache_registry.host}/base/{offline_base.split('/', 1)[1]}"
+    assert docker("tag", offline_base, base_in_registry).returncode == 0
+    pushed = docker("push", "-q", base_in_registry)  # the base, as a team's registry would hold it
+    assert pushed.returncode == 0, pushed.stderr
+    with second_engine({"features": {"containerd-snapshotter": True}}, in_host_netns=True) as env:
+        assert docker("images", "-q", env=env).stdout.strip() == "", "the second engine is not empty"
+        for args in (("pull", "-q", base_in_registry), ("tag", base_in_registry, offline_base)):
+            out = docker(*args, env=env)
+            assert out.returncode == 0, out.stderr
+        # the same options (--repo too: the docker-examples name the image), as a CI runner has
+        out = builder("build", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
+                      "--layer-cache", repo, "-q", env=env)
+        assert out.returncode == 0, out.stderr
+        log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
+        runs = set(re.findall(r"^#builder-step (\d+)/\d+ at [\d.]+s: RUN ", log, re.M))
+        cached = set(re.findall(r"^#builder-cached (\d+)/\d+: ", log, re.M))
+        assert runs and runs <= cached, f"steps that ran on the second engine: {sorted(runs - cached)}"
+        assert layers(tag, env=env) == layers(tag)

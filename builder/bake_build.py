@@ -63,7 +63,7 @@ def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.
             definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
                                          with_base=base.needs_build)
             images = engine.bake(definition, sorted(definition["target"]),
-                                 Progress(f"{release.name}/all", quiet=quiet), log_path)
+                                 Progress(f"{release.name}/all", quiet=quiet), log_path, settings.builder)
     if base.needs_build:
         engine.tag(images[bake.base_target(release)], recipe.tag)
         log(f"base: tagged {recipe.tag}")

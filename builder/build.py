@@ -101,7 +101,8 @@ def build_variant(engine: Engine, release: Release, variant: Variant, options: R
             request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
                                    network_mode="host" if (delivery.url or compile_cache) else None,
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets,
-                                   cache_ref=settings.cache_ref(f"{release.name}-{variant.name}"))
+                                   cache_ref=settings.cache_ref(f"{release.name}-{variant.name}"),
+                                   builder=settings.builder)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     return finish_variant(engine, release, variant, rendered.meta, result.image_id, refs, log_path, framework_src,
                           result.seconds)
@@ -153,7 +154,24 @@ def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: 
         request = BuildRequest(context=Path(tmp), buildargs={"BASE_IMAGE": FILTERS['ref'](image_id)},
                                nocache=False, network_mode=None,
                                log_path=log_path.with_suffix(".labels.log"), quiet=True)
-        return engine.build(request, Progress("labels", quiet=True)).image_id
+        labelled = engine.build(request, Progress("labels", quiet=True)).image_id
+    forget_unlabelled(engine, image_id, labelled)
+    return labelled
+
+
+def forget_unlabelled(engine: Engine, image_id: str, labelled: str) -> None:
+    """The unlabelled image the label step stood on is this build's own and untagged: on
+    the containerd store it would stay behind as one more <none> image per build. Best
+    effort: the classic store refuses (it is the labelled image's parent), and on the
+    containerd store it may be gone already (with the temporary tag BuildKit's label step
+    gave it); both are fine."""
+    if image_id == labelled:
+        return
+    try:
+        if not engine.inspect(image_id).get("RepoTags"):
+            engine.remove_image(image_id)
+    except (Exception, UserError):  # noqa: BLE001 - tidying only; the build has succeeded
+        pass
 
 
 def prepare_base(engine: Engine, release: Release, choice: BaseChoice,

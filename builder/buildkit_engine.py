@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,22 +54,46 @@ class BuildKitEngine(DockerEngine):
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         progress = progress or Progress("build", quiet=request.quiet)
-        with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs:
+        elsewhere = request.builder not in (None, "default")
+        with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs, \
+                tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
+            # Another builder's image comes back as an archive (its engine, or none, keeps
+            # what it builds) and is loaded here, where it is checked and tagged.
+            archive = Path(tmp) / "image.tar" if elsewhere else None
+            flag, env = buildx.on_builder(request.builder, self._env()) if elsewhere else ("default", self._env())
             req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
                                        secrets=dict(request.secrets), network=request.network_mode,
-                                       no_cache=request.nocache, builder="default",
-                                       cache_ref=request.cache_ref)
-            result = buildx.build(req, on_event=on_event, known=self._knows, env=self._env())
+                                       no_cache=request.nocache, builder=flag,
+                                       cache_ref=request.cache_ref, output_file=archive)
+            result = buildx.build(req, on_event=on_event, known=None if elsewhere else self._knows, env=env)
+            # buildx's own record of where it built: BUILDER/NODE/REF
+            on_event(buildx.Event("note", "", f"built by {result.metadata.get('buildx.build.ref', '?')}"))
+            image_id = result.image_id
+            if archive:
+                buildx.load(archive, self._env())
+                image_id = buildx.image_of(result.metadata, self._knows)
         seconds = time.monotonic() - progress.start
-        progress.done(f"built {result.image_id[:19]} ({result.steps} steps, {result.cached} from cache)")
-        return BuildResult(result.image_id, result.steps, seconds, result.cached, request.log_path)
+        progress.done(f"built {image_id[:19]} ({result.steps} steps, {result.cached} from cache)")
+        return BuildResult(image_id, result.steps, seconds, result.cached, request.log_path)
 
     def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None) -> dict[str, str]:
-        """Bake TARGETS of DEFINITION on this engine; each target's untagged image id."""
-        with self._recorded(progress, log_path) as on_event:
-            images = buildx.bake(definition, targets, on_event=on_event, known=self._knows, env=self._env(),
-                                 builder="default")
+             log_path: Path | None, builder: str | None = None) -> dict[str, str]:
+        """Bake TARGETS of DEFINITION on this engine (or on BUILDER, each image then loaded
+        here from an archive); each target's untagged image id."""
+        elsewhere = builder not in (None, "default")
+        with self._recorded(progress, log_path) as on_event, tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
+            if elsewhere:
+                definition = {**definition, "target": {
+                    name: {**t, "output": [f"type=docker,dest={Path(tmp) / name}.tar"]}
+                    for name, t in definition["target"].items()}}
+            flag, env = buildx.on_builder(builder, self._env()) if elsewhere else ("default", self._env())
+            metadata = buildx.bake(definition, targets, on_event=on_event, env=env, builder=flag)
+            for name, m in sorted(metadata.items()):
+                on_event(buildx.Event("note", "", f"{name} built by {m.get('buildx.build.ref', '?')}"))
+            if elsewhere:
+                for name in metadata:
+                    buildx.load(Path(tmp) / f"{name}.tar", self._env())
+            images = {name: buildx.image_of(m, self._knows) for name, m in metadata.items()}
         progress.done(f"baked {len(images)} images")
         return images
 
@@ -138,6 +163,8 @@ def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None
         log.write(redact(event.text))  # the log writer: credentials never reach the file
     elif event.kind == "error":
         log.write(f"ERROR in {redact(event.step)}: {redact(event.text)}\n")
+    elif event.kind == "note":
+        log.write(f"#builder-note {redact(event.text)}\n")
     log.flush()
 
 

@@ -62,6 +62,7 @@ class BuildSettings:
     pip_index: str | None = None
     ca_bundles: tuple[Path, ...] = field(default_factory=tuple)
     layer_cache: str | None = None  # a registry repository (builder/layer_cache.py); not delivered into builds
+    builder: str | None = None      # a buildx builder to build on (None: the engine's own)
 
     def cache_ref(self, name: str) -> str | None:
         """The layer cache's reference for the image called NAME, when there is a cache."""
@@ -135,7 +136,8 @@ _START_LOCK = ".daemon-start"
 
 
 def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host_ca: bool = False,
-                 credentials=(None, None, None, None), layer_cache: str | None = None) -> "BuildSettings":
+                 credentials=(None, None, None, None), layer_cache: str | None = None,
+                 builder: str | None = None) -> "BuildSettings":
     """The build settings of the shared options; mirror and index credentials come from a
     file or an environment variable (never argv) and are put into the URLs the build sees."""
     from builder import urls
@@ -158,10 +160,15 @@ def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host
     from builder import layer_cache as lc
 
     settings = BuildSettings(apt_mirror=given.get("--apt-mirror"), pip_index=given.get("--pip-index"),
-                             ca_bundles=tuple(bundles), layer_cache=lc.check(layer_cache) if layer_cache else None)
+                             ca_bundles=tuple(bundles), layer_cache=lc.check(layer_cache) if layer_cache else None,
+                             builder=builder)
     settings.validate()
     if settings.layer_cache:
         lc.check_reachable(settings.layer_cache)
+    if builder is not None:
+        from builder import buildx
+
+        buildx.check_builder(builder)
     return settings
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -19,7 +20,7 @@ from typing import Callable, Iterable, Iterator
 
 from builder import layer_cache
 from builder.engine import signals_raise
-from builder.errors import BuildError, Interrupted, redact
+from builder.errors import BuildError, Interrupted, UserError, redact
 
 TAIL_LINES = 30
 
@@ -35,12 +36,14 @@ class BuildxRequest:
     network: str | None = None
     no_cache: bool = False
     cache_ref: str | None = None  # registry layer cache: imported before, exported (mode=max) after
+    output_file: Path | None = None  # the image as an archive there, instead of into the builder's engine
 
 
 def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
     """The buildx command line: no tag, no attestations (one plain image), loaded into the engine."""
     cmd = ["docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
-           "--metadata-file", str(metadata_file), "--output", "type=docker",
+           "--metadata-file", str(metadata_file),
+           "--output", f"type=docker,dest={req.output_file}" if req.output_file else "type=docker",
            "--file", str(req.context / req.dockerfile)]
     if req.builder:
         cmd += ["--builder", req.builder]
@@ -89,7 +92,7 @@ def _seconds(started: str, completed: str) -> float:
 
 @dataclass
 class Event:
-    kind: str            # "step" (started), "done" (completed or cached), "cached", "log", "error"
+    kind: str            # "step" (started), "done" (completed or cached), "cached", "log", "error", "note" (ours)
     step: str
     text: str = ""
     seconds: float = 0.0  # "done": how long the step ran (a "cached" event: nothing ran, the layer came from a cache)
@@ -197,17 +200,52 @@ def bake_argv(definition_file: Path, metadata_file: Path, targets: list[str], bu
 
 
 def bake(definition: dict, targets: list[str], on_event: Callable[[Event], None] = lambda e: None,
-         known: Callable[[str], bool] | None = None, env: dict[str, str] | None = None,
-         builder: str | None = None) -> dict[str, str]:
-    """Run a bake of TARGETS (and the targets they need); return each built target's image
-    id. The definition goes to a private file that is removed afterwards."""
+         env: dict[str, str] | None = None, builder: str | None = None) -> dict[str, dict]:
+    """Run a bake of TARGETS (and the targets they need); return each built target's
+    metadata (image_of() picks its id). The definition goes to a private file that is
+    removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="tfbuilder-bake-") as tmp:
         meta, path = Path(tmp) / "metadata.json", Path(tmp) / "docker-bake.json"
         path.write_text(json.dumps(definition))
         cache_asked = any("cache-to" in t for t in definition.get("target", {}).values())
         _run(bake_argv(path, meta, targets, builder), on_event, env, cache_asked)
         metadata = json.loads(meta.read_text())
-    return {name: image_of(m, known) for name, m in metadata.items() if isinstance(m, dict) and "containerimage.digest" in m}
+    return {name: m for name, m in metadata.items() if isinstance(m, dict) and "containerimage.digest" in m}
+
+
+def check_builder(name: str) -> None:
+    """NAME is a builder buildx knows (one it created, or a Docker context), or a one-line refusal."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        raise UserError(f"--builder {name[:70]!r}: not a builder name (docker buildx ls lists them)")
+    try:
+        out = subprocess.run(["docker", "buildx", "inspect", name], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"--builder {name}: buildx did not answer ({type(exc).__name__})") from None
+    if out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or ["unknown"])[-1].removeprefix("ERROR: ")
+        raise UserError(f"--builder {name}: {why} (docker buildx ls lists the builders and contexts)")
+
+
+def on_builder(name: str, env: dict[str, str]) -> tuple[str | None, dict[str, str]]:
+    """How to build on NAME: (the --builder value, buildx's environment). A Docker context
+    (another engine: its `docker` driver) is chosen through DOCKER_CONTEXT, since buildx
+    refuses `--builder` for a context that is not the current one; a builder instance
+    (docker-container, remote, kubernetes drivers) through --builder."""
+    probe = subprocess.run(["docker", "context", "inspect", name], capture_output=True, text=True, env=env)
+    if probe.returncode == 0:
+        return None, {**{k: v for k, v in env.items() if k != "DOCKER_HOST"}, "DOCKER_CONTEXT": name}
+    return name, env
+
+
+def load(archive: Path, env: dict[str, str] | None) -> str:
+    """Load an image archive into the engine ENV points at; the id it reports."""
+    out = subprocess.run(["docker", "load", "-q", "-i", str(archive)], capture_output=True, text=True, env=env)
+    found = re.findall(r"Loaded image(?: ID)?: (\S+)", out.stdout)
+    if out.returncode != 0 or not found:
+        raise BuildError(f"the image built on another builder could not be loaded into this engine: "
+                         f"{(out.stderr.strip() or out.stdout.strip() or 'no answer').splitlines()[-1]}",
+                         step="load")
+    return found[-1]
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:

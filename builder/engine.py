@@ -63,6 +63,7 @@ class BuildRequest:
     quiet: bool = False
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file (never a build arg)
     cache_ref: str | None = None  # a registry layer cache to read and write (BuildKit only)
+    builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
 
 
 class EngineError(Exception):
@@ -96,7 +97,7 @@ class Engine(Protocol):
     def version(self) -> EngineVersion: ...
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult: ...
     def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None) -> dict[str, str]: ...
+             log_path: Path | None, builder: str | None = None) -> dict[str, str]: ...
     def tag(self, image_id: str, ref: str) -> None: ...
     def remove_image(self, ref: str) -> None: ...
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
@@ -216,14 +217,15 @@ class DockerEngine:
         return EngineVersion(version.get("Version"), version.get("ApiVersion"), self.api.api_version)
 
     def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None) -> dict[str, str]:
+             log_path: Path | None, builder: str | None = None) -> dict[str, str]:
         """Only BuildKit bakes (callers check `backend` first and build one by one)."""
         raise UserError("the legacy builder has no bake: build the variants one by one")
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
-        if request.cache_ref:
-            raise UserError("--layer-cache needs the BuildKit backend (docker buildx); this engine builds with "
-                            "the legacy builder (`builder doctor` says why)")
+        for wanted, option in ((request.cache_ref, "--layer-cache"), (request.builder, "--builder")):
+            if wanted:
+                raise UserError(f"{option} needs the BuildKit backend (docker buildx); this engine builds with "
+                                "the legacy builder (`builder doctor` says why)")
         progress = progress or Progress("build", quiet=request.quiet)
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         containers: list[str] = []

@@ -51,6 +51,9 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "layer_cache": (Optional[str], typer.Option(
         None, "--layer-cache", help="Registry repository HOST[:PORT]/NAME for BuildKit's layer cache: read before "
                                     "and written after each build, one tag per image (credentials: docker login).")),
+    "builder": (Optional[str], typer.Option(
+        None, "--builder", help="buildx builder or Docker context to build on (default: this engine's own); "
+                                "the image is loaded into this engine, checked and tagged here.")),
 }
 
 # The render-options group (render and build): what a user may change in a release.
@@ -127,7 +130,7 @@ def _settings_reader(values: dict) -> Callable[[], Any]:
         return from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
                             (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
                              values["pip_index_credentials_file"], values["pip_index_credentials_env"]),
-                            layer_cache=values["layer_cache"])
+                            layer_cache=values["layer_cache"], builder=values["builder"])
 
     read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
     return read

@@ -13,6 +13,7 @@ The second engine keeps its images in containerd, in the host's network namespac
 bridge of its own and no route out (tests/integration/engines.py): if a step did run, it
 could not download anything, so the rebuild could not pass by building again."""
 import json
+import os
 import re
 import urllib.request
 
@@ -88,8 +89,8 @@ def test_the_cache_holds_every_steps_layers_under_the_images_tag(written_cache, 
     assert len(blobs) >= len(layers(written_cache[1])), (len(blobs), index)
 
 
-def test_another_engine_bakes_the_release_from_the_registry_cache(written_cache, cache_registry, offline_base,
-                                                                    cache_dir):
+def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for_this_one(
+        written_cache, cache_registry, offline_base, cache_dir, tmp_path):
     repo, tag = written_cache
     base_in_registry = f"{cache_registry.host}/base/{offline_base.split('/', 1)[1]}"
     assert docker("tag", offline_base, base_in_registry).returncode == 0
@@ -109,3 +110,35 @@ def test_another_engine_bakes_the_release_from_the_registry_cache(written_cache,
         cached = set(re.findall(r"^#builder-cached (\d+)/\d+: ", log, re.M))
         assert runs and runs <= cached, f"steps that ran on the second engine: {sorted(runs - cached)}"
         assert layers(tag, env=env) == layers(tag)
+
+        # --builder: this engine's build runs on the second one (a Docker context, which
+        # buildx knows as a builder); the image comes back here and is checked and tagged
+        # here. The contexts live in a Docker config of the test's own.
+        here = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+        here["DOCKER_CONFIG"] = str(tmp_path / "docker-config")
+        made = docker("context", "create", "tfb-e2", "--docker", f"host={env['DOCKER_HOST']}", env=here)
+        assert made.returncode == 0, made.stderr
+        out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", BAKED, "--tag",
+                      "itest/elsewhere:x", "--build-id", BUILD_ID, "--builder", "tfb-e2", "-q", env=here)
+        assert out.returncode == 0, out.stderr
+        try:
+            log = (cache_dir / "logs" / f"21.08-tf2-py3-{BUILD_ID}.log").read_text()
+            assert re.search(r"^#builder-note built by tfb-e2/", log, re.M), "buildx did not build on tfb-e2"
+            assert layers("itest/elsewhere:x") == layers(tag, env=env)
+        finally:
+            docker("rmi", "itest/elsewhere:x")
+        # the bake of --all on it too (another --repo: from the docker-examples step on,
+        # the second engine builds what its cache does not hold, with no network needed)
+        out = builder("build", "--release", "21.08", "--all", "--repo", "itest/elsewhere", "--build-id", BUILD_ID,
+                      "--builder", "tfb-e2", "-q", env=here)
+        assert out.returncode == 0, out.stderr
+        try:
+            log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
+            assert re.search(r"^#builder-note 21-08-tf2-py3 built by tfb-e2/", log, re.M), log[-2000:]
+            ours, theirs = layers("itest/elsewhere:21.08-tf2-py3"), layers(tag)
+            assert len(ours) == len(theirs) and ours[:-3] == theirs[:-3]  # all but docker-examples, chmod, WORKDIR
+        finally:
+            for ref in out.stdout.split():
+                docker("rmi", ref)
+        unknown = builder("build", "--release", "21.08", "--builder", "no-such-builder", env=here)
+        assert unknown.returncode == 2 and unknown.stderr.startswith("error: --builder no-such-builder: ")

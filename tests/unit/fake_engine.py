@@ -156,7 +156,7 @@ class FakeEngine:
         return BuildResult(image_id, len(steps), 0.0, 0, request.log_path)
 
     def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None) -> dict[str, str]:
+             log_path: Path | None, builder: str | None = None) -> dict[str, str]:
         """Each target built as build() builds (a target another one names in `contexts`
         first, and the name it stands for resolved to its image); target -> image id."""
         self._call("bake", definition, list(targets))

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from bench.run import step_seconds
+from bench.run import step_seconds, vertex_seconds
 from builder import buildkit_engine as bk
 from builder.buildx import Event
 from builder.engine import Progress
@@ -45,6 +45,10 @@ def test_the_log_has_step_markers_that_the_bench_splits_by():
     # BuildKit's own durations where a step finished, in the order they finished
     assert step_seconds(text) == [("FROM base", 0.1), ("RUN make", 9.0)]
     # without them (a legacy log), the time between the step markers
+    assert vertex_seconds(text, "exporting to image") == 0.0
+    for event in (Event("step", "exporting to image"), Event("done", "exporting to image", seconds=93.3)):
+        bk.record(event, p, log)
+    assert vertex_seconds(log.getvalue(), "exporting to image") == 93.3  # the bench's export figure
     steps = step_seconds("\n".join(line for line in text.splitlines() if not line.startswith("#builder-done")))
     assert [name for name, _ in steps] == ["FROM base", "RUN make", "COPY x /x"]
     assert all(sec > 0 for _, sec in steps[:2])

@@ -57,11 +57,16 @@ exit 1
 '''
 
 
+def fake_docker(script: str, where: Path, monkeypatch) -> None:
+    """A `docker` on PATH that answers as SCRIPT does."""
+    (where / "docker").write_text(script)
+    (where / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{where}:/usr/bin:/bin")
+
+
 def test_an_engine_that_cannot_export_gets_told_how_to_turn_it_on(tmp_path, monkeypatch):
     """buildx's own error on the classic image store (its text as buildx 0.13.1 prints it)."""
-    (tmp_path / "docker").write_text(FAKE_BUILDX)
-    (tmp_path / "docker").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    fake_docker(FAKE_BUILDX, tmp_path, monkeypatch)
     with pytest.raises(UserError) as err:
         buildx.build(buildx.BuildxRequest(tmp_path, cache_ref="r.io/c:x"))
     assert "containerd-snapshotter" in str(err.value) and "\n" not in str(err.value)
@@ -99,3 +104,38 @@ def test_a_bad_repository_on_the_command_line_is_one_line_and_exit_2():
     out = subprocess.run([sys.executable, "-m", "builder.cli", "base", "--release", "21.08",
                           "--layer-cache", "team/cache"], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--layer-cache" in out.stderr, out.stderr
+
+
+# --- --builder: another buildx builder, the image loaded here ----------------------------
+
+def test_another_builder_writes_an_archive_instead_of_loading_into_its_engine():
+    req = buildx.BuildxRequest(Path("/ctx"), builder="e2", output_file=Path("/t/image.tar"))
+    cmd = buildx.argv(req, Path("/m.json"))
+    assert cmd[cmd.index("--output") + 1] == "type=docker,dest=/t/image.tar"
+    assert cmd[cmd.index("--builder") + 1] == "e2"
+
+
+FAKE_INSPECT = r'''#!/bin/sh
+[ "$1 $2" = "buildx inspect" ] || exit 3
+[ "$3" = "e2" ] && { echo "Name: e2"; exit 0; }
+echo "ERROR: no builder \"$3\" found" >&2
+exit 1
+'''
+
+
+def test_a_builder_buildx_does_not_know_is_refused_in_one_line(tmp_path, monkeypatch):
+    fake_docker(FAKE_INSPECT, tmp_path, monkeypatch)
+    buildx.check_builder("e2")
+    with pytest.raises(UserError) as err:
+        buildx.check_builder("nope")
+    assert str(err.value) == '--builder nope: no builder "nope" found (docker buildx ls lists the builders and contexts)'
+    for bad in ("-x", "a b", "a\nb", "x" * 70, "../e"):
+        with pytest.raises(UserError, match="not a builder name"):
+            buildx.check_builder(bad)
+    assert buildsettings.from_options(None, None, [], builder="e2").builder == "e2"
+
+
+def test_the_legacy_builder_refuses_another_builder(tmp_path):
+    engine = DockerEngine.__new__(DockerEngine)
+    with pytest.raises(UserError, match="--builder needs the BuildKit backend"):
+        engine.build(BuildRequest(context=tmp_path, builder="e2"))

@@ -146,15 +146,17 @@ def test_a_missing_base_is_built_on_its_rootfs_then_tagged(monkeypatch, tmp_path
     assert request.log_path == tmp_path / "cache" / "logs" / f"base-{tag.split(':')[-1]}.log"  # where every command logs
 
 
-def test_a_layer_cache_reaches_each_image_build_under_its_own_tag_and_never_the_label_step(monkeypatch, tmp_path):
+def test_a_layer_cache_and_a_builder_reach_each_image_build_and_never_the_label_step(monkeypatch, tmp_path):
     """--layer-cache: the base, the variant and a derived image each read and write their own
     tag of the cache repository; the label-only step (no layer) has nothing to cache."""
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     engine = FakeEngine()
     engine.add_image(BaseRecipe(REL.offline).rootfs_image)
     engine.run_handler = answers
-    settings = BuildSettings(layer_cache="r.corp/tf-cache")
+    settings = BuildSettings(layer_cache="r.corp/tf-cache", builder="e2")
     run.run_build(build_plan(), lambda: engine, settings, out=Captured())
+    # the image builds on --builder; its label step here, on the image loaded into this engine
+    assert [c[1].builder for c in engine.calls if c[0] == "build"] == ["e2", "e2", None]
     refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
     assert refs == ["r.corp/tf-cache:base-bullseye-cuda11.2-py3.9", "r.corp/tf-cache:21.08-tf2-py3", None]
     engine.calls.clear()
@@ -162,3 +164,16 @@ def test_a_layer_cache_reaches_each_image_build_under_its_own_tag_and_never_the_
                    engine, settings, CAT, out=Captured())
     refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
     assert refs == ["r.corp/tf-cache:derive-me_tf_jq", None]
+
+
+def test_the_unlabelled_image_does_not_stay_behind_unless_someone_tagged_it(engine):
+    """On the containerd store every build would otherwise leave one more <none> image."""
+    from builder import build as b
+
+    run.run_build(build_plan(), lambda: engine, BuildSettings(), out=Captured())
+    labelled = engine.image_id("local/tensorflow:21.08-tf2-py3")
+    assert set(engine.store) == {engine.image_id(BaseRecipe(REL.offline).tag), labelled}
+    kept = engine.add_image("someone/else:1")
+    b.forget_unlabelled(engine, kept, labelled)
+    assert engine.image_id("someone/else:1") == kept
+    b.forget_unlabelled(engine, "sha256:" + "e" * 64, labelled)  # gone already (the containerd store): no error

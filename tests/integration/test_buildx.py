@@ -17,7 +17,8 @@ from .conftest import docker
 
 
 def tags() -> set[str]:
-    return set(docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split())
+    """The engine's tags (an untagged image, listed as <none>:<none>, is none)."""
+    return set(docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()) - {"<none>:<none>"}
 
 
 def known(digest: str) -> bool:

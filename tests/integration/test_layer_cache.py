@@ -119,10 +119,11 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
         made = docker("context", "create", "tfb-e2", "--docker", f"host={env['DOCKER_HOST']}", env=here)
         assert made.returncode == 0, made.stderr
         out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", BAKED, "--tag",
-                      "itest/elsewhere:x", "--build-id", BUILD_ID, "--builder", "tfb-e2", "-q", env=here)
+                      "itest/elsewhere:x", "--build-id", f"{BUILD_ID}-e2", "--builder", "tfb-e2", "-q", env=here)
         assert out.returncode == 0, out.stderr
         try:
-            log = (cache_dir / "logs" / f"21.08-tf2-py3-{BUILD_ID}.log").read_text()
+            # its own build id: the release image's log (21.08-tf2-py3-itest.log) is another test's
+            log = (cache_dir / "logs" / f"21.08-tf2-py3-{BUILD_ID}-e2.log").read_text()
             assert re.search(r"^#builder-note built by tfb-e2/", log, re.M), "buildx did not build on tfb-e2"
             assert layers("itest/elsewhere:x") == layers(tag, env=env)
         finally:

@@ -145,26 +145,30 @@ def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_reg
 
 def test_registry_down_fails_after_retries_then_resumes(release_image, derived_small, plain_registry):
     """The registry goes away: the push fails after its tries; once it is back the push
-    succeeds and mounts the parent's layers instead of uploading them again."""
+    succeeds and finds the parent's layers in the repository instead of uploading them
+    again. (The same repository as the parent: on the containerd image store, Docker 26
+    mounts only some layers from another repository and uploads the rest, measured 1.23 of
+    3.0 GB: docs/BUILDKIT.md, "Next".)"""
     parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
                      "--json", "-q")
     assert parent.returncode == 0, parent.stderr
     plain_registry.stop()
     try:
-        down = builder("push", derived_small, "--registry", f"{plain_registry.host}/flaky", "--tries", "2",
-                       "--insecure-registry", "-q")
+        down = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--tag", "after-outage",
+                       "--tries", "2", "--insecure-registry", "-q")
         assert down.returncode == 1
-        assert re.search(rf"error: push of {re.escape(plain_registry.host)}/flaky/derived-small:jq "
+        assert re.search(rf"error: push of {re.escape(plain_registry.host)}/ml/derived-small:after-outage "
                          r"failed after 2 tries: ", down.stderr), down.stderr
         assert "retrying in" in down.stderr
     finally:
         plain_registry.start()
-    again = builder("push", derived_small, "--registry", f"{plain_registry.host}/flaky", "--insecure-registry", "--json", "-q")
+    again = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--tag", "after-outage",
+                    "--insecure-registry", "--json", "-q")
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
-    assert api_digest(plain_registry, "flaky/derived-small", "jq") == report["digest"]
-    parent_layers = len(json.loads(docker("image", "inspect", release_image).stdout)[0]["RootFS"]["Layers"])
-    assert report["layers_skipped"] >= parent_layers
+    assert api_digest(plain_registry, "ml/derived-small", "after-outage") == report["digest"]
+    parent_layers = len(set(json.loads(docker("image", "inspect", release_image).stdout)[0]["RootFS"]["Layers"]))
+    assert report["layers_skipped"] >= parent_layers, report  # distinct: the registry holds a blob once
     assert report["bytes_uploaded"] < 50e6          # the parent was mounted, not uploaded again
 
 

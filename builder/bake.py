@@ -15,6 +15,7 @@ attestations off, and the build's provenance arguments. Those are added only to 
 copy the run hands to buildx, never to a file `builder bake` writes."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,8 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
             "output": ["type=docker"],
         }
         if run:
-            targets[base] = _with_run(targets[base], RunInputs(run.secrets, run.cache_repo, no_cache=run.no_cache),
+            # the base takes no provenance arguments: `builder base` gives it none
+            targets[base] = _with_run(targets[base], dataclasses.replace(run, args={}),
                                       layer_cache.base_name(offline_tag))
     variants = [target_name(release.name, r.variant) for r in rendered_all]
     return {"group": {"default": {"targets": variants}}, "target": dict(sorted(targets.items()))}

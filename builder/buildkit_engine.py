@@ -54,13 +54,12 @@ class BuildKitEngine(DockerEngine):
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         progress = progress or Progress("build", quiet=request.quiet)
-        elsewhere = request.builder not in (None, "default")
+        elsewhere, flag, env = self._where(request.builder)
         with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs, \
                 tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
             # Another builder's image comes back as an archive (its engine, or none, keeps
             # what it builds) and is loaded here, where it is checked and tagged.
             archive = Path(tmp) / "image.tar" if elsewhere else None
-            flag, env = buildx.on_builder(request.builder, self._env()) if elsewhere else ("default", self._env())
             req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
                                        secrets=dict(request.secrets), network=request.network_mode,
                                        no_cache=request.nocache, builder=flag,
@@ -80,13 +79,12 @@ class BuildKitEngine(DockerEngine):
              log_path: Path | None, builder: str | None = None) -> dict[str, str]:
         """Bake TARGETS of DEFINITION on this engine (or on BUILDER, each image then loaded
         here from an archive); each target's untagged image id."""
-        elsewhere = builder not in (None, "default")
+        elsewhere, flag, env = self._where(builder)
         with self._recorded(progress, log_path) as on_event, tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
             if elsewhere:
                 definition = {**definition, "target": {
                     name: {**t, "output": [f"type=docker,dest={Path(tmp) / name}.tar"]}
                     for name, t in definition["target"].items()}}
-            flag, env = buildx.on_builder(builder, self._env()) if elsewhere else ("default", self._env())
             metadata = buildx.bake(definition, targets, on_event=on_event, env=env, builder=flag)
             for name, m in sorted(metadata.items()):
                 on_event(buildx.Event("note", "", f"{name} built by {m.get('buildx.build.ref', '?')}"))
@@ -96,6 +94,12 @@ class BuildKitEngine(DockerEngine):
             images = {name: buildx.image_of(m, self._knows) for name, m in metadata.items()}
         progress.done(f"baked {len(images)} images")
         return images
+
+    def _where(self, builder: str | None) -> tuple[bool, str | None, dict[str, str]]:
+        """(another builder than this engine's own?, buildx's --builder, buildx's environment)."""
+        if builder in (None, "default"):
+            return False, "default", self._env()
+        return (True, *buildx.on_builder(builder, self._env()))
 
     def _knows(self, digest: str) -> bool:
         return self.image_id(digest) is not None

@@ -23,6 +23,9 @@ from builder.engine import signals_raise
 from builder.errors import BuildError, Interrupted, UserError, redact
 
 TAIL_LINES = 30
+# A buildx builder or Docker context name: a whole-string match, no ',' (buildx's option
+# separator), no '=' or whitespace.
+BUILDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ def bake(definition: dict, targets: list[str], on_event: Callable[[Event], None]
 
 def check_builder(name: str) -> None:
     """NAME is a builder buildx knows (one it created, or a Docker context), or a one-line refusal."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+    if not BUILDER_NAME.fullmatch(name):
         raise UserError(f"--builder {name[:70]!r}: not a builder name (docker buildx ls lists them)")
     try:
         out = subprocess.run(["docker", "buildx", "inspect", name], capture_output=True, text=True, timeout=60)

@@ -1,5 +1,6 @@
 """Corporate settings reach the build but never the image: not a layer, not the config,
 not the history; the CA and the pip credentials not even the build log."""
+import functools
 import io
 import json
 import os
@@ -56,10 +57,15 @@ def _tar_entries(name: str, blob):
             yield name, data
 
 
-def content_blob(digest: str) -> Path:
-    """A blob in the containerd store's content store (the engine's own containerd)."""
+@functools.cache
+def content_store() -> Path:
+    """The containerd store's content store (the engine's own containerd), asked once."""
     root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip()
-    return Path(root, "containerd/daemon/io.containerd.content.v1.content/blobs", *digest.split(":", 1))
+    return Path(root, "containerd/daemon/io.containerd.content.v1.content/blobs")
+
+
+def content_blob(digest: str) -> Path:
+    return content_store().joinpath(*digest.split(":", 1))
 
 
 def stored_manifest(image_id: str) -> dict | None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings as hsettings, strategies as st
 
 from builder import buildsettings, buildx, layer_cache
 from builder.engine import BuildRequest, DockerEngine
@@ -139,3 +140,17 @@ def test_the_legacy_builder_refuses_another_builder(tmp_path):
     engine = DockerEngine.__new__(DockerEngine)
     with pytest.raises(UserError, match="--builder needs the BuildKit backend"):
         engine.build(BuildRequest(context=tmp_path, builder="e2"))
+
+
+# --- hostile values: both reach buildx's comma-separated options ----------------------
+
+SEPARATORS = [",", "\n", "\r", "\x00", "=", " ", "\t", '"']
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(value=st.text(max_size=30), bad=st.sampled_from(SEPARATORS), where=st.integers(0, 30))
+def test_no_separator_or_line_break_gets_into_a_cache_ref_or_builder_name(value, bad, where):
+    for candidate in (value + bad, bad + value, value[:where] + bad + value[where:],
+                      "127.0.0.1:5000/c" + bad, "r.io/c" + bad + "mode=min"):
+        assert layer_cache.REPO.fullmatch(candidate) is None, candidate
+        assert buildx.BUILDER_NAME.fullmatch(candidate) is None, candidate

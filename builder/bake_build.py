@@ -3,7 +3,8 @@ base when it has to be built, as one `docker buildx bake` (builder/bake.py's def
 with the run's secrets, layer caches and provenance arguments), so that independent
 variants build in parallel and the base once. Each variant image then goes through the
 same read-back, labels and tags as a single build (build.finish_variant); the base gets
-its recipe tag.
+its recipe tag. With --builders the variants are spread over several builders, one bake
+on each, all at once (builder/builders.py); a failed bake fails its own variants only.
 
 The variants are built one by one instead (and the caller says why) where a bake cannot
 do what the build asks: the legacy builder has no bake, buildx 0.13's bake has no
@@ -15,21 +16,23 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder import bake, buildcontext, buildsettings, paths
+from builder import bake, buildcontext, builders, buildsettings, paths
 from builder.base import log, make_rootfs, write_context
 from builder.base_recipe import BaseRecipe
 from builder.build import BaseChoice, options_for, provenance_args
 from builder.buildkit_engine import IMAGE_ID
-from builder.engine import Engine, Progress
+from builder.engine import BakeJob, Engine, Progress
+from builder.errors import BuildError
 from builder.plan import BuildPlan
 from builder.render import render
 
 
 @dataclass(frozen=True)
 class Baked:
-    image_id: str  # untagged, not yet read back
+    image_id: str  # untagged, not yet read back ("" when its bake failed)
     meta: dict     # the rendered variant's metadata (what the read-back checks)
     log_path: Path
+    error: BuildError | None = None  # its bake's failure (the other builders' variants go on)
 
 
 def why_not(plan: BuildPlan, engine: Engine, base: BaseChoice) -> str | None:
@@ -49,7 +52,6 @@ def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.
     release = plan.release
     recipe = BaseRecipe(release.offline)
     rendered_all = [render(release, vp.variant, options_for(plan.options, release, base)) for vp in plan.variants]
-    log_path = paths.logs_dir() / f"{release.name}-all-{plan.build_id}.log"
     with tempfile.TemporaryDirectory(prefix=f"builder-bake-{release.name}-") as tmp:
         layout = bake.Layout(Path(tmp) / "contexts")
         for rendered in rendered_all:
@@ -62,10 +64,26 @@ def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.
             run = bake.RunInputs(delivery.secrets, settings.layer_cache, provenance_args(), plan.no_cache)
             definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
                                          with_base=base.needs_build)
-            images = engine.bake(definition, sorted(definition["target"]),
-                                 Progress(f"{release.name}/all", quiet=quiet), log_path, settings.builder)
-    if base.needs_build:
-        engine.tag(images[bake.base_target(release)], recipe.tag)
+            variants = definition["group"]["default"]["targets"]
+            spread = builders.assign(variants, plan.builders or (settings.builder or builders.HERE,))
+            jobs = [BakeJob(definition, targets + ([bake.base_target(release)] if base.needs_build else []),
+                            log_name(release.name, plan.build_id, b if len(spread) > 1 else None),
+                            None if b == builders.HERE else b)
+                    for b, targets in spread.items()]
+            outcomes = engine.bake(jobs, Progress(f"{release.name}/all", quiet=quiet))
+    if base.needs_build and not isinstance(outcomes[0], BuildError):
+        engine.tag(outcomes[0][bake.base_target(release)], recipe.tag)
         log(f"base: tagged {recipe.tag}")
-    return {r.variant: Baked(images[bake.target_name(release.name, r.variant)], r.meta, log_path)
-            for r in rendered_all}
+    baked = {}
+    for job, outcome in zip(jobs, outcomes):
+        for r in rendered_all:
+            name = bake.target_name(release.name, r.variant)
+            if name in job.targets:
+                baked[r.variant] = (Baked("", r.meta, job.log_path, outcome) if isinstance(outcome, BuildError)
+                                    else Baked(outcome[name], r.meta, job.log_path))
+    return baked
+
+
+def log_name(release: str, build_id: str, builder: str | None) -> Path:
+    """The bake's log: RELEASE-all-BUILDID.log, or one per builder (-on-BUILDER) when spread."""
+    return paths.logs_dir() / f"{release}-all-{build_id}{f'-on-{builder}' if builder else ''}.log"

@@ -19,15 +19,15 @@ import re
 import secrets
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-from builder import buildx
+from builder import builders, buildx
 from builder.contract import BUILDER_MOUNT
-from builder.engine import (BuildRequest, BuildResult, DockerEngine, Engine, Progress, buildx_version,
+from builder.engine import (BakeJob, BuildRequest, BuildResult, DockerEngine, Engine, Progress, buildx_version,
                             signals_raise)
-from builder.errors import BuildError, Interrupted, UserError, redact
+from builder.errors import BuildError, Interrupted, UserError, redact, say
 
 # "[ 3/25] RUN ..." or "[stage-1 3/5] COPY ...": the Dockerfile steps among BuildKit's vertexes
 NUMBERED = re.compile(r"^\[(?:\S+ )?\s*(\d+)/(\d+)\] (.*)$", re.S)
@@ -54,17 +54,18 @@ class BuildKitEngine(DockerEngine):
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         progress = progress or Progress("build", quiet=request.quiet)
-        elsewhere, flag, env = self._where(request.builder)
+        at = self._where(request.builder)
         with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs, \
                 tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
+            builders.ensure_inputs(at, [v for k, v in buildargs.items() if k in builders.FROM_ARGS], self._env(), say)
             # Another builder's image comes back as an archive (its engine, or none, keeps
             # what it builds) and is loaded here, where it is checked and tagged.
-            archive = Path(tmp) / "image.tar" if elsewhere else None
+            archive = None if at.here else Path(tmp) / "image.tar"
             req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
                                        secrets=dict(request.secrets), network=request.network_mode,
-                                       no_cache=request.nocache, builder=flag,
+                                       no_cache=request.nocache, builder=at.flag,
                                        cache_ref=request.cache_ref, output_file=archive)
-            result = buildx.build(req, on_event=on_event, known=None if elsewhere else self._knows, env=env)
+            result = buildx.build(req, on_event=on_event, known=self._knows if at.here else None, env=at.env)
             # buildx's own record of where it built: BUILDER/NODE/REF
             on_event(buildx.Event("note", "", f"built by {result.metadata.get('buildx.build.ref', '?')}"))
             image_id = result.image_id
@@ -75,31 +76,45 @@ class BuildKitEngine(DockerEngine):
         progress.done(f"built {image_id[:19]} ({result.steps} steps, {result.cached} from cache)")
         return BuildResult(image_id, result.steps, seconds, result.cached, request.log_path)
 
-    def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None, builder: str | None = None) -> dict[str, str]:
-        """Bake TARGETS of DEFINITION on this engine (or on BUILDER, each image then loaded
-        here from an archive); each target's untagged image id."""
-        elsewhere, flag, env = self._where(builder)
-        with self._recorded(progress, log_path) as on_event, tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
-            if elsewhere:
-                definition = {**definition, "target": {
-                    name: {**t, "output": [f"type=docker,dest={Path(tmp) / name}.tar"]}
-                    for name, t in definition["target"].items()}}
-            metadata = buildx.bake(definition, targets, on_event=on_event, env=env, builder=flag)
-            for name, m in sorted(metadata.items()):
-                on_event(buildx.Event("note", "", f"{name} built by {m.get('buildx.build.ref', '?')}"))
-            if elsewhere:
-                for name in metadata:
-                    buildx.load(Path(tmp) / f"{name}.tar", self._env())
-            images = {name: buildx.image_of(m, self._knows) for name, m in metadata.items()}
-        progress.done(f"baked {len(images)} images")
+    def bake(self, jobs: list[BakeJob], progress: Progress) -> list[dict[str, str] | BuildError]:
+        """Run JOBS at once, each on its builder (another builder's images come back as
+        archives and are loaded here); per job, each target's untagged image id, or the
+        BuildError it failed with (the others go on)."""
+        places = [self._where(job.builder) for job in jobs]
+        for job, at in zip(jobs, places):  # before anything builds: a refusal wastes nothing
+            builders.ensure_inputs(at, builders.from_images(job.definition, job.targets), self._env(), say)
+        shown = [progress] if len(jobs) == 1 else [Progress(f"{progress.label}@{at.name}", progress.stream,
+                                                            progress.quiet) for at in places]
+        with tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp, ExitStack() as stack:
+            archives = [Path(tmp) / str(i) for i in range(len(jobs))]
+            for archive in archives:
+                archive.mkdir()
+            recorders = [stack.enter_context(self._recorded(prog, job.log_path)) for job, prog in zip(jobs, shown)]
+            outcomes = buildx.bake_all([
+                buildx.Bake(job.definition if at.here else to_archives(job.definition, archive), job.targets,
+                            recorder, at.env, at.flag)
+                for job, at, archive, recorder in zip(jobs, places, archives, recorders)])
+            return [self._baked(outcome, at, archive, recorder)
+                    for outcome, at, archive, recorder in zip(outcomes, places, archives, recorders)]
+
+    def _baked(self, outcome: dict[str, dict] | BuildError, at: builders.Where, archives: Path,
+               recorder: "Recorder") -> dict[str, str] | BuildError:
+        """One bake's images, loaded here when another builder built them; or its failure, named."""
+        try:
+            if isinstance(outcome, BuildError):
+                raise outcome
+            for name, m in sorted(outcome.items()):  # buildx's own record of where it built
+                recorder(buildx.Event("note", "", f"{name} built by {m.get('buildx.build.ref', '?')}"))
+                if not at.here:
+                    buildx.load(archives / f"{name}.tar", self._env())
+            images = {name: buildx.image_of(m, self._knows) for name, m in outcome.items()}
+        except BuildError as exc:
+            return recorder.failed(exc)
+        recorder.progress.done(f"baked {len(images)} images")
         return images
 
-    def _where(self, builder: str | None) -> tuple[bool, str | None, dict[str, str]]:
-        """(another builder than this engine's own?, buildx's --builder, buildx's environment)."""
-        if builder in (None, "default"):
-            return False, "default", self._env()
-        return (True, *buildx.on_builder(builder, self._env()))
+    def _where(self, builder: str | None) -> builders.Where:
+        return builders.where(builder, self._env())
 
     def _knows(self, digest: str) -> bool:
         return self.image_id(digest) is not None
@@ -108,28 +123,54 @@ class BuildKitEngine(DockerEngine):
         return {**os.environ, "DOCKER_HOST": self.where}
 
     @contextmanager
-    def _recorded(self, progress: Progress, log_path: Path | None) -> Iterator:
-        """Events onto PROGRESS and into the log at LOG_PATH; failures named as the legacy
-        builder named them, interrupts reported."""
-        log = open(log_path, "w", encoding="utf-8") if log_path else None
+    def _recorded(self, progress: Progress, log_path: Path | None) -> Iterator["Recorder"]:
+        """Events onto PROGRESS and into the log at LOG_PATH; a failure named as the legacy
+        builder named it, interrupts reported."""
+        recorder = Recorder(progress, log_path)
         try:
             with signals_raise(), progress.heartbeat():
-                yield lambda event: record(event, progress, log)
+                yield recorder
         except Interrupted:
             progress.done(f"interrupted during {progress.step or 'the build'}; BuildKit stopped the build")
             raise
         except BuildError as exc:
-            if log:
-                log.write(f"ERROR: {redact(exc.message)}\n")
-            exc.log_path = log_path
+            raise recorder.failed(exc)
+        finally:
+            recorder.close()
+
+
+class Recorder:
+    """A build's events onto its progress line and into its log file."""
+
+    def __init__(self, progress: Progress, log_path: Path | None) -> None:
+        self.progress, self.log_path = progress, log_path
+        self.log = open(log_path, "w", encoding="utf-8") if log_path else None
+
+    def __call__(self, event: buildx.Event) -> None:
+        record(event, self.progress, self.log)
+
+    def failed(self, exc: BuildError) -> BuildError:
+        """EXC with its log named and its step named as the legacy builder named steps."""
+        if exc.log_path is None:  # not named yet
+            if self.log:
+                self.log.write(f"ERROR: {redact(exc.message)}\n")
+                self.log.flush()
+            exc.log_path = self.log_path
             if exc.step:
                 exc.message = exc.message.replace(exc.step, step_label(exc.step))
                 exc.args = (exc.message,)
                 exc.step = step_label(exc.step)
-            raise
-        finally:
-            if log:
-                log.close()
+        return exc
+
+    def close(self) -> None:
+        if self.log:
+            self.log.close()
+
+
+def to_archives(definition: dict, directory: Path) -> dict:
+    """DEFINITION with each target's image written to DIRECTORY/TARGET.tar (for `docker load`)."""
+    return {**definition, "target": {name: {**t, "output": [f"type=docker,dest={directory / name}.tar"]}
+                                     for name, t in definition["target"].items()}}
 
 
 def numbered_step(name: str) -> re.Match[str] | None:

@@ -7,9 +7,11 @@ builder/buildkit_engine.py puts it behind the engine interface."""
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import tempfile
@@ -65,24 +67,39 @@ def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
     return cmd + [str(req.context)]
 
 
-def json_objects(chunks: Iterable[str]) -> Iterator[dict]:
-    """rawjson prints pretty-printed objects one after another (several lines each)."""
-    decoder, buf = json.JSONDecoder(), ""
-    for chunk in chunks:
-        buf += chunk
+class ObjectStream:
+    """rawjson prints pretty-printed objects one after another (several lines each), in
+    chunks that may cut an object anywhere: feed() returns the objects completed so far."""
+
+    def __init__(self) -> None:
+        self.decoder, self.buf = json.JSONDecoder(), ""
+
+    def feed(self, chunk: str) -> list[dict]:
+        self.buf += chunk
+        objs = []
         while True:
-            buf = buf.lstrip()
-            if not buf:
+            self.buf = self.buf.lstrip()
+            if not self.buf:
                 break
             try:
-                obj, end = decoder.raw_decode(buf)
+                obj, end = self.decoder.raw_decode(self.buf)
             except json.JSONDecodeError:
                 break  # an object cut in the middle: wait for the rest
-            buf = buf[end:]
+            self.buf = self.buf[end:]
             if isinstance(obj, dict):
-                yield obj
-    if buf.strip():
-        yield {"unparsed": buf.strip()}  # not JSON: buildx's own error text
+                objs.append(obj)
+        return objs
+
+    def end(self) -> list[dict]:
+        rest, self.buf = self.buf.strip(), ""
+        return [{"unparsed": rest}] if rest else []  # not JSON: buildx's own error text
+
+
+def json_objects(chunks: Iterable[str]) -> Iterator[dict]:
+    stream = ObjectStream()
+    for chunk in chunks:
+        yield from stream.feed(chunk)
+    yield from stream.end()
 
 
 def _seconds(started: str, completed: str) -> float:
@@ -146,33 +163,78 @@ class BuildxResult:
     cached: int
 
 
+@dataclass
+class Job:
+    """One buildx command that streams rawjson on stderr, and what its events go to."""
+    cmd: list[str]
+    on_event: Callable[[Event], None]
+    env: dict[str, str] | None = None
+    cache_asked: bool = False  # a failure to export a cache gets its own message
+    steps: Steps = field(default_factory=Steps)
+    tail: list[str] = field(default_factory=list)
+    failed: tuple[str, str] = ("", "")  # the failing step and why (its first error, not the summary)
+
+    def feed(self, obj: dict) -> None:
+        for event in self.steps.feed(obj):
+            if event.kind == "log":
+                self.tail = (self.tail + redact(event.text).splitlines())[-TAIL_LINES:]
+            elif event.kind == "error" and not self.failed[0]:
+                self.failed = (event.step, redact(event.text))
+            self.on_event(event)
+
+    def outcome(self, rc: int) -> Steps | BuildError:
+        if rc == 0:
+            return self.steps
+        step, why = self.failed
+        if self.cache_asked and layer_cache.NO_EXPORT.search(why):
+            return layer_cache.no_export_error()
+        return BuildError(f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
+                          step=step, tail=self.tail)
+
+
+def run_all(jobs: list[Job]) -> list[Steps | BuildError]:
+    """Run JOBS at once (one per builder), reading their streams as they come; each job's
+    steps, or the BuildError it failed with (the others go on). An interrupt stops them all."""
+    procs: list[subprocess.Popen] = []
+    with signals_raise():
+        try:
+            for job in jobs:
+                procs.append(subprocess.Popen(job.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                              start_new_session=True, env=job.env))
+            streams = {p.stderr.fileno(): (job, ObjectStream(), codecs.getincrementaldecoder("utf-8")("replace"))
+                       for job, p in zip(jobs, procs)}
+            with selectors.DefaultSelector() as sel:
+                for p in procs:
+                    sel.register(p.stderr, selectors.EVENT_READ)
+                while sel.get_map():
+                    for key, _ in sel.select():
+                        job, objs, text = streams[key.fd]
+                        data = os.read(key.fd, 1 << 16)
+                        if not data:
+                            sel.unregister(key.fileobj)
+                            for obj in objs.feed(text.decode(b"", final=True)) + objs.end():
+                                job.feed(obj)
+                            continue
+                        for obj in objs.feed(text.decode(data)):
+                            job.feed(obj)
+            rcs = [p.wait() for p in procs]
+        except BaseException:  # an interrupt, or an event that could not be recorded
+            for p in procs:
+                stop(p)
+            raise
+        finally:
+            for p in procs:
+                p.stderr.close()
+    return [job.outcome(rc) for job, rc in zip(jobs, rcs)]
+
+
 def _run(cmd: list[str], on_event: Callable[[Event], None], env: dict[str, str] | None,
          cache_asked: bool) -> Steps:
-    """Run a buildx command that streams rawjson on stderr; a failure raises BuildError
-    with the failing step and the output's tail."""
-    steps, tail, failed = Steps(), [], ("", "")
-    with signals_raise():
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, env=env)
-        try:
-            for obj in json_objects(iter(proc.stderr.readline, "")):
-                for event in steps.feed(obj):
-                    if event.kind == "log":
-                        tail = (tail + redact(event.text).splitlines())[-TAIL_LINES:]
-                    elif event.kind == "error" and not failed[0]:  # the failing step's, not the summary
-                        failed = (event.step, redact(event.text))
-                    on_event(event)
-            rc = proc.wait()
-        except Interrupted:
-            stop(proc)
-            raise
-    if rc != 0:
-        step, why = failed
-        if cache_asked and layer_cache.NO_EXPORT.search(why):
-            raise layer_cache.no_export_error()
-        raise BuildError(f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
-                         step=step, tail=tail)
-    return steps
+    """Run one buildx command; a failure raises BuildError with the failing step and the output's tail."""
+    outcome = run_all([Job(cmd, on_event, env, cache_asked)])[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def image_of(metadata: dict, known: Callable[[str], bool] | None) -> str:
@@ -202,18 +264,36 @@ def bake_argv(definition_file: Path, metadata_file: Path, targets: list[str], bu
     return cmd + (["--builder", builder] if builder else []) + targets
 
 
-def bake(definition: dict, targets: list[str], on_event: Callable[[Event], None] = lambda e: None,
-         env: dict[str, str] | None = None, builder: str | None = None) -> dict[str, dict]:
-    """Run a bake of TARGETS (and the targets they need); return each built target's
-    metadata (image_of() picks its id). The definition goes to a private file that is
-    removed afterwards."""
+@dataclass(frozen=True)
+class Bake:
+    """One `docker buildx bake` of TARGETS (and the targets they need) on one builder."""
+    definition: dict
+    targets: list[str]
+    on_event: Callable[[Event], None] = lambda e: None
+    env: dict[str, str] | None = None
+    builder: str | None = None
+
+
+def bake_all(bakes: list[Bake]) -> list[dict[str, dict] | BuildError]:
+    """Run BAKES at once; for each, every built target's metadata (image_of() picks its id)
+    or the BuildError it failed with. Each definition goes to a private file, removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="tfbuilder-bake-") as tmp:
-        meta, path = Path(tmp) / "metadata.json", Path(tmp) / "docker-bake.json"
-        path.write_text(json.dumps(definition))
-        cache_asked = any("cache-to" in t for t in definition.get("target", {}).values())
-        _run(bake_argv(path, meta, targets, builder), on_event, env, cache_asked)
-        metadata = json.loads(meta.read_text())
-    return {name: m for name, m in metadata.items() if isinstance(m, dict) and "containerimage.digest" in m}
+        jobs = []
+        for i, b in enumerate(bakes):
+            meta, path = Path(tmp) / f"metadata-{i}.json", Path(tmp) / f"docker-bake-{i}.json"
+            path.write_text(json.dumps(b.definition))
+            cache_asked = any("cache-to" in t for t in b.definition.get("target", {}).values())
+            jobs.append(Job(bake_argv(path, meta, b.targets, b.builder), b.on_event, b.env, cache_asked))
+        outcomes: list[dict[str, dict] | BuildError] = []
+        for i, outcome in enumerate(run_all(jobs)):
+            if isinstance(outcome, BuildError):
+                outcomes.append(outcome)
+                continue
+            metadata = json.loads((Path(tmp) / f"metadata-{i}.json").read_text())
+            outcomes.append({name: m for name, m in metadata.items()
+                             if isinstance(m, dict) and "containerimage.digest" in m})
+    return outcomes
+
 
 
 def check_builder(name: str) -> None:

@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from builder.errors import UserError, say
-from builder.options import (CACHE_DIR, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET,
+from builder.options import (BUILDERS, CACHE_DIR, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET,
                              RELEASE, with_build_settings, with_cache_server,
                              with_registry_credentials, with_render_options)
 
@@ -138,6 +138,7 @@ def build(
     release: str = RELEASE,
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant (default tf2-py3 when it exists)."),
     all_variants: bool = typer.Option(False, "--all", help="Every buildable variant (one bake on BuildKit)."),
+    builders: Optional[str] = BUILDERS,
     render=None,
     tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
@@ -157,9 +158,8 @@ def build(
     plan = pl.plan_build(_catalog(), pl.BuildArgs(
         release, variant, all_variants, **{**render, "env": tuple(render["env"] or ())}, tags=tuple(tag or ()),
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
-        insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle)))
-    creds = credentials() if push_to else None
-    run.run_build(plan, _engine, settings(), creds, dry_run=dry_run, quiet=quiet)
+        insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle), builders=builders))
+    run.run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
 
 
 @app.command("test")

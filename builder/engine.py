@@ -66,6 +66,16 @@ class BuildRequest:
     builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
 
 
+@dataclass(frozen=True)
+class BakeJob:
+    """TARGETS of a bake DEFINITION (and the targets they need) on BUILDER (None: the
+    engine's own); the jobs of one bake() run at once, each with its own log."""
+    definition: dict
+    targets: list[str]
+    log_path: Path | None = None
+    builder: str | None = None
+
+
 class EngineError(Exception):
     """The engine refused a request (its own message, e.g. a registry's answer to a login);
     callers see this instead of the client library's exception types."""
@@ -96,8 +106,7 @@ class Engine(Protocol):
     def ping(self) -> dict[str, Any]: ...
     def version(self) -> EngineVersion: ...
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult: ...
-    def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None, builder: str | None = None) -> dict[str, str]: ...
+    def bake(self, jobs: list[BakeJob], progress: Progress) -> list[dict[str, str] | BuildError]: ...
     def tag(self, image_id: str, ref: str) -> None: ...
     def remove_image(self, ref: str) -> None: ...
     def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
@@ -216,8 +225,7 @@ class DockerEngine:
         version = self.api.version()
         return EngineVersion(version.get("Version"), version.get("ApiVersion"), self.api.api_version)
 
-    def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None, builder: str | None = None) -> dict[str, str]:
+    def bake(self, jobs: list[BakeJob], progress: Progress) -> list[dict[str, str] | BuildError]:
         """Only BuildKit bakes (callers check `backend` first and build one by one)."""
         raise UserError("the legacy builder has no bake: build the variants one by one")
 

@@ -19,6 +19,8 @@ CUDA_CC = typer.Option(None, "--cuda-cc", help="Compute capabilities: 7.0,8.0 | 
 BASE = typer.Option("auto", "--base", help="auto | upstream | offline | an image reference.")
 REPO = typer.Option(None, "--repo", help="Image repository (default: the release's).")
 RELEASE = typer.Option(..., "--release", "-r", help="Release, e.g. 21.08.")
+BUILDERS = typer.Option(None, "--builders", help="With --all: spread the variants over these buildx builders or "
+                                                   "Docker contexts (A,B; 'default' is this engine), one bake each.")
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines.")

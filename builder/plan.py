@@ -101,6 +101,7 @@ class BuildArgs:
     push_to: str | None = None
     insecure_registry: bool = False
     baked_ca: tuple[str, ...] = ()  # PEM texts (--bake-ca with --ca-bundle)
+    builders: str | None = None     # --builders A,B: --all's variants spread over these
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class BuildPlan:
     push_to: str | None = None
     insecure_registry: bool = False
     keep_going: bool = False  # --all: a failed variant does not stop the others
+    builders: tuple[str, ...] = ()  # --builders: where --all's variants are spread
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -145,6 +147,11 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         raise UserError("--all and --variant exclude each other")
     if args.all_variants and args.tags:
         raise UserError("--tag names one image; it cannot go with --all")
+    if args.builders is not None and not args.all_variants:
+        raise UserError("--builders spreads the variants of --all over builders: for one image use --builder NAME")
+    from builder import builders
+
+    spread = builders.parse(args.builders) if args.builders is not None else ()
     skipped: list[tuple[str, str]] = []
     if args.variant:
         variants = [rel.variant(args.variant)]
@@ -178,7 +185,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
-                     keep_going=args.all_variants)
+                     keep_going=args.all_variants, builders=spread)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:

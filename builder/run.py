@@ -6,6 +6,7 @@ failures are BuilderErrors, which the CLI's one handler prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -43,6 +44,13 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         from builder import registry as reg
 
         reg.check_before_build(reg.registry_host(plan.push_to), creds, plan.insecure_registry)
+    if plan.builders and not dry_run:
+        if settings.builder:
+            raise UserError("--builder and --builders exclude each other: give the builders with --builders A,B")
+        from builder import buildx
+
+        for name in plan.builders:
+            buildx.check_builder(name)
     engine = connect()
     choice = b.choose_base(engine, plan.release, plan.base, dry_run)
     out.say(f"base: {choice.image} ({choice.reason})")
@@ -58,6 +66,8 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         try:
             if baked is not None:
                 done = baked[vp.variant.name]
+                if done.error:
+                    raise done.error
                 outcome = b.finish_variant(engine, plan.release, vp.variant, done.meta, done.image_id, list(vp.refs),
                                            done.log_path, plan.framework_src)
             else:
@@ -93,10 +103,19 @@ def bake_variants(plan: BuildPlan, engine: Engine, choice, settings: BuildSettin
     from builder import bake_build
 
     why = bake_build.why_not(plan, engine, choice)
+    if why and plan.builders:
+        raise UserError(f"--builders: {why}")
     if why:
         out.say(f"--all: building the variants one by one: {why}")
         return None
-    out.say(f"--all: one bake of {len(plan.variants)} variant(s)" + (" and the base" if choice.needs_build else ""))
+    if len(plan.builders) > 1:
+        from builder import build as b
+
+        b.prepare_base(engine, plan.release, choice, settings, quiet)  # once, here: every builder starts FROM it
+        choice = dataclasses.replace(choice, needs_build=False)
+        out.say(f"--all: {len(plan.variants)} variant(s) spread over {len(plan.builders)} builders, one bake each")
+    else:
+        out.say(f"--all: one bake of {len(plan.variants)} variant(s)" + (" and the base" if choice.needs_build else ""))
     return bake_build.bake_all(engine, plan, choice, settings, quiet)
 
 

@@ -19,6 +19,8 @@ import urllib.request
 
 import pytest
 
+from tests import two_variants
+
 from .conftest import BUILD_ID, builder, docker
 from .engines import second_engine
 from .registries import Registry
@@ -136,10 +138,60 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
         try:
             log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
             assert re.search(r"^#builder-note 21-08-tf2-py3 built by tfb-e2/", log, re.M), log[-2000:]
+            # every RUN step came from its cache but the chmod after the docker-examples; a
+            # COPY may be made again (BuildKit missed nvidia-examples once, same content, a
+            # new layer: its files' times), so the layers are compared through the compile
+            assert ran_runs(log) == ["chmod 0755"], ran_runs(log)
             ours, theirs = layers("itest/elsewhere:21.08-tf2-py3"), layers(tag)
-            assert len(ours) == len(theirs) and ours[:-3] == theirs[:-3]  # all but docker-examples, chmod, WORKDIR
+            # the last five: entrypoint, nvidia-examples, docker-examples, chmod, WORKDIR
+            assert len(ours) == len(theirs) and ours[:-5] == theirs[:-5]
         finally:
             for ref in out.stdout.split():
                 docker("rmi", ref)
+        spread_over_both_engines(env, here, repo, offline_base, cache_dir, tmp_path)
         unknown = builder("build", "--release", "21.08", "--builder", "no-such-builder", env=here)
         assert unknown.returncode == 2 and unknown.stderr.startswith("error: --builder no-such-builder: ")
+
+
+def ran_runs(log: str) -> list[str]:
+    """The RUN steps of a bake log that ran (came from no cache): their first two words."""
+    runs = dict(re.findall(r"^#builder-step (\d+)/\d+ at [\d.]+s: RUN (\S+ \S+)", log, re.M))
+    cached = set(re.findall(r"^#builder-cached (\d+)/\d+: ", log, re.M))
+    return [cmd for n, cmd in sorted(runs.items(), key=lambda kv: int(kv[0])) if n not in cached]
+
+
+def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: str, cache_dir, tmp_path) -> None:
+    """--builders tfb-e2,default: a release with two variants (a private catalog: the
+    shipped releases have one buildable variant each) baked at once, one variant on each
+    engine. The second engine has lost the base's name, so the builder copies the base
+    there first; each image comes back here, is read back, labelled and tagged here."""
+    assert docker("rmi", offline_base, env=e2_env).returncode == 0
+    spread_env = {**here, "BUILDER_CATALOG": str(two_variants.write(tmp_path / "catalog"))}
+    bid = f"{BUILD_ID}-sp"
+    out = builder("build", "--release", "21.08", "--all", "--builders", "tfb-e2,default", "--repo", "itest/spread",
+                  "--build-id", bid, "--layer-cache", repo, "-q", env=spread_env)
+    refs = out.stdout.split()
+    try:
+        assert out.returncode == 0, out.stderr
+        assert refs == [f"itest/spread:21.08-tf2-py3{s}" for s in ("", f"-{bid}", "-amp", f"-amp-{bid}")]
+        assert "--all: 2 variant(s) spread over 2 builders, one bake each" in out.stderr
+        assert f"copying {offline_base} to tfb-e2 (docker save | docker load)" in out.stderr, out.stderr
+        # buildx's own metadata says where each bake ran
+        for where, target in (("tfb-e2", "21-08-tf2-py3"), ("default", "21-08-tf2-py3-amp")):
+            log = (cache_dir / "logs" / f"21.08-all-{bid}-on-{where}.log").read_text()
+            assert re.search(rf"^#builder-note {target} built by {where}/", log, re.M), log[-2000:]
+            assert not re.search(r"^#builder-note \S+ built by (?!" + where + "/)", log, re.M)
+            if where == "tfb-e2":  # no network there: it compiled nothing, its RUN steps came from caches
+                assert ran_runs(log) == ["chmod 0755"], ran_runs(log)
+        assert docker("image", "inspect", offline_base, env=e2_env).returncode == 0
+        # each image holds what its variant says (read back here, not copied from the request)
+        envs = {ref: docker("image", "inspect", "--format", "{{json .Config.Env}}", ref).stdout for ref in refs[::2]}
+        assert '"TF_ENABLE_AUTO_MIXED_PRECISION=1"' in envs["itest/spread:21.08-tf2-py3-amp"]
+        assert "TF_ENABLE_AUTO_MIXED_PRECISION=1" not in envs["itest/spread:21.08-tf2-py3"]
+        from .conftest import labels
+
+        for ref in refs[::2]:
+            assert labels(ref)["dev.tfbuilder.framework-version"] == "2.5.0"
+    finally:
+        for ref in refs:
+            docker("rmi", ref)

@@ -23,7 +23,7 @@ import signal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from builder.engine import (BuildError, BuildRequest, BuildResult, EngineError, EngineVersion, ImageSummary,
+from builder.engine import (BakeJob, BuildError, BuildRequest, BuildResult, EngineError, EngineVersion, ImageSummary,
                             Interrupted, Progress, split_ref)
 from builder.errors import UserError
 
@@ -68,6 +68,7 @@ class FakeEngine:
         self.containers: set[str] = set()             # containers that exist now
         self.pushed: dict[str, str] = {}              # ref -> digest the "registry" holds
         self.build_fails_at: int | None = None
+        self.bake_fails_on: set[str | None] = set()  # builders whose bake fails (BuildError)
         self.build_steps = 3                          # steps of a context without a Dockerfile
         self.push_transient_failures = 0
         self.push_error = "received unexpected HTTP status: 503 Service Unavailable"
@@ -155,11 +156,17 @@ class FakeEngine:
             progress.done(f"built {image_id[:19]} ({len(steps)} steps, 0 from cache)")
         return BuildResult(image_id, len(steps), 0.0, 0, request.log_path)
 
-    def bake(self, definition: dict, targets: list[str], progress: Progress,
-             log_path: Path | None, builder: str | None = None) -> dict[str, str]:
-        """Each target built as build() builds (a target another one names in `contexts`
-        first, and the name it stands for resolved to its image); target -> image id."""
-        self._call("bake", definition, list(targets))
+    def bake(self, jobs: list[BakeJob], progress: Progress) -> list[dict[str, str] | BuildError]:
+        """Each job's targets built as build() builds (a target another one names in
+        `contexts` first, and the name it stands for resolved to its image); per job,
+        target -> image id, or the BuildError a failing build raised."""
+        return [self._bake_one(job) for job in jobs]
+
+    def _bake_one(self, job: BakeJob) -> dict[str, str] | BuildError:
+        definition = job.definition
+        self._call("bake", definition, list(job.targets), job.builder)
+        if job.builder in self.bake_fails_on:
+            return BuildError(f"bake failed on {job.builder}", step="step 5/9: RUN x", log_path=job.log_path)
         built: dict[str, str] = {}
 
         def one(name: str) -> str:
@@ -169,13 +176,16 @@ class FakeEngine:
                 for stands_for, source in target.get("contexts", {}).items():
                     dep = one(source.removeprefix("target:"))
                     args = {k: dep if v == stands_for else v for k, v in args.items()}
-                request = BuildRequest(context=Path(target["context"]), buildargs=args, log_path=log_path,
+                request = BuildRequest(context=Path(target["context"]), buildargs=args, log_path=job.log_path,
                                        secrets={s.split(",")[0][3:]: Path(s.split("src=")[1]) for s in target.get("secret", [])})
                 built[name] = self.build(request).image_id
             return built[name]
 
-        for name in targets:
-            one(name)
+        try:
+            for name in job.targets:
+                one(name)
+        except BuildError as exc:
+            return exc
         return built
 
     def tag(self, image_id: str, ref: str) -> None:

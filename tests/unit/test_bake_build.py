@@ -10,7 +10,7 @@ import pytest
 from builder import bake, catalog, plan as pl, run
 from builder.base_recipe import BaseRecipe
 from builder.buildsettings import BuildSettings
-from builder.errors import BuildError
+from builder.errors import BuildError, Reported
 from builder.render import RenderOptions, render
 
 from .fake_engine import FakeEngine
@@ -45,7 +45,7 @@ def test_the_base_and_the_variants_are_one_bake_then_each_variant_is_checked_the
     ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     out = Captured()
     run.run_build(all_plan(), lambda: engine, BuildSettings(ca_bundles=(ca,), layer_cache="r.corp/c"), out=out)
-    [(_, definition, targets)] = bakes(engine)
+    [(_, definition, targets, _)] = bakes(engine)
     assert targets == ["21-08-tf2-py3", "base-21-08"]
     variant, base = definition["target"]["21-08-tf2-py3"], definition["target"]["base-21-08"]
     assert variant["contexts"] == {RECIPE.tag: "target:base-21-08"}       # the base is built once, in the bake
@@ -68,7 +68,7 @@ def test_the_base_and_the_variants_are_one_bake_then_each_variant_is_checked_the
 def test_an_existing_base_is_taken_from_the_image_store(engine):
     engine.add_image(RECIPE.tag)
     run.run_build(all_plan(), lambda: engine, BuildSettings(), out=Captured())
-    [(_, definition, targets)] = bakes(engine)
+    [(_, definition, targets, _)] = bakes(engine)
     assert targets == ["21-08-tf2-py3"] and "contexts" not in definition["target"]["21-08-tf2-py3"]
     assert "secret" not in definition["target"]["21-08-tf2-py3"]  # no settings: nothing to mount
 
@@ -95,12 +95,15 @@ def test_a_single_variant_build_never_bakes(engine):
     assert not bakes(engine)
 
 
-def test_a_failed_bake_moves_no_tag(engine):
+def test_a_failed_bake_moves_no_tag_and_is_reported_per_variant(engine):
     engine.add_image(RECIPE.tag)
     engine.build_fails_at = 5
-    with pytest.raises(BuildError):
-        run.run_build(all_plan(), lambda: engine, BuildSettings(), out=Captured())
+    out = Captured()
+    with pytest.raises(Reported, match="1 of 1 variants failed"):
+        run.run_build(all_plan(), lambda: engine, BuildSettings(), out=out)
     assert "tag" not in engine.names()
+    assert any(m.startswith("build failed: ") for m in out.messages), out.messages
+    assert any(m.startswith("  21.08/tf2-py3: FAILED (") for m in out.messages), out.messages
 
 
 def test_the_run_inputs_reach_every_target_and_nothing_else_changes():

@@ -57,3 +57,21 @@ def test_the_capture_becomes_steps_logs_and_durations():
 
 def test_durations_keep_sub_second_precision():
     assert buildx._seconds("2026-11-25T13:15:59.681058046Z", "2026-11-25T13:16:01.181123991Z") == 1.500065  # microseconds, truncated
+
+
+def test_several_buildx_runs_are_read_as_they_come_and_one_failing_stops_no_other():
+    """Two stand-in buildx processes at once (run_all: --builders bakes on several builders):
+    the quick one's failure arrives while the slow one still runs, and the slow one finishes."""
+    started = '{"vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN slow", "started": "2026-01-01T00:00:00Z"}]}'
+    completed = ('{"vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN slow", "started": "2026-01-01T00:00:00Z",'
+                 ' "completed": "2026-01-01T00:00:02Z"}]}')
+    seen: list[tuple[str, str]] = []
+    slow = buildx.Job(["sh", "-c", f"echo '{started}' >&2; sleep 1.5; echo '{completed}' >&2"],
+                      lambda e: seen.append(("slow", e.kind)))
+    quick = buildx.Job(["sh", "-c", "echo 'ERROR: failed to solve: boom' >&2; exit 1"],
+                       lambda e: seen.append(("quick", e.kind)))
+    outcomes = buildx.run_all([slow, quick])
+    assert isinstance(outcomes[0], buildx.Steps) and len(outcomes[0].done) == 1
+    assert isinstance(outcomes[1], buildx.BuildError)
+    assert outcomes[1].message == "buildx failed: ERROR: failed to solve: boom"
+    assert seen.index(("quick", "error")) < seen.index(("slow", "done")), seen

@@ -17,6 +17,7 @@ from builder.catalog import Release, Variant
 from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import BuildError
 from builder.errors import UserError
+from builder.provenance import BASE_DIGEST
 from builder.render import RenderOptions, render
 
 
@@ -135,7 +136,18 @@ def verify_and_label(engine: Engine, image_id: str, release: Release, variant: V
     if verdict.problems:
         raise BuildError(f"the built image does not match release {release.name} {variant.name}: "
                          f"{verdict.problems[0]}", step="read-back check", tail=verdict.problems, log_path=log_path)
-    return add_labels(engine, image_id, readback.measured_labels(report), log_path)
+    labels = readback.measured_labels(report)
+    if meta.get("base_image"):  # the provenance names the base by digest (builder push --sign)
+        labels[BASE_DIGEST] = image_digest(engine, meta["base_image"])
+    return add_labels(engine, image_id, labels, log_path)
+
+
+def image_digest(engine: Engine, ref: str) -> str:
+    """A registry's digest of REF when it came from one, else this engine's id (sha256:...)."""
+    info = engine.inspect(ref)
+    for repo_digest in info.get("RepoDigests") or []:
+        return repo_digest.split("@", 1)[1]
+    return info["Id"]
 
 
 def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: Path) -> str:

@@ -13,10 +13,10 @@ from typing import List, Optional
 
 import typer
 
+from builder.cli_cache import cache_app
 from builder.errors import UserError, say
-from builder.options import (BUILDERS, CACHE_DIR, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET,
-                             RELEASE, with_build_settings, with_cache_server,
-                             with_registry_credentials, with_render_options)
+from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET, RELEASE,
+                             with_build_settings, with_registry_credentials, with_render_options)
 
 app = typer.Typer(
     add_completion=False,
@@ -238,50 +238,41 @@ def push(
     tries: int = typer.Option(4, "--tries", help="Attempts for transient failures (backoff between)."),
     as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
+    sign: Optional[Path] = typer.Option(None, "--sign", help="cosign private key: sign the pushed digest and attach "
+                                                             "the image's SBOM and provenance, signed."),
+    key_password_env: str = typer.Option("COSIGN_PASSWORD", "--key-password-env",
+                                         help="Environment variable holding the --sign key's password."),
 ) -> None:
     """Push IMAGE to a registry, verify the digest through the registry API, print REF@DIGEST."""
     from builder import plan as pl, run
 
-    plan = pl.plan_push(image, registry, tag, tries, insecure_registry)
+    plan = pl.plan_push(image, registry, tag, tries, insecure_registry, sign, key_password_env)
     run.run_push(plan, _engine(), credentials(), quiet=quiet, as_json=as_json)
 
 
-cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)
+@app.command()
+def sbom(image: str = typer.Argument(..., help="Local image (one the builder made)."),
+         output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")) -> None:
+    """The image's SBOM (CycloneDX JSON): syft's packages plus the parts compiled in the image."""
+    from builder import supply_chain
+
+    text = json.dumps(supply_chain.sbom_of(_engine(), image), indent=2)
+    output.write_text(text + "\n") if output else print(text)
+
+
+@app.command()
+@with_registry_credentials
+def verify(ref: str = typer.Argument(..., help="REGISTRY/NAME:TAG (or @DIGEST) to check."),
+           key: Path = typer.Option(..., "--key", help="cosign public key."), credentials=None,
+           insecure_registry: bool = INSECURE_REGISTRY) -> None:
+    """Check REF's signature, SBOM and provenance against KEY (exit 1 on any mismatch)."""
+    from builder import supply_chain
+
+    for line in supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()):
+        print(line)
+
+
 app.add_typer(cache_app, name="cache")
-
-
-@cache_app.command("serve")
-@with_cache_server
-def cache_serve(
-    server=None,
-    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return."),
-) -> None:
-    """Serve the compile cache; builds use it with --compile-cache URL (printed on stdout)."""
-    from builder import cache
-
-    url = cache.serve(server(), detach=detach)
-    if detach:
-        print(url)
-
-
-@cache_app.command("stats")
-def cache_stats(directory: Optional[Path] = CACHE_DIR,
-                as_json: bool = JSON) -> None:
-    """Size of the cache and its hit rate."""
-    from builder import cache
-
-    s = cache.stats(cache.CacheServer.load(directory or cache.default_dir()))
-    print(json.dumps(s, indent=2) if as_json else cache.stats_text(s))
-
-
-@cache_app.command("stop")
-def cache_stop(directory: Optional[Path] = CACHE_DIR) -> None:
-    """Stop a detached cache server."""
-    from builder import cache
-
-    if not cache.stop(cache.CacheServer.load(directory or cache.default_dir())):
-        raise UserError("no cache server is running for that directory")
-    say("cache server stopped")
 
 
 def main(argv: list[str] | None = None) -> int:

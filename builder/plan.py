@@ -239,14 +239,19 @@ class PushPlan:
     ref: str  # where it goes: REGISTRY/NAME:TAG
     tries: int = 4
     insecure: bool = False
+    sign: Path | None = None             # --sign KEY: cosign private key
+    key_password_env: str = "COSIGN_PASSWORD"
 
 
-def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4, insecure: bool = False) -> PushPlan:
+def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4, insecure: bool = False,
+              sign: Path | None = None, key_password_env: str = "COSIGN_PASSWORD") -> PushPlan:
     from builder.registry import target_ref
 
     if tries < 1:
         raise UserError("--tries must be at least 1")
-    return PushPlan(image, target_ref(image, registry, tag), tries, insecure)
+    if not grammar.matches(grammar.ENV_NAME, key_password_env):
+        raise UserError(f"--key-password-env {grammar.shown(key_password_env)}: not an environment variable name")
+    return PushPlan(image, target_ref(image, registry, tag), tries, insecure, sign, key_password_env)
 
 
 # --- base ---------------------------------------------------------------------------------

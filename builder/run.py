@@ -129,7 +129,21 @@ def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False,
     from builder import registry as reg
 
     out = out or Output()
+    password = None
+    if plan.sign:  # before anything is pushed: a missing key or password wastes no upload
+        from builder import signing
+
+        password = signing.check_key(plan.sign, plan.key_password_env)
     result = reg.Pusher(engine, tries=plan.tries, quiet=quiet).push(plan.image, plan.ref, creds, plan.insecure)
+    if plan.sign:
+        from builder import signing, supply_chain
+
+        transport = reg.probe(reg.registry_host(plan.ref), plan.insecure)
+        creds = reg.allowed_credentials(transport, creds)
+        access = signing.Access(transport.scheme == "http", creds.username if creds else None,
+                                creds.password if creds else None)
+        out.say(f"signing {result.pinned} and attaching its SBOM and provenance")
+        supply_chain.sign_pushed(engine, plan.image, result.pinned, plan.sign, password, access)
     out.result(reg.write_report(result) if as_json else result.pinned)
     return result
 

@@ -2,7 +2,8 @@
 # Set up a fresh Debian machine for the builder, idempotently:
 #   - Debian packages (registry, debootstrap, ...) when missing, and a current Docker engine:
 #     docker.io, docker-cli and docker-buildx from Debian 13 (trixie), pinned so that no other
-#     trixie package can come in (Debian 12's Docker 20.10 has been out of support since 2023),
+#     trixie package can come in (Debian 12's Docker 20.10 has been out of support since 2023);
+#     cosign (image signatures) from trixie too, under the same pin,
 #   - a Docker daemon when none answers (one that answers is used as it is), keeping images
 #     in containerd (/etc/docker/daemon.json, written only when the machine has none): that
 #     store is what lets BuildKit's default driver export layer caches and OCI archives,
@@ -27,9 +28,9 @@ engine_is_current() {
   [ -n "$major" ] && [ "$major" -ge "$ENGINE_MAJOR" ] && [ -x "$BUILDX_PLUGIN" ]
 }
 
-# trixie's archive, pinned: -1 for every package, 990 for the engine's three. Nothing else
-# from trixie is ever installed, even as a dependency (containerd, runc, tini and libc stay
-# Debian 12's: `apt-get install --dry-run` pulls exactly these three from trixie).
+# trixie's archive, pinned: -1 for every package, 990 for the engine's three and cosign.
+# Nothing else from trixie is ever installed, even as a dependency (containerd, runc, tini
+# and libc stay Debian 12's: `apt-get install --dry-run` pulls exactly these from trixie).
 add_trixie_engine_source() {
   local key=/usr/share/keyrings/debian-archive-trixie-stable.gpg
   local security_key=/usr/share/keyrings/debian-archive-trixie-security-automatic.gpg
@@ -51,7 +52,7 @@ Components: main
 Signed-By: $security_key
 SOURCES
   cat > "$TRIXIE_PIN" <<PIN
-# written by the builder's scripts/setup.sh: from trixie, only the Docker engine, CLI and buildx
+# written by the builder's scripts/setup.sh: from trixie, only the Docker engine, CLI, buildx and cosign
 Package: *
 Pin: release n=trixie
 Pin-Priority: -1
@@ -60,11 +61,11 @@ Package: *
 Pin: release n=trixie-security
 Pin-Priority: -1
 
-Package: docker.io docker-cli docker-buildx
+Package: docker.io docker-cli docker-buildx cosign
 Pin: release n=trixie
 Pin-Priority: 990
 
-Package: docker.io docker-cli docker-buildx
+Package: docker.io docker-cli docker-buildx cosign
 Pin: release n=trixie-security
 Pin-Priority: 990
 PIN
@@ -77,13 +78,16 @@ if [ "$want_engine" = 1 ]; then
   command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
   [ -x /usr/sbin/nginx ] || need_pkgs+=(nginx)        # the shared compile cache server
   command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
+  # cosign signs pushed images with key pairs (builder push --sign, builder verify): one
+  # static Go binary from trixie (Debian 12 has none)
+  command -v cosign >/dev/null 2>&1 || need_pkgs+=(cosign)
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     log "missing ${need_pkgs[*]}; run this script as root (it uses apt-get)"; exit 1
   fi
   log "installing ${need_pkgs[*]} from Debian's archive"
-  case " ${need_pkgs[*]} " in *" docker.io "*) add_trixie_engine_source ;; esac
+  case " ${need_pkgs[*]} " in *" docker.io "*|*" cosign "*) add_trixie_engine_source ;; esac
   apt-get update -qq
   # Install services without starting them: the builder starts nginx and the registry
   # itself, on its own ports, when it needs them.

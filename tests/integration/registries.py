@@ -8,6 +8,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
+from typing import Iterator
 import ssl
 from pathlib import Path
 
@@ -89,3 +91,13 @@ class Registry:
         tags = [t for t in listed.stdout.split() if t.startswith(f"{self.host}/")]
         if tags:
             subprocess.run(["docker", "rmi", *tags], capture_output=True)
+
+
+@contextmanager
+def running(root: Path, **kw) -> Iterator[Registry]:
+    """A started registry under ROOT (Registry's options), cleaned up afterwards."""
+    reg = Registry(root, **kw).start()
+    try:
+        yield reg
+    finally:
+        reg.cleanup()

@@ -23,16 +23,15 @@ from tests import two_variants
 
 from .conftest import BUILD_ID, builder, docker
 from .engines import second_engine
-from .registries import Registry
+from .registries import Registry, running
 
 CACHE_TAG = "21.08-tf2-py3"
 
 
 @pytest.fixture(scope="module")
 def cache_registry(tmp_path_factory):
-    reg = Registry(tmp_path_factory.mktemp("layer-cache")).start()
-    yield reg
-    reg.cleanup()
+    with running(tmp_path_factory.mktemp("layer-cache")) as reg:
+        yield reg
 
 
 def registry_json(reg: Registry, path: str, accept: str = "application/json") -> dict:

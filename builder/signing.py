@@ -1,0 +1,129 @@
+"""Signatures, SBOM and provenance beside a pushed image, with cosign key pairs.
+
+Why cosign and not GPG simple signing: cosign keeps the signature and the signed
+attestations (SBOM, provenance) in the same registry as the image, on any registry (its
+tag scheme: `sha256-<digest>.sig`, `.att`), and one public key verifies all three;
+simple signing needs a lookaside web server every verifier reaches and signs only the
+manifest. Keyless signing needs Fulcio and Rekor, which these machines cannot reach, so
+it is key pairs with no transparency log (`--tlog-upload=false` when signing,
+`--insecure-ignore-tlog` when verifying: cosign prints that it skips the log).
+
+Secrets never reach argv, logs or layers: the key's password goes to cosign in
+COSIGN_PASSWORD (read from the variable the user names), registry credentials in a
+private, temporary Docker config (DOCKER_CONFIG)."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from builder.errors import UserError, redact
+
+SBOM_TYPE = "cyclonedx"
+PROVENANCE_TYPE = "slsaprovenance"
+TIMEOUT = 600
+
+
+class VerifyError(UserError):
+    """A signature, SBOM or provenance that does not check out (exit 1: not bad input)."""
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Access:
+    """How cosign reaches the registry: plain HTTP (the test registry on loopback, or
+    --insecure-registry) and the credentials, if any."""
+    plain_http: bool = False
+    username: str | None = None
+    password: str | None = None
+
+
+def cosign() -> str:
+    found = shutil.which("cosign")
+    if not found:
+        raise UserError("cosign is not installed (bash scripts/setup.sh installs it from Debian 13)")
+    return found
+
+
+@contextmanager
+def _environment(access: Access, key_password: str | None = None) -> Iterator[dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if k != "COSIGN_PASSWORD"}
+    env["COSIGN_YES"] = "true"  # no prompts: we say what is skipped ourselves
+    if key_password is not None:
+        env["COSIGN_PASSWORD"] = key_password
+    with tempfile.TemporaryDirectory(prefix="tfbuilder-cosign-") as tmp:
+        if access.username and access.password:
+            os.chmod(tmp, 0o700)
+            auth = base64.b64encode(f"{access.username}:{access.password}".encode()).decode()
+            (Path(tmp) / "config.json").write_text(json.dumps({"auths": {"*": {"auth": auth}}}))
+            env["DOCKER_CONFIG"] = tmp
+        yield env
+
+
+def _run(args: list[str], env: dict[str, str], what: str, error=UserError) -> str:
+    try:
+        out = subprocess.run([cosign(), *args], capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise error(f"{what}: cosign did not answer in {TIMEOUT}s") from None
+    if out.returncode != 0:
+        lines = [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Error:", "error"))] or \
+            out.stderr.strip().splitlines() or ["no output"]
+        raise error(f"{what}: {redact(lines[0]).removeprefix('Error: ')}")
+    return out.stdout
+
+
+def _http_flag(access: Access, verify: bool) -> list[str]:
+    if not access.plain_http:
+        return []
+    return ["--allow-insecure-registry"] if verify else ["--allow-http-registry"]
+
+
+def check_key(key: Path, password_env: str) -> str:
+    """The private key's password (from PASSWORD_ENV), after checking the key file exists."""
+    if not key.is_file():
+        raise UserError(f"--sign {key}: no such key file (cosign generate-key-pair makes one)")
+    password = os.environ.get(password_env)
+    if password is None:
+        raise UserError(f"--sign: the key's password is read from ${password_env}, which is not set "
+                        "(set it, or name another variable with --key-password-env)")
+    return password
+
+
+def sign_and_attest(ref_at_digest: str, key: Path, password: str, access: Access,
+                    sbom: Path, provenance: Path) -> None:
+    """Sign the digest, then attach the SBOM and the provenance as signed attestations."""
+    with _environment(access, password) as env:
+        base = ["--key", str(key), "--tlog-upload=false", *_http_flag(access, verify=False)]
+        _run(["sign", *base, ref_at_digest], env, f"signing {ref_at_digest}")
+        for kind, path in ((SBOM_TYPE, sbom), (PROVENANCE_TYPE, provenance)):
+            _run(["attest", *base, "--type", kind, "--predicate", str(path), ref_at_digest], env,
+                 f"attaching the {kind} attestation to {ref_at_digest}")
+
+
+def verify_signature(ref: str, pub: Path, access: Access) -> list[dict]:
+    """cosign's verified signature payloads for REF (its digest as the registry serves it)."""
+    with _environment(access) as env:
+        out = _run(["verify", "--key", str(pub), "--insecure-ignore-tlog=true", *_http_flag(access, verify=True),
+                    "--output", "json", ref], env, f"{ref}: signature", VerifyError)
+    return json.loads(out)
+
+
+def verify_attestation(ref: str, pub: Path, kind: str, access: Access) -> list[dict]:
+    """The predicates of REF's attestations of KIND that PUB's key signed."""
+    with _environment(access) as env:
+        out = _run(["verify-attestation", "--key", str(pub), "--insecure-ignore-tlog=true", "--type", kind,
+                    *_http_flag(access, verify=True), ref], env, f"{ref}: {kind} attestation", VerifyError)
+    predicates = []
+    for line in out.splitlines():
+        if line.strip():
+            envelope = json.loads(line)
+            statement = json.loads(base64.b64decode(envelope["payload"]))
+            predicates.append(statement.get("predicate") or {})
+    return predicates

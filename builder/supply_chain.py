@@ -1,0 +1,111 @@
+"""SBOM, provenance and signatures of a builder image, end to end (the I/O around
+sbom.py, provenance.py and signing.py).
+
+- `sbom_of(engine, image)`: made once per image id and kept in the cache directory
+  (syft takes about two minutes for a release image on 2 cores).
+- `sign_pushed(...)`: after `builder push` has verified the digest, sign that digest and
+  attach the SBOM and the provenance as signed attestations.
+- `verify(ref, key, ...)`: the signature, then both attestations, then what they say:
+  the SBOM lists the framework at the version the catalog names for the image's
+  release and variant, and the provenance names its base by digest."""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from builder import paths, provenance, sbom, signing
+from builder.errors import UserError
+from builder.signing import VerifyError
+
+LOCKS = "/opt/tensorflow/locks"
+
+
+def _kept(image_id: str) -> Path:
+    d = paths.cache_dir() / "sbom"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{image_id.removeprefix('sha256:')}.cdx.json"
+
+
+def sbom_of(engine, image: str) -> dict:
+    """IMAGE's SBOM (made by sbom.make, kept per image id)."""
+    image_id = engine.image_id(image)
+    if image_id is None:
+        raise UserError(f"no image '{image}' in the engine")
+    kept = _kept(image_id)
+    if kept.is_file():
+        try:
+            return json.loads(kept.read_text())
+        except ValueError:
+            pass  # damaged: made again
+    doc = sbom.make(engine, image_id)
+    kept.write_text(json.dumps(doc))
+    return doc
+
+
+def provenance_of(engine, image: str) -> dict:
+    """IMAGE's provenance predicate: its labels, its lock files' digests, its patches."""
+    code, out = engine.run_capture(image, ["sh", "-c", f"sha256sum {LOCKS}/*"], stdout_only=True)
+    files = dict((path, sha) for sha, path in re.findall(r"^([0-9a-f]{64})\s+(\S+)$", out, re.M)) if code == 0 else {}
+    code, info = engine.run_capture(image, ["cat", sbom.BUILD_INFO], stdout_only=True)
+    build_info = json.loads(info) if code == 0 else {}
+    patches = [*((build_info.get("extension") or {}).get("patches") or []),
+               *((build_info.get("horovod") or {}).get("patches") or [])]
+    return provenance.predicate(engine.image_labels(image), files, patches)
+
+
+def sign_pushed(engine, image: str, pinned: str, key: Path, password: str, access: signing.Access) -> None:
+    """Sign PINNED (REF@DIGEST, just pushed and read back) and attach IMAGE's SBOM and provenance."""
+    doc, prov = sbom_of(engine, image), provenance_of(engine, image)
+    with tempfile.TemporaryDirectory(prefix="tfbuilder-attest-") as tmp:
+        sbom_file, prov_file = Path(tmp) / "sbom.cdx.json", Path(tmp) / "provenance.json"
+        sbom_file.write_text(json.dumps(doc))
+        prov_file.write_text(json.dumps(prov))
+        signing.sign_and_attest(pinned, key, password, access, sbom_file, prov_file)
+
+
+def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
+    """What was verified, one line each; a VerifyError (exit 1, one line) at the first
+    thing that does not check out."""
+    from builder import registry as reg
+
+    if not key.is_file():
+        raise UserError(f"--key {key}: no such file")
+    host = reg.registry_host(ref)
+    transport = reg.probe(host, insecure)
+    creds = reg.allowed_credentials(transport, creds or reg.config_credentials(host))
+    access = signing.Access(transport.scheme == "http", creds.username if creds else None,
+                            creds.password if creds else None)
+    digest = reg.manifest_digest(ref, creds, transport) if "@" not in ref else ref.split("@", 1)[1]
+    pinned = f"{ref.split('@', 1)[0]}@{digest}" if "@" in ref else f"{_repo(ref)}@{digest}"
+    signing.verify_signature(pinned, key, access)
+    lines = [f"signature: {pinned} signed by {key}"]
+    [doc, *_] = signing.verify_attestation(pinned, key, signing.SBOM_TYPE, access) or [{}]
+    [prov, *_] = signing.verify_attestation(pinned, key, signing.PROVENANCE_TYPE, access) or [{}]
+    params = (prov.get("invocation") or {}).get("parameters") or {}
+    release, variant = params.get("release", ""), params.get("variant", "")
+    try:
+        wanted = catalog.get(release).variant(variant)
+    except UserError:
+        raise VerifyError(f"{pinned}: the provenance names release {release!r} variant {variant!r}, "
+                          "which the catalog does not have") from None
+    package = wanted.package or wanted.framework_name.lower()
+    found = sbom.versions(doc, package)
+    if wanted.framework_version not in found:
+        raise VerifyError(f"{pinned}: the SBOM lists {package} {', '.join(found) or 'not at all'}, "
+                          f"the catalog's {release} {variant} is {wanted.framework_version}")
+    lines.append(f"sbom: signed, {len(doc.get('components') or [])} components, {package} "
+                 f"{wanted.framework_version} as the catalog's {release} {variant}")
+    base, base_digest = provenance.base_of(prov)
+    if not base_digest:
+        raise VerifyError(f"{pinned}: the provenance names no digest for its base image {base or '(none)'}")
+    lines.append(f"provenance: signed, built by {(prov.get('builder') or {}).get('id', '?')} "
+                 f"from {base}@sha256:{base_digest}")
+    return lines
+
+
+def _repo(ref: str) -> str:
+    """REF without its tag (the last ':' after the last '/')."""
+    head, _, last = ref.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]

@@ -1,0 +1,101 @@
+"""Supply chain against the real tools: syft's SBOM of the release image plus what the
+builder compiled in it, `builder push --sign` (cosign, a key pair, no transparency log)
+to Debian's docker-registry on loopback, and `builder verify`: a good image passes, a
+retagged one and a wrong key fail in one line with exit 1, a missing key password stops
+the push before anything is uploaded."""
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+
+from builder import catalog
+
+from .conftest import builder, docker, labels
+from .registries import running
+
+PASSWORD = "itest-key-pw-4712"
+
+
+@pytest.fixture(scope="module")
+def signing_registry(tmp_path_factory):
+    with running(tmp_path_factory.mktemp("signing-registry")) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """Two cosign key pairs: the signer's and somebody else's."""
+    found = {}
+    for who in ("ours", "theirs"):
+        d = tmp_path_factory.mktemp(f"keys-{who}")
+        out = subprocess.run(["cosign", "generate-key-pair"], cwd=d, capture_output=True, text=True,
+                             env={**os.environ, "COSIGN_PASSWORD": PASSWORD})
+        assert out.returncode == 0, out.stderr
+        found[who] = (d / "cosign.key", d / "cosign.pub")
+    return found
+
+
+def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(release_image, tmp_path):
+    out = builder("sbom", release_image, "-o", str(tmp_path / "sbom.json"))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "sbom.json").read_text())
+    by_name = {}
+    for c in doc["components"]:
+        by_name.setdefault(c["name"], []).append(c)
+    wanted = catalog.load().get("21.08").variant("tf2-py3").framework_version
+    assert [c["version"] for c in by_name["tensorflow"]] == [wanted]
+    assert "libc6" in by_name and "numpy" in by_name  # a Debian package, a Python one
+    info = json.loads(docker("run", "--rm", "--entrypoint", "cat", release_image,
+                             "/opt/tensorflow/build-info.json").stdout)
+    ext = {p["name"]: p["value"] for p in by_name["tfext"][0]["properties"]}
+    assert ext["dev.tfbuilder:source-sha256"] == info["extension"]["source_digest"]  # measured in the image
+    [hvd] = by_name["horovod"]
+    assert hvd["version"] == info["horovod"]["version"]
+    assert any(p["name"] == "dev.tfbuilder:source-sha256" for p in hvd["properties"])
+
+
+def test_a_signed_push_verifies_and_a_retagged_image_or_another_key_does_not(
+        release_image, offline_base, signing_registry, keys, tmp_path):
+    (key, pub), (_, other_pub) = keys["ours"], keys["theirs"]
+    host = signing_registry.host
+    env = {**os.environ, "TFB_KEY_PW": PASSWORD}
+    # no password for the key: refused before anything is uploaded
+    out = builder("push", release_image, "--registry", f"{host}/ml", "--insecure-registry", "--sign", str(key),
+                  "--key-password-env", "TFB_NO_SUCH_VAR", "-q")
+    assert out.returncode == 2 and "TFB_NO_SUCH_VAR, which is not set" in out.stderr
+    assert "ml/tensorflow" not in urllib.request.urlopen(f"http://{host}/v2/_catalog").read().decode()
+
+    out = builder("push", release_image, "--registry", f"{host}/ml", "--insecure-registry", "--sign", str(key),
+                  "--key-password-env", "TFB_KEY_PW", "-q", env=env)
+    assert out.returncode == 0, out.stderr
+    pinned = out.stdout.strip()
+    ref, digest = pinned.split("@")
+    assert PASSWORD not in out.stdout + out.stderr
+    tags = json.load(urllib.request.urlopen(f"http://{host}/v2/ml/tensorflow/tags/list"))["tags"]
+    sig = digest.replace(":", "-")
+    assert f"{sig}.sig" in tags and f"{sig}.att" in tags  # cosign's tag scheme, beside the image
+
+    out = builder("verify", ref, "--key", str(pub), "--insecure-registry")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("signature: ") and digest in lines[0]
+    assert lines[1].startswith("sbom: signed, ") and "tensorflow 2.5.0 as the catalog's 21.08 tf2-py3" in lines[1]
+    base_id = docker("image", "inspect", "--format", "{{.Id}}", offline_base).stdout.strip()
+    assert labels(release_image)["org.opencontainers.image.base.digest"] == base_id
+    assert lines[2].endswith(f"from {offline_base}@{base_id}"), lines[2]
+
+    out = builder("verify", ref, "--key", str(other_pub), "--insecure-registry")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "signature: no matching signatures" in out.stderr
+
+    # another image pushed under the same tag (the registry's tag moved, not the signature)
+    assert docker("tag", offline_base, ref).returncode == 0
+    assert docker("push", "-q", ref).returncode == 0
+    try:
+        out = builder("verify", ref, "--key", str(pub), "--insecure-registry")
+        assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+        assert out.stderr.startswith("error: ") and "signature: no signatures found" in out.stderr
+    finally:
+        docker("rmi", ref)

@@ -102,6 +102,7 @@ class BuildArgs:
     insecure_registry: bool = False
     baked_ca: tuple[str, ...] = ()  # PEM texts (--bake-ca with --ca-bundle)
     builders: str | None = None     # --builders A,B: --all's variants spread over these
+    sbom: bool = False              # make each image's SBOM after it is tagged (the CLI's default)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class BuildPlan:
     insecure_registry: bool = False
     keep_going: bool = False  # --all: a failed variant does not stop the others
     builders: tuple[str, ...] = ()  # --builders: where --all's variants are spread
+    sbom: bool = False
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -185,7 +187,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
-                     keep_going=args.all_variants, builders=spread)
+                     keep_going=args.all_variants, builders=spread, sbom=args.sbom)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:

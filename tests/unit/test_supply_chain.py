@@ -148,3 +148,15 @@ def test_the_key_and_its_password_are_checked_before_anything_is_pushed(tmp_path
 def test_a_tag_is_dropped_for_the_digest_reference():
     assert supply_chain._repo("127.0.0.1:5000/ml/tf:21.08") == "127.0.0.1:5000/ml/tf"
     assert supply_chain._repo("127.0.0.1:5000/tf") == "127.0.0.1:5000/tf"
+
+
+def test_syft_runs_in_the_image_with_an_image_scans_catalogers_and_a_quoted_name():
+    import shlex
+
+    cmd = sbom.syft_command("reg.example/ml/tf:21.08; rm -rf / 'x'")
+    assert cmd[:2] == ["sh", "-c"]
+    words = shlex.split(cmd[2])
+    assert words[words.index("--source-name") + 1] == "reg.example/ml/tf:21.08; rm -rf / 'x'"  # one word
+    assert words[words.index("--override-default-catalogers") + 1] == "image"
+    assert {"./proc/**", "./sys/**", "./dev/**", f".{sbom.SYFT_MOUNT}/**"} <= set(words)
+    assert f"{sbom.SYFT_MOUNT}/syft" in words and "dir:/" in words

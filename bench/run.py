@@ -23,6 +23,11 @@ because absolute times on a shared 2-core machine mean little on their own):
                 build, the same build writing `--layer-cache` to a local registry, and a
                 rebuild from that registry after `docker builder prune -af` and the image
                 removed: the second machine's first build, against cold
+  compression   (--only compression) 5 GB of new layers (the release image's Python
+                packages and libraries on the Debian root) built and exported with gzip
+                (the default) and with zstd, each then pushed to a local registry:
+                seconds, MB/s, bytes stored, zstd's total against gzip's; plus the
+                release image pushed as it is stored
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,6 +320,53 @@ def second_engine_figures(figure, cache: Path, build: list[str], repo: str, host
     figure("second engine build / cold", f"{t_e2 / t_cold:.1%}", "", "same run", "")
 
 
+def registry_bytes(host: str, repo: str, tag: str) -> int:
+    """The compressed bytes of an image's layers as the registry holds them (its manifest)."""
+    accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+    req = urllib.request.Request(f"http://{host}/v2/{repo}/manifests/{tag}", headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return sum(layer["size"] for layer in json.load(r)["layers"])
+
+
+def compression_figures(figure, cache: Path) -> None:
+    """New layers compressed with gzip and with zstd at export, then pushed: on the
+    containerd store compression happens at export, and a push uploads stored blobs.
+    The layers: the release image's Python packages and libraries copied onto the Debian
+    root, built with --no-cache each time (so each export compresses them afresh)."""
+    with local_registry() as (host, _), tempfile.TemporaryDirectory(prefix="bench-compress-") as ctx:
+        as_stored = f"{host}/bench/stored:x"
+        sh(["docker", "tag", IMAGE, as_stored])
+        t, _ = sh(["docker", "push", "-q", as_stored])
+        stored = registry_bytes(host, "bench/stored", "x")
+        figure("push of the release image as stored", round(t, 1), "s", f"docker push {as_stored}",
+               f"{stored / 1e9:.2f} GB at {stored / 1e6 / t:.0f} MB/s (no compression at push)")
+        sh(["docker", "rmi", as_stored])
+        rootfs = json.loads(sh(["docker", "image", "inspect", IMAGE])[1].stdout)[0]["Config"]["Labels"].get(
+            "dev.tfbuilder.base.debian", "bullseye")
+        Path(ctx, "Dockerfile").write_text(
+            f"FROM {IMAGE} AS src\nFROM local/debian-rootfs:{rootfs}\n"
+            "COPY --from=src /usr/local/lib/python3.9 /usr/local/lib/python3.9\n"
+            "COPY --from=src /usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu\n")
+        totals = {}
+        for comp in ("gzip", "zstd"):
+            name = f"bench/compress:{comp}"
+            t_export, _ = sh(["docker", "buildx", "build", "--no-cache", "--provenance=false", "--sbom=false",
+                              "--output", f"type=docker,name={name},compression={comp},force-compression=true", ctx])
+            ref = f"{host}/{name}"
+            sh(["docker", "tag", name, ref])
+            t_push, _ = sh(["docker", "push", "-q", ref])
+            size = registry_bytes(host, "bench/compress", comp)
+            totals[comp] = t_export + t_push
+            figure(f"  {comp}: build + export of the new layers", round(t_export, 1), "s",
+                   f"docker buildx build --no-cache --output type=docker,compression={comp},force-compression=true")
+            figure(f"  {comp}: push", round(t_push, 1), "s", f"docker push {ref}",
+                   f"{size / 1e9:.2f} GB stored, {size / 1e6 / t_push:.0f} MB/s (the Debian root's layer is "
+                   "skipped by the second push)")
+            sh(["docker", "rmi", ref, name])
+        figure("zstd build + export + push against gzip's", round(totals["zstd"] / totals["gzip"], 3), "",
+               "the rows above", f"{totals['gzip']:.1f} s with gzip, {totals['zstd']:.1f} s with zstd")
+
+
 def push_figures(figure, cache: Path) -> None:
     """Push the release image, then a derived one: what does the second upload?"""
     with local_registry() as (host, _):
@@ -437,7 +490,7 @@ def main() -> int:
                          f"measure the existing {IMAGE}")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    unknown = only - {"render", "base", "build", "cnn", "size", "layercache"}
+    unknown = only - {"render", "base", "build", "cnn", "size", "layercache", "compression"}
     if unknown:
         ap.error(f"unknown --only section(s): {', '.join(sorted(unknown))}")
     cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
@@ -474,6 +527,8 @@ def main() -> int:
         push_figures(figure, cache)
     if "layercache" in only:
         layer_cache_figures(figure, cache)
+    if "compression" in only:
+        compression_figures(figure, cache)
     if "size" in only:
         report = image_report(IMAGE)
         figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", "bench/run.py image_report (docker save)",

@@ -48,7 +48,7 @@ def written_cache(release_image, cache_registry):
     """`builder build --all` of 21.08 with --layer-cache (the base exists: the bake takes it
     from the image store): the registry then holds the cache; returns (repository, tag)."""
     repo = f"{cache_registry.host}/tf-cache"
-    out = builder("build", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
+    out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
                   "--layer-cache", repo, "-q")
     assert out.returncode == 0, out.stderr
     assert "--all: one bake of 1 variant(s)" in out.stderr, out.stderr
@@ -103,7 +103,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
             out = docker(*args, env=env)
             assert out.returncode == 0, out.stderr
         # the same options (--repo too: the docker-examples name the image), as a CI runner has
-        out = builder("build", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
+        out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
                       "--layer-cache", repo, "-q", env=env)
         assert out.returncode == 0, out.stderr
         log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
@@ -119,7 +119,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
         here["DOCKER_CONFIG"] = str(tmp_path / "docker-config")
         made = docker("context", "create", "tfb-e2", "--docker", f"host={env['DOCKER_HOST']}", env=here)
         assert made.returncode == 0, made.stderr
-        out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", BAKED, "--tag",
+        out = builder("build", "--no-sbom", "--release", "21.08", "--variant", "tf2-py3", "--repo", BAKED, "--tag",
                       "itest/elsewhere:x", "--build-id", f"{BUILD_ID}-e2", "--builder", "tfb-e2", "-q", env=here)
         assert out.returncode == 0, out.stderr
         try:
@@ -131,7 +131,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
             docker("rmi", "itest/elsewhere:x")
         # the bake of --all on it too (another --repo: from the docker-examples step on,
         # the second engine builds what its cache does not hold, with no network needed)
-        out = builder("build", "--release", "21.08", "--all", "--repo", "itest/elsewhere", "--build-id", BUILD_ID,
+        out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", "itest/elsewhere", "--build-id", BUILD_ID,
                       "--builder", "tfb-e2", "-q", env=here)
         assert out.returncode == 0, out.stderr
         try:
@@ -148,7 +148,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
             for ref in out.stdout.split():
                 docker("rmi", ref)
         spread_over_both_engines(env, here, repo, offline_base, cache_dir, tmp_path)
-        unknown = builder("build", "--release", "21.08", "--builder", "no-such-builder", env=here)
+        unknown = builder("build", "--no-sbom", "--release", "21.08", "--builder", "no-such-builder", env=here)
         assert unknown.returncode == 2 and unknown.stderr.startswith("error: --builder no-such-builder: ")
 
 
@@ -167,7 +167,7 @@ def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: 
     assert docker("rmi", offline_base, env=e2_env).returncode == 0
     spread_env = {**here, "BUILDER_CATALOG": str(two_variants.write(tmp_path / "catalog"))}
     bid = f"{BUILD_ID}-sp"
-    out = builder("build", "--release", "21.08", "--all", "--builders", "tfb-e2,default", "--repo", "itest/spread",
+    out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--builders", "tfb-e2,default", "--repo", "itest/spread",
                   "--build-id", bid, "--layer-cache", repo, "-q", env=spread_env)
     refs = out.stdout.split()
     try:

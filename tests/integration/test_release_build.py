@@ -152,7 +152,7 @@ def test_failed_build_keeps_the_previous_image_and_shows_the_failing_step(releas
     kernel = sorted((broken / "csrc").rglob("*.cc"))[0]
     kernel.write_text(kernel.read_text() + "\n#error broken on purpose\n")
     before = image_id(release_image)
-    out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", "broken",
+    out = builder("build", "--no-sbom", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", "broken",
                   "--framework-src", str(broken), "--compile-cache", compile_cache)
     assert out.returncode == 1
     assert "failing step: step" in out.stderr and "RUN ./nvbuild.sh" in out.stderr
@@ -163,7 +163,7 @@ def test_failed_build_keeps_the_previous_image_and_shows_the_failing_step(releas
 
 
 def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_tag, compile_cache):
-    out = builder("build", "--release", "21.08", "--cuda-cc", "7.0,8.0", "--no-xla", "--gcp",
+    out = builder("build", "--no-sbom", "--release", "21.08", "--cuda-cc", "7.0,8.0", "--no-xla", "--gcp",
                   "--tag", scratch_tag, "--compile-cache", compile_cache, "-q")
     assert out.returncode == 0, out.stderr
     test = builder("test", scratch_tag)
@@ -229,14 +229,14 @@ def test_bad_inputs_change_nothing(release_image):
                        (["--framework-src", "/nonexistent"], "is not a directory"),
                        (["--hdfs"], "needs libhdfs.so from a Hadoop client"),
                        (["--variant", "tf1-py3"], "TensorFlow 1.15.5 has no wheel for Python")):
-        out = builder("build", "--release", "21.08", "--repo", REPO, *args)
+        out = builder("build", "--no-sbom", "--release", "21.08", "--repo", REPO, *args)
         assert out.returncode == 2 and text in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
     assert image_id(release_image) == before
 
 
 def test_dry_run_builds_nothing(offline_base):
-    out = builder("build", "--release", "21.08", "--all", "--repo", "itest/dry", "--dry-run")
+    out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", "itest/dry", "--dry-run")
     assert out.returncode == 0, out.stderr
     plans = [json.loads(line) for line in out.stdout.splitlines()]
     assert [p["variant"] for p in plans] == ["tf2-py3"]

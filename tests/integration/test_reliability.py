@@ -76,7 +76,7 @@ def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_
 def test_two_builds_at_once_both_tag_correctly(release_image, compile_cache):
     """Two builds of different images run at once (they share every layer up to the
     environment defaults) and each tag names its own result."""
-    procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--repo", f"itest/concurrent-{i}",
+    procs = [subprocess.Popen(["builder", "build", "--no-sbom", "--release", "21.08", "--repo", f"itest/concurrent-{i}",
                                "--build-id", f"c-{i}", "--env", f"CONCURRENT_MARKER={i}",
                                "--compile-cache", compile_cache, "-q"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
@@ -93,7 +93,7 @@ def test_two_builds_at_once_both_tag_correctly(release_image, compile_cache):
 
 
 def test_two_builds_of_the_same_tag_end_with_one_consistent_image(release_image, scratch_tag, compile_cache):
-    procs = [subprocess.Popen(["builder", "build", "--release", "21.08", "--tag", scratch_tag, "--build-id", f"same-{i}",
+    procs = [subprocess.Popen(["builder", "build", "--no-sbom", "--release", "21.08", "--tag", scratch_tag, "--build-id", f"same-{i}",
                                "--env", f"RACE_MARKER={i}", "--compile-cache", compile_cache, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in (1, 2)]
     for p in procs:
@@ -163,7 +163,7 @@ def test_full_disk_reported_by_the_engine(offline_base, tiny_engine):
     env, root = tiny_engine
     free = shutil.disk_usage(root).free
     subprocess.run(["fallocate", "-l", str(max(free - 256 * 1024, 0)), str(root / "filler")], check=True)
-    out = builder("build", "--release", "21.08", "--base", "local/debian-rootfs:bullseye", "--tag", "tiny/full:1",
+    out = builder("build", "--no-sbom", "--release", "21.08", "--base", "local/debian-rootfs:bullseye", "--tag", "tiny/full:1",
                   "-q", env=env)
     assert out.returncode == 2, out.stderr[-3000:]
     assert "the engine ran out of disk space" in out.stderr and "no tag was moved" in out.stderr

@@ -155,7 +155,7 @@ def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False,
         transport = reg.probe(reg.registry_host(plan.ref), plan.insecure)
         creds = reg.allowed_credentials(transport, creds)
         access = signing.Access(transport.scheme == "http", creds.username if creds else None,
-                                creds.password if creds else None)
+                                creds.password if creds else None, transport.host)
         out.say(f"signing {result.pinned} and attaching its SBOM and provenance")
         supply_chain.sign_pushed(engine, plan.image, result.pinned, plan.sign, password, access)
     out.result(reg.write_report(result) if as_json else result.pinned)

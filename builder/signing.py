@@ -43,6 +43,7 @@ class Access:
     plain_http: bool = False
     username: str | None = None
     password: str | None = None
+    host: str = ""  # the registry the credentials are for (the Docker config's key)
 
 
 def cosign() -> str:
@@ -62,7 +63,7 @@ def _environment(access: Access, key_password: str | None = None) -> Iterator[di
         if access.username and access.password:
             os.chmod(tmp, 0o700)
             auth = base64.b64encode(f"{access.username}:{access.password}".encode()).decode()
-            (Path(tmp) / "config.json").write_text(json.dumps({"auths": {"*": {"auth": auth}}}))
+            (Path(tmp) / "config.json").write_text(json.dumps({"auths": {access.host: {"auth": auth}}}))
             env["DOCKER_CONFIG"] = tmp
         yield env
 

@@ -77,7 +77,7 @@ def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     transport = reg.probe(host, insecure)
     creds = reg.allowed_credentials(transport, creds or reg.config_credentials(host))
     access = signing.Access(transport.scheme == "http", creds.username if creds else None,
-                            creds.password if creds else None)
+                            creds.password if creds else None, transport.host)
     digest = reg.manifest_digest(ref, creds, transport) if "@" not in ref else ref.split("@", 1)[1]
     pinned = f"{ref.split('@', 1)[0]}@{digest}" if "@" in ref else f"{_repo(ref)}@{digest}"
     signing.verify_signature(pinned, key, access)

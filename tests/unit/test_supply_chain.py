@@ -108,7 +108,7 @@ if os.environ.get("FAKE_COSIGN_FAIL"):
 def test_signing_passes_the_password_and_credentials_by_environment_only(fake_cosign, tmp_path):
     key = tmp_path / "cosign.key"
     key.write_text("k")
-    access = signing.Access(plain_http=True, username="robot", password="tok-3456")
+    access = signing.Access(plain_http=True, username="robot", password="tok-3456", host="r.example")
     signing.sign_and_attest("r.example/ml/tf@sha256:" + "1" * 64, key, "pw-7890", access,
                             tmp_path / "s.json", tmp_path / "p.json")
     calls = fake_cosign()
@@ -119,7 +119,8 @@ def test_signing_passes_the_password_and_credentials_by_environment_only(fake_co
     for c in calls:
         assert c["password"] == "pw-7890"
         assert not any("pw-7890" in a or "tok-3456" in a for a in c["argv"])
-        assert json.loads(c["config"])["auths"]["*"]["auth"]  # credentials in a private config file
+        auth = json.loads(c["config"])["auths"]["r.example"]["auth"]  # in a private config file, for that registry
+        assert __import__("base64").b64decode(auth) == b"robot:tok-3456"
 
 
 def test_a_failed_verification_is_one_line_with_exit_1(fake_cosign, tmp_path, monkeypatch):

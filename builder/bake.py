@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import layer_cache
+from builder import buildx, layer_cache
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release
 from builder.render import Rendered
@@ -57,6 +57,7 @@ class RunInputs:
     cache_repo: str | None = None                           # --layer-cache
     args: dict[str, str] = field(default_factory=dict)      # BUILD_REF, BUILD_DATE, ...
     no_cache: bool = False
+    compression: str = "gzip"                               # --compression
 
 
 def _with_run(target: dict, run: RunInputs, cache_name: str) -> dict:
@@ -65,6 +66,7 @@ def _with_run(target: dict, run: RunInputs, cache_name: str) -> dict:
     target["attest"] = ["type=provenance,disabled=true", "type=sbom,disabled=true"]
     if run.no_cache:
         target["no-cache"] = True
+    target["output"] = [buildx.output(compression=run.compression)]
     if run.secrets:
         target["secret"] = [f"id={sid},src={path}" for sid, path in sorted(run.secrets.items())]
     if run.cache_repo:

@@ -61,7 +61,8 @@ def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.
                 make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
             write_context(recipe, layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
-            run = bake.RunInputs(delivery.secrets, settings.layer_cache, provenance_args(), plan.no_cache)
+            run = bake.RunInputs(delivery.secrets, settings.layer_cache, provenance_args(), plan.no_cache,
+                                 settings.compression)
             definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
                                          with_base=base.needs_build)
             variants = definition["group"]["default"]["targets"]

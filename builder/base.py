@@ -72,7 +72,7 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
                                    network_mode="host" if delivery.url else None, log_path=log_path,
                                    quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(layer_cache.base_name(recipe.tag)),
-                                   builder=settings.builder)
+                                   builder=settings.builder, compression=settings.compression)
             result = engine.build(request, Progress("base", quiet=quiet))
         engine.tag(result.image_id, recipe.tag)
     log(f"base: tagged {recipe.tag}")

@@ -103,7 +103,7 @@ def build_variant(engine: Engine, release: Release, variant: Variant, options: R
                                    network_mode="host" if (delivery.url or compile_cache) else None,
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(f"{release.name}-{variant.name}"),
-                                   builder=settings.builder)
+                                   builder=settings.builder, compression=settings.compression)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     return finish_variant(engine, release, variant, rendered.meta, result.image_id, refs, log_path, framework_src,
                           result.seconds)

@@ -64,7 +64,8 @@ class BuildKitEngine(DockerEngine):
             req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
                                        secrets=dict(request.secrets), network=request.network_mode,
                                        no_cache=request.nocache, builder=at.flag,
-                                       cache_ref=request.cache_ref, output_file=archive)
+                                       cache_ref=request.cache_ref, output_file=archive,
+                                       compression=request.compression)
             result = buildx.build(req, on_event=on_event, known=self._knows if at.here else None, env=at.env)
             # buildx's own record of where it built: BUILDER/NODE/REF
             on_event(buildx.Event("note", "", f"built by {result.metadata.get('buildx.build.ref', '?')}"))
@@ -169,7 +170,7 @@ class Recorder:
 
 def to_archives(definition: dict, directory: Path) -> dict:
     """DEFINITION with each target's image written to DIRECTORY/TARGET.tar (for `docker load`)."""
-    return {**definition, "target": {name: {**t, "output": [f"type=docker,dest={directory / name}.tar"]}
+    return {**definition, "target": {name: {**t, "output": [f"{t['output'][0]},dest={directory / name}.tar"]}
                                      for name, t in definition["target"].items()}}
 
 

@@ -63,6 +63,7 @@ class BuildSettings:
     ca_bundles: tuple[Path, ...] = field(default_factory=tuple)
     layer_cache: str | None = None  # a registry repository (builder/layer_cache.py); not delivered into builds
     builder: str | None = None      # a buildx builder to build on (None: the engine's own)
+    compression: str = "gzip"       # of the image's layers (builder/buildx.py: output)
 
     def cache_ref(self, name: str) -> str | None:
         """The layer cache's reference for the image called NAME, when there is a cache."""
@@ -137,7 +138,7 @@ _START_LOCK = ".daemon-start"
 
 def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host_ca: bool = False,
                  credentials=(None, None, None, None), layer_cache: str | None = None,
-                 builder: str | None = None) -> "BuildSettings":
+                 builder: str | None = None, compression: str = "gzip") -> "BuildSettings":
     """The build settings of the shared options; mirror and index credentials come from a
     file or an environment variable (never argv) and are put into the URLs the build sees."""
     from builder import urls
@@ -157,17 +158,17 @@ def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host
     bundles = list(ca_bundles or ())
     if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
         bundles.append(HOST_CA_BUNDLE)
-    from builder import layer_cache as lc
+    from builder import buildx, layer_cache as lc
 
+    if compression not in buildx.COMPRESSIONS:
+        raise UserError(f"--compression {compression[:20]!r}: use one of {', '.join(buildx.COMPRESSIONS)}")
     settings = BuildSettings(apt_mirror=given.get("--apt-mirror"), pip_index=given.get("--pip-index"),
                              ca_bundles=tuple(bundles), layer_cache=lc.check(layer_cache) if layer_cache else None,
-                             builder=builder)
+                             builder=builder, compression=compression)
     settings.validate()
     if settings.layer_cache:
         lc.check_reachable(settings.layer_cache)
     if builder is not None:
-        from builder import buildx
-
         buildx.check_builder(builder)
     return settings
 

@@ -42,13 +42,25 @@ class BuildxRequest:
     no_cache: bool = False
     cache_ref: str | None = None  # registry layer cache: imported before, exported (mode=max) after
     output_file: Path | None = None  # the image as an archive there, instead of into the builder's engine
+    compression: str = "gzip"        # of the image's layers (zstd: every layer, the base's too)
+
+
+COMPRESSIONS = ("gzip", "zstd")
+
+
+def output(dest: Path | None = None, compression: str = "gzip") -> str:
+    """buildx's --output for one plain image, into the engine or as an archive at DEST.
+    zstd forces every layer into zstd: without force-compression BuildKit reuses the gzip
+    blobs a layer already has (the base's, and every step a cached build takes over)."""
+    spec = "type=docker" + (f",dest={dest}" if dest else "")
+    return spec + (f",compression={compression},force-compression=true" if compression != "gzip" else "")
 
 
 def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
     """The buildx command line: no tag, no attestations (one plain image), loaded into the engine."""
     cmd = ["docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
            "--metadata-file", str(metadata_file),
-           "--output", f"type=docker,dest={req.output_file}" if req.output_file else "type=docker",
+           "--output", output(req.output_file, req.compression),
            "--file", str(req.context / req.dockerfile)]
     if req.builder:
         cmd += ["--builder", req.builder]

@@ -15,7 +15,7 @@ import typer
 
 from builder.cli_cache import cache_app
 from builder.errors import UserError, say
-from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET, RELEASE,
+from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET, RELEASE, SBOM,
                              with_build_settings, with_registry_credentials, with_render_options)
 
 app = typer.Typer(
@@ -139,7 +139,7 @@ def build(
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant (default tf2-py3 when it exists)."),
     all_variants: bool = typer.Option(False, "--all", help="Every buildable variant (one bake on BuildKit)."),
     builders: Optional[str] = BUILDERS,
-    sbom_: bool = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged."),
+    sbom_: bool = SBOM,
     render=None,
     tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
@@ -217,6 +217,7 @@ def derive(
     compile_cache: Optional[str] = COMPILE_CACHE,
     no_cache: bool = NO_CACHE,
     no_test: bool = typer.Option(False, "--no-test", help="Tag without running the conformance suite first."),
+    sbom_: bool = SBOM,
     settings=None,
     quiet: bool = QUIET,
 ) -> None:
@@ -225,7 +226,7 @@ def derive(
     from builder import plan as pl, run
 
     plan = pl.plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
-                          compile_cache, no_cache, test=not no_test)
+                          compile_cache, no_cache, test=not no_test, sbom=sbom_)
     run.run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
 
 

@@ -245,7 +245,7 @@ def build(engine: Engine, spec: DeriveSpec, parent_ref: str, settings: buildsett
                                    nocache=nocache, network_mode="host" if host_net else None,
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(log_path.stem),  # derive-<tag>
-                                   builder=settings.builder)
+                                   builder=settings.builder, compression=settings.compression)
             result = engine.build(request, Progress("derive", quiet=quiet))
     return result.image_id
 

@@ -64,6 +64,7 @@ class BuildRequest:
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file (never a build arg)
     cache_ref: str | None = None  # a registry layer cache to read and write (BuildKit only)
     builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
+    compression: str = "gzip"     # of the image's layers: zstd is BuildKit only
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ class DockerEngine:
         raise UserError("the legacy builder has no bake: build the variants one by one")
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
-        for wanted, option in ((request.cache_ref, "--layer-cache"), (request.builder, "--builder")):
+        for wanted, option in ((request.cache_ref, "--layer-cache"), (request.builder, "--builder"),
+                               (request.compression != "gzip", "--compression zstd")):
             if wanted:
                 raise UserError(f"{option} needs the BuildKit backend (docker buildx); this engine builds with "
                                 "the legacy builder (`builder doctor` says why)")

@@ -31,6 +31,7 @@ CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for th
                                                    "(repeatable; not kept).")
 CACHE_DIR = typer.Option(None, "--dir", help="Cache directory (default ~/.cache/tfbuilder/compile-cache).")
 JSON = typer.Option(False, "--json", help="Machine-readable output.")
+SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged.")
 
 # name -> (annotation, option): the build-settings group.
 SETTINGS: dict[str, tuple[Any, Any]] = {
@@ -56,6 +57,9 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "builder": (Optional[str], typer.Option(
         None, "--builder", help="buildx builder or Docker context to build on (default: this engine's own); "
                                 "the image is loaded into this engine, checked and tagged here.")),
+    "compression": (str, typer.Option(
+        "gzip", "--compression", help="Layer compression: gzip (every client) | zstd (every layer; faster to export "
+                                      "and push, smaller; pulled by Docker 23+, containerd 1.5+, Podman 3+).")),
 }
 
 # The render-options group (render and build): what a user may change in a release.
@@ -132,7 +136,8 @@ def _settings_reader(values: dict) -> Callable[[], Any]:
         return from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
                             (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
                              values["pip_index_credentials_file"], values["pip_index_credentials_env"]),
-                            layer_cache=values["layer_cache"], builder=values["builder"])
+                            layer_cache=values["layer_cache"], builder=values["builder"],
+                            compression=values["compression"])
 
     read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
     return read

@@ -209,6 +209,7 @@ class DerivePlan:
     compile_cache: str | None = None
     no_cache: bool = False
     test: bool = True
+    sbom: bool = False  # make its SBOM once it is tagged (the CLI's default)
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -221,7 +222,8 @@ class DerivePlan:
 
 def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches: list[Path] = (),
                 apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
-                compile_cache: str | None = None, no_cache: bool = False, test: bool = True) -> DerivePlan:
+                compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
+                sbom: bool = False) -> DerivePlan:
     from builder.derive import DeriveSpec, parse_nvbuild_args
 
     spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
@@ -230,7 +232,7 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
     check_ref(parent, "--from", image_id=True)
     check_ref(tag, "--tag")
     check_compile_cache(compile_cache)
-    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test)
+    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, sbom)
 
 
 # --- push ---------------------------------------------------------------------------------

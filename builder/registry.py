@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import contract, grammar
+from builder import contract, grammar, push_mounts
 from builder import engine as engines
 from builder.contract import split_ref
 from builder.engine import Engine, EngineError, Progress, signals_raise
@@ -63,6 +63,8 @@ class PushResult:
     layers_pushed: int = 0
     layers_skipped: int = 0
     attempts: int = 1
+    compression: dict[str, int] = field(default_factory=dict)  # the served manifest's layers, by compression
+    layers_mounted: int = 0  # mounted from another repository before the push (builder/push_mounts.py)
 
     @property
     def pinned(self) -> str:
@@ -147,10 +149,13 @@ def _ssl_context(host: str, verify: bool = True) -> ssl.SSLContext:
     return context
 
 
+MAX_MANIFEST = 4 << 20  # registries refuse larger manifests (Distribution's limit)
+
+
 def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
-             timeout: float = 30) -> tuple[int, dict[str, str]]:
+             timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
     """One request, no redirects followed (urllib would carry Authorization along to
-    wherever a redirect points, plain HTTP included)."""
+    wherever a redirect points, plain HTTP included): status, headers, body."""
     if transport.scheme == "https":
         conn: http.client.HTTPConnection = http.client.HTTPSConnection(
             transport.host, timeout=timeout, context=_ssl_context(transport.host, transport.verified))
@@ -159,16 +164,17 @@ def _request(transport: Transport, method: str, path: str, headers: dict[str, st
     try:
         conn.request(method, path, headers=headers)
         response = conn.getresponse()
-        response.read()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}
+        body = response.read(MAX_MANIFEST)
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, body
     finally:
         conn.close()
 
 
-def probe(host: str, insecure: bool = False) -> Transport:
+def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
     """Find how HOST is reached, sending no credentials: TLS the engine trusts, or (only
     with --insecure-registry) TLS without verification or plain HTTP. An untrusted
-    certificate or a plain-HTTP registry without the flag is the user's to fix (exit 2)."""
+    certificate or a plain-HTTP registry without the flag is the user's to fix (exit 2);
+    ACTION (push, read) says what the flag would let them do."""
     try:
         _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=15)
         return Transport(host, "https", True)
@@ -177,20 +183,21 @@ def probe(host: str, insecure: bool = False) -> Transport:
             return Transport(host, "https", False)
         raise UserError(f"registry {host} presents a certificate this machine does not trust "
                         f"({exc.verify_message or exc.reason}): put its CA certificate in {CERTS_D / host / 'ca.crt'} "
-                        "(the engine trusts it from there too), or pass --insecure-registry to push without "
+                        f"(the engine trusts it from there too), or pass --insecure-registry to {action} without "
                         "verification and without credentials") from None
     except ssl.SSLError as exc:
         tls_error = exc  # perhaps no TLS at all: plain HTTP is asked below, without credentials
     except (OSError, http.client.HTTPException) as exc:
         raise PushError(f"cannot reach the registry at {host}: {exc}", transient=True) from None
     try:
-        status, _ = _request(Transport(host, "http", False), "GET", "/v2/", {}, timeout=15)
+        status, _, _ = _request(Transport(host, "http", False), "GET", "/v2/", {}, timeout=15)
     except (OSError, http.client.HTTPException):
         status = 0
     if status in (0, 400):  # a TLS server that refused the handshake (Go's answers plain HTTP with 400)
         raise UserError(f"the TLS handshake with registry {host} failed: {tls_error}")
     if not insecure:
-        raise UserError(f"registry {host} speaks plain HTTP, not TLS: pass --insecure-registry to push to it "
+        raise UserError(f"registry {host} speaks plain HTTP, not TLS: pass --insecure-registry to {action} "
+                        f"{'to' if action == 'push' else 'from'} it "
                         "(credentials are never sent over plain HTTP)")
     return Transport(host, "http", False)
 
@@ -226,7 +233,7 @@ def basic_auth_refused(transport: Transport, creds: Credentials) -> bool:
     if not transport.verified:
         return False
     try:
-        status, headers = _request(transport, "GET", "/v2/", {"Authorization": basic(creds)}, timeout=15)
+        status, headers, _ = _request(transport, "GET", "/v2/", {"Authorization": basic(creds)}, timeout=15)
     except (OSError, http.client.HTTPException):
         return False
     return status == 401 and headers.get("www-authenticate", "").lower().startswith("basic")
@@ -234,6 +241,11 @@ def basic_auth_refused(transport: Transport, creds: Credentials) -> bool:
 
 def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -> str:
     """The digest the registry serves for REF's manifest, read the way probe() found."""
+    return served_manifest(ref, creds, transport)[0]
+
+
+def served_manifest(ref: str, creds: Credentials | None, transport: Transport) -> tuple[str, bytes]:
+    """What the registry serves for REF: its manifest's digest and the manifest itself."""
     host = registry_host(ref)
     path, tag = split_ref(ref[len(host) + 1:])
     headers = {"Accept": MANIFEST_TYPES}
@@ -242,7 +254,7 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
             raise RuntimeError("credentials over an unverified transport")
         headers["Authorization"] = basic(creds)
     try:
-        status, response = _request(transport, "HEAD", f"/v2/{path}/manifests/{tag}", headers)
+        status, response, body = _request(transport, "GET", f"/v2/{path}/manifests/{tag}", headers)
     except (OSError, http.client.HTTPException) as exc:
         raise PushError(f"cannot read {ref} back from the registry: {exc}") from None
     if status == 401:
@@ -258,7 +270,24 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
     digest = response.get("docker-content-digest", "")
     if not digest:
         raise PushError(f"the registry at {host} sent no Docker-Content-Digest for {ref}")
-    return digest
+    return digest, body
+
+
+def layer_compression(manifest: bytes) -> dict[str, int]:
+    """Layers per compression in an image manifest, by their media types' suffixes
+    (`...tar.gzip` in Docker's types, `+gzip`/`+zstd` in OCI's; none: uncompressed)."""
+    try:
+        layers = json.loads(manifest).get("layers") or []
+    except (ValueError, AttributeError):
+        return {}
+    counts: dict[str, int] = {}
+    for layer in layers:
+        media = layer.get("mediaType") if isinstance(layer, dict) else None
+        if not isinstance(media, str):  # not a layer descriptor: nothing to say about it
+            continue
+        kind = next((c for c in ("zstd", "gzip") if media.endswith((f"+{c}", f".{c}"))), "uncompressed")
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 class Pusher:
@@ -329,10 +358,11 @@ class Pusher:
         if self.engine.image_id(image) is None:
             raise UserError(f"no image '{image}' in the engine")
         host = registry_host(ref)
+        diff_ids = list(self.engine.inspect(image).get("RootFS", {}).get("Layers") or [])
         progress = Progress(f"push {ref}", quiet=self.quiet)
         transport: Transport | None = None
         previous, tagged = None, False
-        attempt = 0
+        attempt = mounted = 0
         try:
             with signals_raise():
                 while True:
@@ -343,6 +373,7 @@ class Pusher:
                             creds = allowed_credentials(transport, creds)
                             if creds:
                                 self.login(host, creds, transport)
+                            mounted = self._mount_known_layers(ref, diff_ids, creds, transport)
                         if not tagged:
                             previous = self.engine.image_id(ref)  # a failed or interrupted push moves no tag
                             self.engine.tag(image, ref)
@@ -357,17 +388,34 @@ class Pusher:
                         print(redact(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); "
                                      f"retrying in {wait:.0f}s"), file=sys.stderr, flush=True)
                         time.sleep(wait)
-                result.attempts = attempt
-                served = manifest_digest(ref, creds, transport)
+                result.attempts, result.layers_mounted = attempt, mounted
+                served, manifest = served_manifest(ref, creds, transport)
                 if served != result.digest:
                     raise PushError(f"the registry serves {served} for {ref}, but the engine pushed {result.digest}")
+                result.compression = layer_compression(manifest)
+                push_mounts.record(host, split_ref(ref[len(host) + 1:])[0], manifest, diff_ids)
         except BaseException:
             if tagged:
                 self._restore(ref, previous)
             raise
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(result.compression.items()))
         progress.done(f"pushed {result.layers_pushed} layers ({result.bytes_uploaded / 1e6:.1f} MB), "
-                      f"{result.layers_skipped} already there; digest verified")
+                      f"{result.layers_skipped} already there"
+                      + (f" ({result.layers_mounted} mounted from other repositories)" if result.layers_mounted else "")
+                      + "; digest verified" + (f"; layers: {kinds}" if kinds else ""))
         return result
+
+    @staticmethod
+    def _mount_known_layers(ref: str, diff_ids: list[str], creds: Credentials | None, transport: Transport) -> int:
+        """Mount into REF's repository the layers earlier pushes left in other repositories
+        of its registry (the containerd store would upload them again); how many."""
+        host = registry_host(ref)
+        repo = split_ref(ref[len(host) + 1:])[0]
+        blobs = push_mounts.sources(host, repo, diff_ids)
+        if not blobs:
+            return 0
+        headers = {"Authorization": basic(creds)} if creds else {}
+        return push_mounts.mount(lambda method, path, h: _request(transport, method, path, h), repo, blobs, headers)
 
     def _restore(self, ref: str, previous: str | None) -> None:
         try:
@@ -382,4 +430,5 @@ class Pusher:
 def write_report(result: PushResult) -> str:
     return json.dumps({"ref": result.ref, "digest": result.digest, "bytes_uploaded": result.bytes_uploaded,
                        "layers_pushed": result.layers_pushed, "layers_skipped": result.layers_skipped,
-                       "attempts": result.attempts})
+                       "layers_mounted": result.layers_mounted, "attempts": result.attempts,
+                       "layer_compression": result.compression})

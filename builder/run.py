@@ -183,6 +183,8 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
                                f"{plan.tag} was not moved")
     engine.tag(image_id, plan.tag)
     out.result(plan.tag)
+    if plan.sbom:
+        make_sbom(engine, plan.tag, out)
     return image_id
 
 

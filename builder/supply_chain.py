@@ -74,7 +74,7 @@ def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     if not key.is_file():
         raise UserError(f"--key {key}: no such file")
     host = reg.registry_host(ref)
-    transport = reg.probe(host, insecure)
+    transport = reg.probe(host, insecure, action="read")
     creds = reg.allowed_credentials(transport, creds or reg.config_credentials(host))
     access = signing.Access(transport.scheme == "http", creds.username if creds else None,
                             creds.password if creds else None, transport.host)

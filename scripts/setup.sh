@@ -135,7 +135,7 @@ fi
 # several clones, and the tests must run the code of the one they are in.
 here_pkg="$(pwd)/builder"
 installed_pkg=$(cd / && python3 -c "import builder, os; print(os.path.dirname(os.path.realpath(builder.__file__)))" 2>/dev/null || true)
-if [ "$installed_pkg" != "$(realpath "$here_pkg")" ] || ! python3 -c "import hypothesis, testinfra, bcrypt" >/dev/null 2>&1 \
+if [ "$installed_pkg" != "$(realpath "$here_pkg")" ] || ! python3 -c "import hypothesis, testinfra, bcrypt, pytest_timeout" >/dev/null 2>&1 \
    || ! command -v builder >/dev/null 2>&1 || ! command -v hadolint >/dev/null 2>&1; then
   log "installing the builder from $(pwd) (pip install -e '.[test]')"
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'

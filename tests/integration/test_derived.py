@@ -96,7 +96,7 @@ def test_derive_refuses_a_patch_that_does_not_apply(release_image, tmp_path, scr
     bad.write_text(f"--- a/{UNIT}\n+++ b/{UNIT}\n@@ -1,2 +1,2 @@\n"
                    "-// a line this file never had\n+// changed\n #include <cmath>\n")
     containers_before = set(docker("ps", "-aq").stdout.split())
-    out = builder("derive", "--from", release_image, "--patch", str(bad), "--tag", scratch_tag)
+    out = builder("derive", "--no-sbom", "--from", release_image, "--patch", str(bad), "--tag", scratch_tag)
     assert out.returncode == 2
     first = out.stderr.splitlines()[0]
     assert first == f"error: patch stale.patch does not apply to the source in {release_image}: Hunk #1 FAILED at 1"
@@ -115,7 +115,7 @@ def test_derive_refuses_a_patch_that_does_not_apply(release_image, tmp_path, scr
 ])
 def test_derive_bad_input(release_image, args, text):
     text = text.format(cuda=labels(release_image)["dev.tfbuilder.cuda"])   # 11.2 on the offline base
-    out = builder("derive", "--from", release_image, "--tag", "itest/never:1", *args)
+    out = builder("derive", "--no-sbom", "--from", release_image, "--tag", "itest/never:1", *args)
     assert out.returncode == 2 and text in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
@@ -134,6 +134,15 @@ def test_derive_patch_and_packages_passes_its_tests(release_image, tmp_path, scr
     assert report["parent"] == release_image
     assert [p["name"] for p in report["patches"]] == ["marker.patch"]
     assert report["extension_build_info"]["patches"] == report["patches"]
+    # its SBOM, made once it was tagged: what was added, and the patch it was compiled with
+    made = re.search(r"^sbom: (\S+\.cdx\.json)$", out.stderr, re.M)
+    assert made, out.stderr[-2000:]
+    doc = json.loads(Path(made.group(1)).read_text())
+    names = {c["name"]: c.get("version") for c in doc["components"]}
+    assert names.get("jq") and names.get("tabulate") and names.get("tensorflow") == "2.5.0", sorted(names)[:50]
+    ext = next(c for c in doc["components"] if c.get("bom-ref") == "tfbuilder:extension")
+    sha = hashlib.sha256(patch.read_bytes()).hexdigest()
+    assert {"name": "dev.tfbuilder:patch", "value": f"marker.patch sha256:{sha}"} in ext["properties"]
 
 
 def test_image_own_addpackages_example(release_image, tmp_path, scratch_tag):
@@ -156,7 +165,7 @@ def test_patch_rebuild_through_the_shared_cache_compiles_only_the_changed_unit(
     Horovod (unchanged) is not rebuilt at all."""
     patch = tmp_path / "marker.patch"
     patch.write_text(marker_patch(fresh_value))
-    out = builder("derive", "--from", release_image, "--patch", str(patch), "--compile-cache", compile_cache,
+    out = builder("derive", "--no-sbom", "--from", release_image, "--patch", str(patch), "--compile-cache", compile_cache,
                   "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr
     log = derive_log(cache_dir, scratch_tag)
@@ -183,7 +192,7 @@ def test_horovod_patch_rebuild_compiles_only_the_changed_unit(release_image, com
     patch.write_text("\n".join([f"--- a/{unit}", f"+++ b/{unit}", f"@@ -{n - 2},3 +{n - 2},5 @@",
                                 *[f" {t}" for t in lines[-3:]], "+",
                                 "+extern \"C\" int horovod_itest_marker(void) { return 4242; }"]) + "\n")
-    out = builder("derive", "--from", release_image, "--horovod-patch", str(patch), "--compile-cache", compile_cache,
+    out = builder("derive", "--no-sbom", "--from", release_image, "--horovod-patch", str(patch), "--compile-cache", compile_cache,
                   "--tag", scratch_tag, "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     log = derive_log(cache_dir, scratch_tag)
@@ -219,7 +228,7 @@ def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_st
     """--nvbuild-args "--sm 8.6": the derived image's label and env follow what was compiled,
     the extension and Horovod are rebuilt for it, and the read-back labels say so (the
     conformance suite itself runs on the other derived images)."""
-    out = builder("derive", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--compile-cache", compile_cache,
+    out = builder("derive", "--no-sbom", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--compile-cache", compile_cache,
                   "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     lab = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", scratch_tag).stdout)
@@ -236,7 +245,7 @@ def test_the_legacy_backend_still_builds_a_derived_image(release_image, scratch_
     legacy builder: same untagged-then-tagged flow, a package added, read back, labelled."""
     import os
 
-    out = builder("derive", "--from", release_image, "--apt", "tree", "--tag", scratch_tag, "--no-test", "-q",
+    out = builder("derive", "--no-sbom", "--from", release_image, "--apt", "tree", "--tag", scratch_tag, "--no-test", "-q",
                   env={**os.environ, "BUILDER_BACKEND": "legacy"})
     assert out.returncode == 0, out.stderr
     assert docker("run", "--rm", "--entrypoint", "tree", scratch_tag, "--version").stdout.startswith("tree v")
@@ -258,7 +267,7 @@ def test_a_patch_rebuild_without_a_server_uses_the_local_cache_mount(release_ima
         patch = tmp_path / f"marker{n}.patch"
         patch.write_text(marker_patch(value))
         tag = f"{scratch_tag}-{n}"
-        out = builder("derive", "--from", release_image, "--patch", str(patch), "--tag", tag, *args)
+        out = builder("derive", "--no-sbom", "--from", release_image, "--patch", str(patch), "--tag", tag, *args)
         assert out.returncode == 0, out.stderr[-3000:]
         assert marker(tag) == value
         logs.append(derive_log(cache_dir, tag))

@@ -166,7 +166,7 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
     ca, marker = test_ca
     # The pip credentials come from the environment (argv would show them in `ps`).
     # --no-cache: settings are not part of BuildKit's cache keys, so a cached step would not show them used
-    out = builder("derive", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test", "--no-cache",
+    out = builder("derive", "--no-sbom", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test", "--no-cache",
                   "--layer-cache", f"{cache_registry.host}/derived-cache",
                   "--apt-mirror", MIRROR, "--pip-index", "https://pypi.invalid/simple",
                   "--pip-index-credentials-env", "ITEST_PIP_CREDS", "--ca-bundle", str(ca), "-q",
@@ -213,7 +213,7 @@ def test_bake_ca_without_a_bundle_is_refused():
 
 
 def test_credentials_on_the_command_line_are_refused():
-    out = builder("derive", "--from", "x:y", "--apt", "jq", "--tag", "a/b:c",
+    out = builder("derive", "--no-sbom", "--from", "x:y", "--apt", "jq", "--tag", "a/b:c",
                   "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "--pip-index-credentials-file" in out.stderr and TOKEN not in out.stderr

@@ -9,6 +9,13 @@ import pytest
 from builder import catalog
 
 
+@pytest.fixture(autouse=True)
+def _own_cache_dir(tmp_path_factory, monkeypatch):
+    """Whatever a unit test writes into the builder's cache (logs, the push ledger) goes to
+    a directory of its own, never the user's ~/.cache/tfbuilder."""
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture
 def make_catalog(tmp_path):
     """A catalog directory holding the real _common.yaml plus the given files."""

@@ -26,7 +26,7 @@ def engine(monkeypatch) -> FakeEngine:
     engine.add_image("local/img:1", layers=["sha256:" + "1" * 64, "sha256:" + "2" * 64])
     monkeypatch.setattr(reg, "probe", lambda host, insecure=False: reg.Transport(host, "https", True))
     monkeypatch.setattr(reg, "config_credentials", lambda host: None)
-    monkeypatch.setattr(reg, "manifest_digest", lambda ref, creds, transport: engine.pushed[ref])
+    monkeypatch.setattr(reg, "served_manifest", lambda ref, creds, transport: (engine.pushed[ref], b"{}"))
     monkeypatch.setattr(reg.time, "sleep", lambda seconds: None)  # the backoff, not waited for
     return engine
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import json
 import ssl
 import threading
 from pathlib import Path
@@ -55,10 +56,14 @@ class Registry:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
+                manifest = json.dumps({"schemaVersion": 2, "layers": [
+                    {"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip"}] * 2}).encode()
                 self.send_response(200)
                 self.send_header("Docker-Content-Digest", digest)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(manifest)))
                 self.end_headers()
+                if body:
+                    self.wfile.write(manifest)
 
             def do_GET(self):  # noqa: N802
                 self._answer(True)
@@ -179,7 +184,7 @@ def test_a_ca_in_certs_d_is_trusted_and_the_digest_is_read_back_over_tls(tls_reg
     assert result.digest == engine.pushed[ref]
     assert [c[0] for c in moves(engine)] == ["login", "tag", "push"]
     # The read-back authenticated (over verified TLS) with the user's credentials.
-    assert ("HEAD", "/v2/ml/img/manifests/1", "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode()) \
+    assert ("GET", "/v2/ml/img/manifests/1", "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode()) \
         in tls_registry.requests
 
 
@@ -209,7 +214,8 @@ def test_plain_http_registry_needs_the_flag_and_never_gets_credentials(plain_reg
     assert result.digest == engine.pushed[ref] and engine.tags[ref] == engine.tags["local/img:1"]
     assert [c[0] for c in moves(engine)] == ["tag", "push"]       # no login
     assert plain_registry.authorizations() == []                  # nothing secret ever arrived over HTTP
-    assert any(r[:2] == ("HEAD", "/v2/img/manifests/1") for r in plain_registry.requests)
+    assert any(r[:2] == ("GET", "/v2/img/manifests/1") for r in plain_registry.requests)
+    assert result.compression == {"gzip": 2}  # read from the manifest the registry serves
 
 
 def test_a_failure_after_tagging_takes_the_tag_back(plain_registry, certs_d):
@@ -276,3 +282,9 @@ def test_a_login_error_the_engine_does_not_name_is_asked_of_the_registry(tls_reg
     with pytest.raises(UserError) as exc:
         p.push("local/img:1", ref, CREDS)
     assert str(exc.value) == f"cannot log in to {tls_registry.host}: {docker26}"
+
+
+def test_verify_is_told_to_read_not_to_push(plain_registry):
+    with pytest.raises(UserError) as err:
+        reg.probe(plain_registry.host, action="read")
+    assert "pass --insecure-registry to read from it" in str(err.value) and "push" not in str(err.value)

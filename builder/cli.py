@@ -15,7 +15,8 @@ import typer
 
 from builder.cli_cache import cache_app
 from builder.errors import UserError, say
-from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, NO_CACHE, QUIET, RELEASE, SBOM,
+from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, QUIET,
+                             RELEASE, SBOM, SIGN,
                              with_build_settings, with_registry_credentials, with_render_options)
 
 app = typer.Typer(
@@ -149,6 +150,8 @@ def build(
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
     compile_cache: Optional[str] = COMPILE_CACHE,
     push_to: Optional[str] = typer.Option(None, "--push", help="Push the built tags to this registry (HOST[:PORT][/NS])."),
+    sign: Optional[Path] = SIGN,
+    key_password_env: str = KEY_PASSWORD_ENV,
     credentials=None,
     insecure_registry: bool = INSECURE_REGISTRY,
     quiet: bool = QUIET,
@@ -160,7 +163,7 @@ def build(
         release, variant, all_variants, **{**render, "env": tuple(render["env"] or ())}, tags=tuple(tag or ()),
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
         insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle), builders=builders,
-        sbom=sbom_))
+        sbom=sbom_, sign=sign, key_password_env=key_password_env))
     run.run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
 
 
@@ -241,10 +244,8 @@ def push(
     tries: int = typer.Option(4, "--tries", help="Attempts for transient failures (backoff between)."),
     as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
-    sign: Optional[Path] = typer.Option(None, "--sign", help="cosign private key: sign the pushed digest and attach "
-                                                             "the image's SBOM and provenance, signed."),
-    key_password_env: str = typer.Option("COSIGN_PASSWORD", "--key-password-env",
-                                         help="Environment variable holding the --sign key's password."),
+    sign: Optional[Path] = SIGN,
+    key_password_env: str = KEY_PASSWORD_ENV,
 ) -> None:
     """Push IMAGE to a registry, verify the digest through the registry API, print REF@DIGEST."""
     from builder import plan as pl, run

@@ -31,6 +31,10 @@ CA_BUNDLE = typer.Option(None, "--ca-bundle", help="Extra CA bundle (PEM) for th
                                                    "(repeatable; not kept).")
 CACHE_DIR = typer.Option(None, "--dir", help="Cache directory (default ~/.cache/tfbuilder/compile-cache).")
 JSON = typer.Option(False, "--json", help="Machine-readable output.")
+SIGN = typer.Option(None, "--sign", help="cosign private key: sign the pushed digest and attach the image's SBOM "
+                                          "and provenance, signed.")
+KEY_PASSWORD_ENV = typer.Option("COSIGN_PASSWORD", "--key-password-env",
+                                help="Environment variable holding the --sign key's password.")
 SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged.")
 
 # name -> (annotation, option): the build-settings group.

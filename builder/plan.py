@@ -103,6 +103,8 @@ class BuildArgs:
     baked_ca: tuple[str, ...] = ()  # PEM texts (--bake-ca with --ca-bundle)
     builders: str | None = None     # --builders A,B: --all's variants spread over these
     sbom: bool = False              # make each image's SBOM after it is tagged (the CLI's default)
+    sign: Path | None = None        # --sign KEY: sign what --push pushed
+    key_password_env: str = "COSIGN_PASSWORD"
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,8 @@ class BuildPlan:
     keep_going: bool = False  # --all: a failed variant does not stop the others
     builders: tuple[str, ...] = ()  # --builders: where --all's variants are spread
     sbom: bool = False
+    sign: Path | None = None
+    key_password_env: str = "COSIGN_PASSWORD"
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -149,6 +153,9 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         raise UserError("--all and --variant exclude each other")
     if args.all_variants and args.tags:
         raise UserError("--tag names one image; it cannot go with --all")
+    if args.sign and not args.push_to:
+        raise UserError("--sign signs what --push pushes: give --push REGISTRY too, or sign later with "
+                        "`builder push IMAGE --registry R --sign KEY`")
     if args.builders is not None and not args.all_variants:
         raise UserError("--builders spreads the variants of --all over builders: for one image use --builder NAME")
     from builder import builders
@@ -187,7 +194,8 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
-                     keep_going=args.all_variants, builders=spread, sbom=args.sbom)
+                     keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
+                     key_password_env=check_password_env(args.key_password_env))
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
@@ -253,9 +261,13 @@ def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4,
 
     if tries < 1:
         raise UserError("--tries must be at least 1")
-    if not grammar.matches(grammar.ENV_NAME, key_password_env):
-        raise UserError(f"--key-password-env {grammar.shown(key_password_env)}: not an environment variable name")
-    return PushPlan(image, target_ref(image, registry, tag), tries, insecure, sign, key_password_env)
+    return PushPlan(image, target_ref(image, registry, tag), tries, insecure, sign, check_password_env(key_password_env))
+
+
+def check_password_env(name: str) -> str:
+    if not grammar.matches(grammar.ENV_NAME, name):
+        raise UserError(f"--key-password-env {grammar.shown(name)}: not an environment variable name")
+    return name
 
 
 # --- base ---------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         from builder import registry as reg
 
         reg.check_before_build(reg.registry_host(plan.push_to), creds, plan.insecure_registry)
+    if plan.sign:  # a missing key or a wrong password fails before the build, not after it
+        from builder import signing
+
+        signing.unlock(plan.sign, plan.key_password_env)
     if plan.builders and not dry_run:
         if settings.builder:
             raise UserError("--builder and --builders exclude each other: give the builders with --builders A,B")
@@ -134,7 +138,7 @@ def bake_variants(plan: BuildPlan, engine: Engine, choice, settings: BuildSettin
 
 
 def plan_push_of(ref: str, plan: BuildPlan) -> PushPlan:
-    return plan_push(ref, plan.push_to or "", None, 4, plan.insecure_registry)
+    return plan_push(ref, plan.push_to or "", None, 4, plan.insecure_registry, plan.sign, plan.key_password_env)
 
 
 def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False, as_json: bool = False,
@@ -147,7 +151,7 @@ def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False,
     if plan.sign:  # before anything is pushed: a missing key or password wastes no upload
         from builder import signing
 
-        password = signing.check_key(plan.sign, plan.key_password_env)
+        password = signing.unlock(plan.sign, plan.key_password_env)
     result = reg.Pusher(engine, tries=plan.tries, quiet=quiet).push(plan.image, plan.ref, creds, plan.insecure)
     if plan.sign:
         from builder import signing, supply_chain

@@ -97,6 +97,15 @@ def check_key(key: Path, password_env: str) -> str:
     return password
 
 
+def unlock(key: Path, password_env: str) -> str:
+    """check_key(), then the password tried on the key (`cosign public-key` decrypts it,
+    offline): a wrong one is refused before anything is built or uploaded."""
+    password = check_key(key, password_env)
+    with _environment(Access(), password) as env:
+        _run(["public-key", "--key", str(key)], env, f"--sign {key}: the key does not open with ${password_env}")
+    return password
+
+
 def sign_and_attest(ref_at_digest: str, key: Path, password: str, access: Access,
                     sbom: Path, provenance: Path) -> None:
     """Sign the digest, then attach the SBOM and the provenance as signed attestations."""

@@ -58,6 +58,22 @@ def engine_up():
         pytest.fail("no Docker engine answers: run `bash scripts/setup.sh` first", pytrace=False)
 
 
+# Below this, an image build or a push cannot finish: the engine then stalls or fails
+# deep inside a step, and a test would wait on it instead of saying why.
+MIN_FREE_DISK = 4e9
+
+
+@pytest.fixture(autouse=True)
+def enough_disk():
+    import shutil
+
+    for path in ("/var/lib/docker", "/tmp"):
+        free = shutil.disk_usage(path).free
+        if free < MIN_FREE_DISK:
+            pytest.fail(f"only {free / 1e9:.1f} GB free on {path}: the engine cannot build or push "
+                        "(free some space; `docker system df` shows what the engine holds)", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("builder-cache")

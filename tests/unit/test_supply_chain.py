@@ -161,3 +161,36 @@ def test_syft_runs_in_the_image_with_an_image_scans_catalogers_and_a_quoted_name
     assert words[words.index("--override-default-catalogers") + 1] == "image"
     assert {"./proc/**", "./sys/**", "./dev/**", f".{sbom.SYFT_MOUNT}/**"} <= set(words)
     assert f"{sbom.SYFT_MOUNT}/syft" in words and "dir:/" in words
+
+
+def test_the_password_is_tried_on_the_key_through_the_environment(tmp_path, monkeypatch, fake_cosign):
+    key = tmp_path / "cosign.key"
+    key.write_text("k")
+    monkeypatch.setenv("MY_PW", "s3cret-pw")
+    assert signing.unlock(key, "MY_PW") == "s3cret-pw"
+    [call] = fake_cosign()
+    assert call["argv"] == ["public-key", "--key", str(key)] and call["password"] == "s3cret-pw"
+    monkeypatch.setenv("FAKE_COSIGN_FAIL", "1")
+    with pytest.raises(UserError, match=r"the key does not open with \$MY_PW"):
+        signing.unlock(key, "MY_PW")
+
+
+def test_build_sign_needs_push_and_a_key_that_opens_before_anything_is_built(tmp_path, monkeypatch):
+    from builder import catalog, run
+    from builder.buildsettings import BuildSettings
+
+    cat = catalog.load()
+    with pytest.raises(UserError, match="--sign signs what --push pushes"):
+        pl.plan_build(cat, pl.BuildArgs("21.08", sign=tmp_path / "cosign.key"))
+    key = tmp_path / "cosign.key"
+    key.write_text("k")
+    monkeypatch.delenv("COSIGN_PASSWORD", raising=False)
+    plan = pl.plan_build(cat, pl.BuildArgs("21.08", push_to="r.example/ml", sign=key))
+    assert run.plan_push_of("local/tensorflow:21.08-tf2-py3", plan).sign == key  # each push signs
+
+    def never():
+        raise AssertionError("the engine was reached before the key was checked")
+
+    monkeypatch.setattr("builder.registry.check_before_build", lambda host, creds, insecure: None)
+    with pytest.raises(UserError, match=r"\$COSIGN_PASSWORD, which is not set"):
+        run.run_build(plan, never, BuildSettings())

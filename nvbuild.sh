@@ -30,6 +30,8 @@ Usage: nvbuild.sh [options]
   --sm LIST|all|local  compute capabilities to build: a list (7.0,8.6), 'all' (the
                        release's list baked into the image) or 'local' (the GPUs visible
                        now; fails when there are none). Default: $TF_CUDA_COMPUTE_CAPABILITIES.
+  --allow-ptx-jit      accept capabilities newer than this CUDA can compile: they run by
+                       PTX JIT of the newest one it can (which is then compiled too)
   --only extension|horovod
                        build only the framework source (TensorFlow extension or TensorFlow)
                        or only Horovod. Default: both, the framework first.
@@ -95,6 +97,7 @@ took() {  # took PHASE START: the timing line the bench reads
 }
 
 SM=${TF_CUDA_COMPUTE_CAPABILITIES:-all}
+ALLOW_PTX_JIT=""
 CONFIGONLY=0
 CLEAN_AFTER=1
 CLEAN_BEFORE=0
@@ -106,6 +109,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --sm) [ $# -ge 2 ] || { log "--sm needs a value"; exit 2; }; SM=$2; shift ;;
     --sm=*) SM=${1#--sm=} ;;
+    --allow-ptx-jit) ALLOW_PTX_JIT=--allow-ptx-jit ;;
     --only) [ $# -ge 2 ] || { log "--only needs 'extension' or 'horovod'"; exit 2; }; ONLY=$2; shift ;;
     --only=*) ONLY=${1#--only=} ;;
     --configonly) CONFIGONLY=1 ;;
@@ -198,7 +202,9 @@ if [ "$SM" = local ]; then
 fi
 SM_ALL=${NVBUILD_SM_ALL:-$SM}
 if [ -n "$CUDA_VER" ]; then
-  resolved=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "$SM_ALL") || fail configure "compute capabilities '$SM' rejected"
+  # shellcheck disable=SC2086  # empty, or the one word --allow-ptx-jit
+  resolved=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "$SM_ALL" $ALLOW_PTX_JIT) \
+    || fail configure "compute capabilities '$SM' rejected"
   SM=$resolved
 fi
 

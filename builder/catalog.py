@@ -435,7 +435,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
             for toolkit, where in ((cuda, "cuda"), (off_cuda, "base.offline.cuda")):
                 if cc and toolkit:
                     try:
-                        for msg in cuda_arch.check(cc, toolkit):
+                        for msg in cuda_arch.check(cc, toolkit, opt_in=None):
                             c.add("build.cuda_compute_capabilities", f"{msg} (from {where})")
                     except cuda_arch.ArchError as exc:
                         c.add(where, str(exc))

@@ -116,28 +116,75 @@ def parse(spec: str | list, default: list[str] | None = None) -> list[str] | str
     return [str(a) for a in archs]
 
 
-def check(archs: list[str] | str, cuda_version: str) -> list[str]:
-    """Return a problem line for each arch the toolkit cannot compile."""
+# The rows a coverage report always answers: the GPUs fleets run today (Turing to
+# Blackwell: B200 is 10.0, RTX 50 / RTX PRO are 12.0), whatever the image was built for.
+FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
+
+
+def first_toolkit_for(arch: Arch) -> str | None:
+    """The oldest CUDA release (MAJOR.MINOR) whose nvcc compiles ARCH, if any does."""
+    for since, low, high in reversed(_TOOLKIT_RANGES):
+        if low <= (arch.major, arch.minor) <= high and (since < (13, 0) or (arch.major, arch.minor) not in _DROPPED_IN_13):
+            return f"{since[0]}.{since[1]}"
+    return None
+
+
+def check(archs: list[str] | str, cuda_version: str, allow_ptx_jit: bool = False,
+          opt_in: str | None = "--allow-ptx-jit") -> list[str]:
+    """Return a problem line for each arch the toolkit cannot compile. With ALLOW_PTX_JIT
+    an arch newer than the toolkit's newest is accepted: it runs the newest PTX by JIT.
+    OPT_IN names the option that accepts it (None where there is none, e.g. a catalog)."""
     if archs == "local":
         return []
-    ok = {str(a) for a in supported_archs(cuda_version)}
-    bad = [a for a in archs if a not in ok]
+    supported = supported_archs(cuda_version)
+    ok = {str(a) for a in supported}
+    bad = [a for a in archs if a not in ok and not (allow_ptx_jit and _parse_one(a) > supported[-1])]
     if not bad:
         return []
     known = {f"{m}.{n}" for m, n in KNOWN_ARCHS}
     what = ", ".join(bad)
     kind = "is not a GPU architecture" if all(b not in known for b in bad) else "cannot be compiled"
-    return [f"compute capability {what} {kind} for CUDA {cuda_version}; "
-            f"supported: {supported_range(cuda_version)}"]
+    line = f"compute capability {what} {kind} for CUDA {cuda_version}; supported: {supported_range(cuda_version)}"
+    newer = [_parse_one(b) for b in bad if b in known and _parse_one(b) > supported[-1]]
+    if newer:
+        toolkit = first_toolkit_for(max(newer))
+        line += f"; CUDA {toolkit} or newer compiles {', '.join(str(a) for a in newer)}" if toolkit else ""
+        if opt_in:
+            line += f"{',' if toolkit else ';'} or {opt_in} runs it by PTX JIT of compute_{supported[-1].digits}"
+    return [line]
 
 
-def resolve(spec: str | list, cuda_version: str, default: list[str] | None) -> list[str] | str:
-    """parse + check, raising one ArchError naming the supported range."""
+def compiled(archs: list[str] | str, cuda_version: str) -> list[str] | str:
+    """What the toolkit compiles for ARCHS: those it supports. The ones newer than its
+    newest run by PTX JIT, so the newest it supports is compiled too: the PTX a binary
+    carries is its newest arch's, and JIT from compute_90 beats JIT from compute_80."""
+    if archs == "local":
+        return archs
+    supported = supported_archs(cuda_version)
+    ok = {str(a) for a in supported}
+    kept = [a for a in archs if a in ok]
+    if jit_only(archs, cuda_version) and str(supported[-1]) not in kept:
+        kept.append(str(supported[-1]))
+    return kept
+
+
+def jit_only(archs: list[str] | str, cuda_version: str) -> list[str]:
+    """ARCHS that the toolkit cannot compile and that run by PTX JIT (newer than its newest)."""
+    if archs == "local":
+        return []
+    newest = supported_archs(cuda_version)[-1]
+    return [a for a in archs if _parse_one(a) > newest]
+
+
+def resolve(spec: str | list, cuda_version: str, default: list[str] | None,
+            allow_ptx_jit: bool = False) -> list[str] | str:
+    """parse + check, raising one ArchError naming the supported range; with
+    ALLOW_PTX_JIT, the list the toolkit compiles (compiled())."""
     archs = parse(spec, default)
-    problems = check(archs, cuda_version)
+    problems = check(archs, cuda_version, allow_ptx_jit)
     if problems:
         raise ArchError(problems[0])
-    return archs
+    return compiled(archs, cuda_version) if allow_ptx_jit else archs
 
 
 def gencode_flags(archs: list[str]) -> list[str]:
@@ -168,12 +215,14 @@ def coverage(arch: str, sass: list[str], ptx: list[str]) -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    """In-image use: `cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT]` prints the
-    X.Y list; `cuda_arch.py gencode LIST` prints nvcc flags, one per line."""
+    """In-image use: `cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit]`
+    prints the X.Y list to compile; `cuda_arch.py gencode LIST` prints nvcc flags, one per line."""
+    allow_ptx_jit = "--allow-ptx-jit" in argv
+    argv = [a for a in argv if a != "--allow-ptx-jit"]
     try:
         if len(argv) >= 3 and argv[0] == "resolve":
-            default = argv[3].split(",") if len(argv) > 3 else None
-            result = resolve(argv[1], argv[2], default)
+            default = argv[3].split(",") if len(argv) > 3 and argv[3] else None
+            result = resolve(argv[1], argv[2], default, allow_ptx_jit)
             print(result if isinstance(result, str) else ",".join(result))
             return 0
         if len(argv) == 2 and argv[0] == "gencode":
@@ -185,7 +234,8 @@ def main(argv: list[str]) -> int:
     except ArchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print("usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] | gencode LIST | supported CUDA_VERSION",
+    print("usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit] | gencode LIST | "
+          "supported CUDA_VERSION",
           file=sys.stderr)
     return 2
 

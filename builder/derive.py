@@ -75,7 +75,7 @@ def _refuse_empty(path: Path, option: str) -> None:
 
 # nvbuild.sh's options (see its usage): those taking a value, and plain flags.
 NVBUILD_VALUE_OPTIONS = ("--sm", "--only")
-NVBUILD_FLAGS = ("--noclean", "--clean", "--v1", "--v2")
+NVBUILD_FLAGS = ("--noclean", "--clean", "--v1", "--v2", "--allow-ptx-jit")
 
 
 def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
@@ -140,7 +140,7 @@ def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:
     cuda = parent_cuda(info)
     if not sm or sm in ("all", "local") or not cuda:
         return
-    problems = cuda_arch.check(cuda_arch.parse(sm), cuda)  # type: ignore[arg-type]
+    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args)  # type: ignore[arg-type]
     if problems:
         raise UserError(f"--nvbuild-args --sm: {problems[0]} (the CUDA of {parent})")
 

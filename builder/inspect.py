@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from builder import readback
+from builder import cuda_arch, readback
 from builder.engine import Engine
 from builder.errors import UserError
 from builder.contract import BuildInfo, Label
@@ -30,7 +30,9 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
     for arch in extra_capabilities or []:
         if arch not in requested:
             requested.append(arch)
-    report = readback.read_report(engine, image, requested)
+    # every image answers for the fleet's GPUs too (Turing to Blackwell), built for them or not
+    rows = sorted(set(requested) | set(cuda_arch.FLEET), key=lambda a: tuple(int(x) for x in a.split(".")))
+    report = readback.read_report(engine, image, rows)
     libs = {name: {k: lib.get(k) for k in ("soname", "loaded", "version", "path", "error") if k in lib}
             for name, lib in (report.get("libraries") or {}).items()}
     return {

@@ -69,6 +69,9 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
 # The render-options group (render and build): what a user may change in a release.
 RENDER: dict[str, tuple[Any, Any]] = {
     "cuda_cc": (Optional[str], CUDA_CC),
+    "allow_ptx_jit": (bool, typer.Option(False, "--allow-ptx-jit",
+                                         help="Accept capabilities newer than the toolkit compiles: they run by PTX "
+                                              "JIT of the newest it can (e.g. 12.0 on CUDA 12.4).")),
     "xla": (Optional[bool], typer.Option(None, "--xla/--no-xla", help="Build the XLA path (default: the release's).")),
     "gcp": (Optional[bool], typer.Option(None, "--gcp/--no-gcp", help="Build gs:// support (default: the release's).")),
     "hdfs": (Optional[bool], typer.Option(None, "--hdfs/--no-hdfs",

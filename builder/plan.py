@@ -49,9 +49,10 @@ def check_compile_cache(url: str | None) -> None:
 
 def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
                    gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
-                   base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = ()) -> RenderOptions:
+                   base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = (),
+                   allow_ptx_jit: bool = False) -> RenderOptions:
     return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
-                         base=base, repository=repo, baked_ca=baked_ca,
+                         base=base, repository=repo, baked_ca=baked_ca, allow_ptx_jit=allow_ptx_jit,
                          offline_base_image=BaseRecipe(release.offline).tag if release is not None else None)
 
 
@@ -87,6 +88,7 @@ class BuildArgs:
     variant: str | None = None
     all_variants: bool = False
     cuda_cc: str | None = None
+    allow_ptx_jit: bool = False
     xla: bool | None = None
     gcp: bool | None = None
     hdfs: bool | None = None
@@ -186,7 +188,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
 
         target_ref("x:y", args.push_to, None)  # the registry's grammar, before building
     opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env, args.base, args.repo,
-                          args.baked_ca)
+                          args.baked_ca, args.allow_ptx_jit)
     planned = []
     for v in variants:  # every render problem is reported before anything is built
         rendered = render(rel, v, opts)

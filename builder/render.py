@@ -67,6 +67,7 @@ class RenderOptions:
     repository: str | None = None
     offline_base_image: str | None = None  # the offline base's tag, from base.py
     baked_ca: tuple[str, ...] = ()  # PEM texts to install in the image (--bake-ca)
+    allow_ptx_jit: bool = False     # capabilities newer than the toolkit's run by PTX JIT
 
     @staticmethod
     def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -131,16 +132,35 @@ def effective_cuda(release: Release, base: str) -> list[tuple[str, str]]:
 
 
 def resolve_cuda_cc(release: Release, options: RenderOptions) -> list[str] | str:
+    """The capabilities to compile (SASS each, PTX for the newest); with --allow-ptx-jit
+    those newer than a toolkit can compile are left to PTX JIT (jit_capabilities())."""
     spec = options.cuda_cc if options.cuda_cc is not None else release.cuda_cc
+    toolkits = effective_cuda(release, options.base)
     try:
         archs = cuda_arch.parse(spec, release.cuda_cc)
-        for toolkit, where in effective_cuda(release, options.base):
-            problems = cuda_arch.check(archs, toolkit)
+        for toolkit, where in toolkits:
+            problems = cuda_arch.check(archs, toolkit, options.allow_ptx_jit)
             if problems:
                 raise UserError(f"{problems[0]} ({where})")
+        if options.allow_ptx_jit:
+            return cuda_arch.compiled(archs, _oldest_toolkit(toolkits))
     except cuda_arch.ArchError as exc:
         raise UserError(str(exc)) from None
     return archs
+
+
+def jit_capabilities(release: Release, options: RenderOptions) -> list[str]:
+    """The requested capabilities that run by PTX JIT (--allow-ptx-jit), none otherwise."""
+    if not options.allow_ptx_jit:
+        return []
+    spec = options.cuda_cc if options.cuda_cc is not None else release.cuda_cc
+    archs = cuda_arch.parse(spec, release.cuda_cc)
+    return cuda_arch.jit_only(archs, _oldest_toolkit(effective_cuda(release, options.base)))
+
+
+def _oldest_toolkit(toolkits: list[tuple[str, str]]) -> str:
+    """Of the toolkits a build may use, the one whose newest architecture is oldest."""
+    return min((t for t, _ in toolkits), key=lambda t: cuda_arch.supported_archs(t)[-1])
 
 
 def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
@@ -271,6 +291,7 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         "image": ctx.image_ref,
         "base_image": ctx.base_image,
         "cuda_compute_capabilities": ctx.cuda_cc,
+        "ptx_jit": jit_capabilities(release, options),
         "toggles": ctx.toggles,
         "env": ctx.env,
         "labels": ctx.labels,

@@ -39,6 +39,11 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     out = out or Output()
     for name, reason in plan.skipped:
         out.say(f"skipped {name}: {reason}")
+    for vp in plan.variants:
+        jit, built = vp.rendered.meta.get("ptx_jit"), vp.rendered.meta["cuda_compute_capabilities"]
+        if jit:
+            out.say(f"note: {vp.variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
+                    f"{built[-1].replace('.', '')} (--allow-ptx-jit); SASS for {', '.join(built)}")
     buildcontext.check_tree(plan.framework_src or paths.framework_src_dir())  # no host files in the image
     if plan.push_to:  # before any build: an untrusted certificate or a bad password fails now
         from builder import registry as reg

@@ -82,10 +82,12 @@ class Registry:
             self.proc.wait(10)
 
     def cleanup(self) -> None:
-        """Stop the registry, forget its CA, and remove the local tags pushes made under its
+        """Stop the registry, forget its CA, delete what it stored (a copy of the release
+        image each: the run's disk peak), and remove the local tags pushes made under its
         host (HOST/NS/NAME:TAG): a run leaves no image names behind, only shared layers."""
         self.stop()
         shutil.rmtree(CERTS_D / self.host, ignore_errors=True)
+        shutil.rmtree(self.storage, ignore_errors=True)  # shared storage: whichever front end stops first
         listed = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
                                 capture_output=True, text=True)
         tags = [t for t in listed.stdout.split() if t.startswith(f"{self.host}/")]

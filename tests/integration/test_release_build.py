@@ -126,7 +126,8 @@ def test_inspect_reports_what_the_image_holds(release_image):
     assert report["libraries"]["tensorrt"]["loaded"] is False and report["tf_trt"] == "unavailable"
     assert report["driver_libraries"] == []
     assert report["tensorflow_build_info"]["cuda_compute_capabilities"][-1] == "compute_80"
-    assert set(report["coverage"]) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6"}
+    # the image's capabilities and the fleet's (up to Blackwell's 10.0 and 12.0)
+    assert set(report["coverage"]) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
     components = {b["component"] for b in report["cuda_binaries"]}
     assert components == {"tensorflow", "extension", "horovod"}
 
@@ -137,10 +138,11 @@ def test_inspect_coverage_table(release_image):
     lines = out.stdout.splitlines()
     assert lines[0].split()[0] == "capability" and "tensorflow:_pywrap_tensorflow_internal.so" in lines[0]
     rows = {line.split()[0]: line for line in lines[1:]}
-    assert set(rows) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "9.0"}
+    assert set(rows) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
     assert "SASS sm_86" in rows["8.6"]                  # the extension and Horovod: native code
     assert "SASS sm_80" in rows["8.6"]                  # TensorFlow's wheel: sm_80 SASS runs on 8.6
-    assert "PTX JIT compute_80" in rows["9.0"] and "PTX JIT compute_86" in rows["9.0"]
+    for gpu in ("9.0", "10.0", "12.0"):                 # Hopper and Blackwell: PTX JIT, from each binary's newest
+        assert "PTX JIT compute_80" in rows[gpu] and "PTX JIT compute_86" in rows[gpu], rows[gpu]
     assert "none" not in out.stdout
 
 

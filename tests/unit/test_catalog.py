@@ -205,7 +205,7 @@ def test_compute_capability_checked_against_the_offline_toolkit_too(make_catalog
     problems = _problems(make_catalog, {"30.01.yaml": text})
     assert problems == ["30.01.yaml: build.cuda_compute_capabilities: compute capability 8.9 cannot be compiled "
                         "for CUDA 11.2; supported: 3.5-8.6 (3.5, 3.7, 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, "
-                        "8.0, 8.6) (from base.offline.cuda)"]
+                        "8.0, 8.6); CUDA 11.8 or newer compiles 8.9 (from base.offline.cuda)"]
 
 
 def test_every_problem_of_every_file_is_reported_at_once(make_catalog):

@@ -75,3 +75,48 @@ def test_module_runs_standalone_as_in_the_image(tmp_path):
     gen = run("gencode", "7.0,8.0")
     assert gen.stdout.split() == ["-gencode=arch=compute_70,code=sm_70", "-gencode=arch=compute_80,code=sm_80",
                                   "-gencode=arch=compute_80,code=compute_80"]
+
+
+# --- Hopper and Blackwell on an older toolkit: refused, or PTX JIT by choice ------------
+
+def test_a_capability_newer_than_the_toolkit_is_refused_naming_the_toolkit_and_the_opt_in():
+    [line] = cuda_arch.check(["8.0", "12.0"], "12.4")
+    assert line == ("compute capability 12.0 cannot be compiled for CUDA 12.4; supported: 5.0-9.0 "
+                    "(5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0); CUDA 12.8 or newer "
+                    "compiles 12.0, or --allow-ptx-jit runs it by PTX JIT of compute_90")
+    [line] = cuda_arch.check(["10.0"], "12.4")
+    assert "CUDA 12.8 or newer compiles 10.0" in line
+
+
+@pytest.mark.parametrize("cuda, arch, first", [("12.4", "10.0", "12.8"), ("12.4", "12.1", "12.9"),
+                                               ("11.2", "9.0", "11.8"), ("11.2", "8.9", "11.8")])
+def test_the_first_toolkit_that_compiles_an_arch_is_named(cuda, arch, first):
+    assert cuda_arch.first_toolkit_for(cuda_arch._parse_one(arch)) == first
+    assert f"CUDA {first} or newer compiles {arch}" in cuda_arch.check([arch], cuda)[0]
+
+
+def test_with_the_opt_in_newer_gpus_run_the_newest_ptx_which_is_then_compiled():
+    assert cuda_arch.check(["8.0", "10.0", "12.0"], "12.4", allow_ptx_jit=True) == []
+    assert cuda_arch.resolve("8.0,12.0", "12.4", None, allow_ptx_jit=True) == ["8.0", "9.0"]
+    assert cuda_arch.resolve("12.0", "12.4", None, allow_ptx_jit=True) == ["9.0"]
+    assert cuda_arch.resolve("8.0,9.0", "12.4", None, allow_ptx_jit=True) == ["8.0", "9.0"]  # nothing to JIT
+    assert cuda_arch.jit_only(["8.0", "10.0", "12.0"], "12.4") == ["10.0", "12.0"]
+    flags = cuda_arch.gencode_flags(cuda_arch.resolve("8.0,12.0", "12.4", None, allow_ptx_jit=True))
+    assert flags[-1] == "-gencode=arch=compute_90,code=compute_90"
+    # the PTX runs forward only: an arch older than the toolkit's oldest stays refused
+    assert "cannot be compiled" in cuda_arch.check(["3.5"], "12.4", allow_ptx_jit=True)[0]
+    assert "--allow-ptx-jit" not in cuda_arch.check(["3.5"], "12.4")[0]
+
+
+def test_the_in_image_policy_takes_the_opt_in_as_a_flag(capsys):
+    assert cuda_arch.main(["resolve", "8.0,12.0", "12.4", "", "--allow-ptx-jit"]) == 0
+    assert capsys.readouterr().out.strip() == "8.0,9.0"
+    assert cuda_arch.main(["resolve", "8.0,12.0", "12.4"]) == 2
+    assert "--allow-ptx-jit runs it" in capsys.readouterr().err
+
+
+def test_every_coverage_report_answers_for_the_fleet():
+    assert cuda_arch.FLEET == ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
+    # a 21.08 image: SASS up to sm_86, PTX compute_86: Blackwell runs it by JIT
+    assert cuda_arch.coverage("12.0", ["70", "86"], ["86"]) == ("ptx", "compute_86")
+    assert cuda_arch.coverage("10.0", ["90"], ["90"]) == ("ptx", "compute_90")

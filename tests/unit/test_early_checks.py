@@ -61,6 +61,14 @@ def test_capabilities_against_the_parents_cuda(info, sm, refused):
         derive.check_capabilities(spec, "p", info)
 
 
+def test_a_derived_image_may_leave_blackwell_to_ptx_jit_when_it_says_so():
+    info = parent({"dev.tfbuilder.cuda": "12.4.1"})
+    with pytest.raises(UserError, match=r"12.0 cannot be compiled for CUDA 12.4.1.*--allow-ptx-jit"):
+        derive.check_capabilities(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,12.0"]), "p", info)
+    derive.check_capabilities(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,12.0", "--allow-ptx-jit"]),
+                              "p", info)
+
+
 class NoBuildEngine:
     """Answers questions about the parent; building or running anything fails the test."""
 

@@ -127,7 +127,8 @@ def test_describe_reads_labels_and_the_images_own_report():
 
     engine.run_handler = run
     out = insp.describe(engine, "local/tensorflow:21.08-tf2-py3", ["9.0"])
-    assert commands == [["python3", "/opt/tensorflow/image_report.py", "--requested", "8.6,9.0"]]
+    # the label's and the asked capabilities, and the fleet's rows (7.5 to 12.0) with them
+    assert commands == [["python3", "/opt/tensorflow/image_report.py", "--requested", "7.5,8.0,8.6,8.9,9.0,10.0,12.0"]]
     assert out["id"] == image_id and out["size_bytes"] == 123
     assert (out["release"], out["variant"], out["framework"]) == ("21.08", "tf2-py3", "tensorflow 2.5.0")
     assert out["versions"]["horovod"] == "0.22.1" and out["tf_trt"] == "unavailable"

@@ -1,9 +1,10 @@
 """Golden-string tests of the renderer (hpccm style): exact fragments of what is rendered."""
 import subprocess
+import sys
 
 import pytest
 
-from builder import catalog
+from builder import catalog, cuda_arch
 from builder.base_recipe import BaseRecipe
 from builder.errors import UserError
 from builder.quoting import QuotingError, dockerfile_string
@@ -221,3 +222,29 @@ def test_corporate_settings_never_appear_in_what_is_rendered(cat):
     text = _render(cat).dockerfile + BaseRecipe(cat.get("21.08").offline).dockerfile()
     assert 'ARG BUILD_SETTINGS=""' in text and "with-build-settings apt-get update" in text
     assert "PIP_INDEX_URL" not in text and "CaInfo" not in text
+
+
+def test_a_capability_the_toolkit_cannot_compile_is_refused_or_left_to_ptx_jit_on_request(cat):
+    rel = cat.get("26.11")
+    newest = cuda_arch.supported_archs(rel.offline.cuda)[-1]
+    with pytest.raises(UserError) as err:
+        _render(cat, "26.11", cuda_cc="8.0,12.0", base="offline")
+    assert "compute capability 12.0 cannot be compiled" in str(err.value)
+    assert f"--allow-ptx-jit runs it by PTX JIT of compute_{newest.digits}" in str(err.value)
+    out = _render(cat, "26.11", cuda_cc="8.0,12.0", base="offline", allow_ptx_jit=True)
+    # SASS for what the toolkit compiles, its newest included (for the PTX the GPU JITs)
+    assert out.meta["cuda_compute_capabilities"] == ["8.0", str(newest)]
+    assert out.meta["ptx_jit"] == ["12.0"]
+    assert f'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.0,{newest}"' in out.dockerfile
+    assert _render(cat, "26.11", base="offline").meta["ptx_jit"] == []
+
+
+def test_the_opt_in_and_the_refusal_on_the_command_line():
+    refused = subprocess.run([sys.executable, "-m", "builder.cli", "build", "--release", "26.11", "--cuda-cc", "12.0",
+                              "--dry-run"], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--allow-ptx-jit" in refused.stderr and "or newer compiles 12.0" in refused.stderr
+    for cmd in ("build", "render", "bake"):
+        out = subprocess.run([sys.executable, "-m", "builder.cli", cmd, "--help"], capture_output=True, text=True,
+                             env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+        assert "--allow-ptx-jit" in out.stdout, cmd

@@ -106,24 +106,28 @@ def build_variant(engine: Engine, release: Release, variant: Variant, options: R
                                    builder=settings.builder, compression=settings.compression)
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     return finish_variant(engine, release, variant, rendered.meta, result.image_id, refs, log_path, framework_src,
-                          result.seconds)
+                          result.seconds, settings.compression)
 
 
 def finish_variant(engine: Engine, release: Release, variant: Variant, meta: dict, image_id: str, refs: list[str],
-                   log_path: Path, framework_src: Path | None, seconds: float = 0.0) -> BuildOutcome:
+                   log_path: Path, framework_src: Path | None, seconds: float = 0.0,
+                   compression: str = "gzip") -> BuildOutcome:
     """A built, untagged variant image: read back, labelled, then tagged REFS."""
     src = Path(framework_src) if framework_src else paths.framework_src_dir()
     image_id = verify_and_label(engine, image_id, release, variant, meta, log_path,
-                                expect_extension=(src / "python" / "tfext" / "__init__.py").is_file())
+                                expect_extension=(src / "python" / "tfext" / "__init__.py").is_file(),
+                                compression=compression)
     for ref in refs:
         engine.tag(image_id, ref)
     return BuildOutcome(release.name, variant.name, image_id, refs, seconds)
 
 
 def verify_and_label(engine: Engine, image_id: str, release: Release, variant: Variant, meta: dict,
-                     log_path: Path, expect_extension: bool = True) -> str:
+                     log_path: Path, expect_extension: bool = True, compression: str = "gzip") -> str:
     """Read what the untagged image holds, refuse it when it disagrees with the catalog,
-    and label it with what it reported; returns the labelled image's id."""
+    and label it with what it reported; returns the labelled image's id. The label step
+    exports the image again: with the build's COMPRESSION (BuildKit would otherwise turn
+    zstd layers back into gzip)."""
     requested = meta["cuda_compute_capabilities"]
     requested = [] if isinstance(requested, str) else list(requested)
     try:
@@ -139,7 +143,7 @@ def verify_and_label(engine: Engine, image_id: str, release: Release, variant: V
     labels = readback.measured_labels(report)
     if meta.get("base_image"):  # the provenance names the base by digest (builder push --sign)
         labels[BASE_DIGEST] = image_digest(engine, meta["base_image"])
-    return add_labels(engine, image_id, labels, log_path)
+    return add_labels(engine, image_id, labels, log_path, compression)
 
 
 def image_digest(engine: Engine, ref: str) -> str:
@@ -150,7 +154,8 @@ def image_digest(engine: Engine, ref: str) -> str:
     return info["Id"]
 
 
-def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: Path) -> str:
+def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: Path,
+               compression: str = "gzip") -> str:
     """A label-only image on top of IMAGE_ID (no new layer)."""
     from builder.quoting import FILTERS, QuotingError
 
@@ -165,7 +170,7 @@ def add_labels(engine: Engine, image_id: str, labels: dict[str, str], log_path: 
                                              encoding="utf-8")
         request = BuildRequest(context=Path(tmp), buildargs={"BASE_IMAGE": FILTERS['ref'](image_id)},
                                nocache=False, network_mode=None,
-                               log_path=log_path.with_suffix(".labels.log"), quiet=True)
+                               log_path=log_path.with_suffix(".labels.log"), quiet=True, compression=compression)
         labelled = engine.build(request, Progress("labels", quiet=True)).image_id
     forget_unlabelled(engine, image_id, labelled)
     return labelled

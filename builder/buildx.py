@@ -50,10 +50,14 @@ COMPRESSIONS = ("gzip", "zstd")
 
 def output(dest: Path | None = None, compression: str = "gzip") -> str:
     """buildx's --output for one plain image, into the engine or as an archive at DEST.
-    zstd forces every layer into zstd: without force-compression BuildKit reuses the gzip
-    blobs a layer already has (the base's, and every step a cached build takes over)."""
+    zstd forces every layer into zstd (without force-compression BuildKit reuses the gzip
+    blobs a layer already has: the base's, and every step a cached build takes over) and
+    OCI media types (Docker's manifest has no zstd layer type: without them the registry
+    gets `rootfs.diff.tar.zstd`, which only Docker's own client knows)."""
     spec = "type=docker" + (f",dest={dest}" if dest else "")
-    return spec + (f",compression={compression},force-compression=true" if compression != "gzip" else "")
+    if compression == "gzip":
+        return spec
+    return spec + f",compression={compression},force-compression=true,oci-mediatypes=true"
 
 
 def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:

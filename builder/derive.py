@@ -196,7 +196,11 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     cuda_cc = None
     if sm and sm not in ("all", "local"):
         try:
-            cuda_cc = ",".join(cuda_arch.parse(sm))  # type: ignore[arg-type]
+            archs = cuda_arch.parse(sm)
+            cuda = parent_labels.get(Label.CUDA)
+            if "--allow-ptx-jit" in spec.nvbuild_args and cuda and archs != "local":
+                archs = cuda_arch.compiled(archs, cuda)  # what nvbuild.sh will compile, as the env says
+            cuda_cc = ",".join(archs)  # type: ignore[arg-type]
         except cuda_arch.ArchError as exc:
             raise UserError(f"--nvbuild-args --sm: {exc}") from None
     records = patch_records(spec.patches)
@@ -250,7 +254,7 @@ def build(engine: Engine, spec: DeriveSpec, parent_ref: str, settings: buildsett
     return result.image_id
 
 
-def verify_and_label(engine: Engine, catalog, image_id: str, log_path: Path) -> str:
+def verify_and_label(engine: Engine, catalog, image_id: str, log_path: Path, compression: str = "gzip") -> str:
     """Read the derived image back (as for a release build) and label it with what it holds."""
     from builder import build
 
@@ -265,4 +269,4 @@ def verify_and_label(engine: Engine, catalog, image_id: str, log_path: Path) -> 
                         (("xla", "ENABLE_XLA"), ("gcp", "NEED_GCP"), ("hdfs", "NEED_HDFS"))}}
     has_ext, _ = engine.run_capture(image_id, ["test", "-f", InImage.EXTENSION_MARKER])
     return build.verify_and_label(engine, image_id, release, variant, meta, log_path,
-                                  expect_extension=has_ext == 0)
+                                  expect_extension=has_ext == 0, compression=compression)

@@ -78,7 +78,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                 if done.error:
                     raise done.error
                 outcome = b.finish_variant(engine, plan.release, vp.variant, done.meta, done.image_id, list(vp.refs),
-                                           done.log_path, plan.framework_src)
+                                           done.log_path, plan.framework_src, compression=settings.compression)
             else:
                 outcome = b.build_variant(engine, plan.release, vp.variant, plan.options, base=choice,
                                           settings=settings, build_id=plan.build_id, refs=list(vp.refs),
@@ -183,7 +183,7 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     dv.check_horovod_patches(engine, plan.parent, plan.spec.horovod_patches)
     log_path = paths.logs_dir() / plan.log_name
     image_id = dv.build(engine, plan.spec, plan.parent, settings, plan.compile_cache, plan.no_cache, log_path, quiet)
-    image_id = dv.verify_and_label(engine, catalog, image_id, log_path)
+    image_id = dv.verify_and_label(engine, catalog, image_id, log_path, settings.compression)
     if plan.test:
         from builder.conformance import runner
 

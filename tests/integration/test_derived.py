@@ -225,12 +225,20 @@ def test_cache_server_down_degrades_to_a_normal_compile(release_image, tmp_path,
 
 def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_step(release_image, scratch_tag,
                                                                                    compile_cache):
-    """--nvbuild-args "--sm 8.6": the derived image's label and env follow what was compiled,
-    the extension and Horovod are rebuilt for it, and the read-back labels say so (the
-    conformance suite itself runs on the other derived images)."""
-    out = builder("derive", "--no-sbom", "--from", release_image, "--nvbuild-args", "--sm 8.6", "--compile-cache", compile_cache,
-                  "--tag", scratch_tag, "--no-test", "-q")
+    """--nvbuild-args "--sm 8.6,12.0 --allow-ptx-jit": CUDA 11.2 compiles up to 8.6, so 12.0
+    (Blackwell) is left to PTX JIT of compute_86. The derived image's label and env follow
+    what was compiled, the extension and Horovod are rebuilt for it, the read-back labels
+    say so, and the coverage table says how a 12.0 GPU runs each binary (the conformance
+    suite itself runs on the other derived images)."""
+    refused = builder("derive", "--no-sbom", "--from", release_image, "--nvbuild-args", "--sm 8.6,12.0",
+                      "--tag", scratch_tag, "--no-test", "-q")
+    assert refused.returncode == 2 and "--allow-ptx-jit" in refused.stderr, refused.stderr
+    out = builder("derive", "--no-sbom", "--from", release_image, "--nvbuild-args", "--sm 8.6,12.0 --allow-ptx-jit",
+                  "--compile-cache", compile_cache, "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr[-3000:]
+    table = builder("inspect", scratch_tag, "--coverage")
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert "PTX JIT compute_86" in rows["12.0"] and "none" not in rows["12.0"], table.stdout
     lab = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", scratch_tag).stdout)
     assert lab["dev.tfbuilder.cuda-compute-capabilities"] == "8.6"
     assert lab["dev.tfbuilder.coverage"] == "8.6=sass"

@@ -21,10 +21,11 @@ def test_gzip_asks_buildx_for_nothing_and_zstd_for_every_layer():
     assert buildx.output() == "type=docker"
     assert buildx.output(Path("/t/i.tar")) == "type=docker,dest=/t/i.tar"
     # forced: BuildKit otherwise keeps the gzip blobs a layer already has (the base's, cached steps')
-    assert buildx.output(None, "zstd") == "type=docker,compression=zstd,force-compression=true"
+    assert buildx.output(None, "zstd") == "type=docker,compression=zstd,force-compression=true,oci-mediatypes=true"
     req = buildx.BuildxRequest(Path("/ctx"), builder="e2", output_file=Path("/t/i.tar"), compression="zstd")
     cmd = buildx.argv(req, Path("/m.json"))
-    assert cmd[cmd.index("--output") + 1] == "type=docker,dest=/t/i.tar,compression=zstd,force-compression=true"
+    assert cmd[cmd.index("--output") + 1] == ("type=docker,dest=/t/i.tar,compression=zstd,force-compression=true,"
+                                              "oci-mediatypes=true")
     assert cmd.count("--output") == 1
 
 

@@ -152,3 +152,14 @@ def test_nvbuild_args_are_refused_or_all_known(args):
             assert value in ("extension", "horovod")
         if name == "--sm" and value not in ("all", "local"):
             assert all(a in {f"{m}.{n}" for m, n in cuda_arch.KNOWN_ARCHS} for a in cuda_arch.parse(value))
+
+
+def test_a_derived_image_says_what_it_compiled_when_blackwell_is_left_to_ptx_jit():
+    labels = {"dev.tfbuilder.cuda": "11.2"}
+    text = derive.render(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.6,12.0", "--allow-ptx-jit"]),
+                         "p:1", "sha256:" + "a" * 64, labels)
+    assert 'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.6"' in text  # CUDA 11.2 compiles up to 8.6; 12.0 JITs compute_86
+    assert "--sm 8.6,12.0 --allow-ptx-jit" in text            # nvbuild.sh resolves the same list in the image
+    plain = derive.render(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,8.6"]), "p:1", "sha256:" + "a" * 64,
+                          labels)
+    assert 'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.0,8.6"' in plain

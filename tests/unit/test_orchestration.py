@@ -166,6 +166,22 @@ def test_a_layer_cache_and_a_builder_reach_each_image_build_and_never_the_label_
     assert refs == ["r.corp/tf-cache:derive-me_tf_jq", None]
 
 
+def test_zstd_reaches_every_build_the_label_step_included(monkeypatch, tmp_path):
+    """The label step exports the image again: left at gzip, BuildKit would turn the
+    zstd layers the build made back into gzip (measured: a pushed image all gzip)."""
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    engine = FakeEngine()
+    engine.add_image(BaseRecipe(REL.offline).rootfs_image)
+    engine.run_handler = answers
+    settings = BuildSettings(compression="zstd")
+    run.run_build(build_plan(), lambda: engine, settings, out=Captured())
+    assert [c[1].compression for c in engine.calls if c[0] == "build"] == ["zstd"] * 3  # base, image, labels
+    engine.calls.clear()
+    run.run_derive(pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
+                   engine, settings, CAT, out=Captured())
+    assert [c[1].compression for c in engine.calls if c[0] == "build"] == ["zstd", "zstd"]
+
+
 def test_the_unlabelled_image_does_not_stay_behind_unless_someone_tagged_it(engine):
     """On the containerd store every build would otherwise leave one more <none> image."""
     from builder import build as b

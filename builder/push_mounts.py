@@ -50,7 +50,15 @@ def _lines(path: Path) -> list[dict]:
 
 def record(host: str, repo: str, manifest: bytes, diff_ids: list[str], path: Path | None = None) -> bool:
     """Remember which blobs REPO on HOST now holds for which layers; False when the
-    manifest's layers do not pair with DIFF_IDS (an index, or another image)."""
+    manifest's layers do not pair with DIFF_IDS (an index, or another image), or when the
+    ledger cannot be written (the push it follows has succeeded all the same)."""
+    try:
+        return _record(host, repo, manifest, diff_ids, path or ledger_path())
+    except OSError:
+        return False
+
+
+def _record(host: str, repo: str, manifest: bytes, diff_ids: list[str], path: Path) -> bool:
     try:
         layers = json.loads(manifest).get("layers")
     except (ValueError, AttributeError):
@@ -60,7 +68,6 @@ def record(host: str, repo: str, manifest: bytes, diff_ids: list[str], path: Pat
     blobs = [layer.get("digest") if isinstance(layer, dict) else None for layer in layers]
     if not all(isinstance(b, str) and b.startswith("sha256:") for b in blobs):
         return False
-    path = path or ledger_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"host": host, "repo": repo, "layers": [[d, b] for d, b in zip(diff_ids, blobs)]})
     entries = _lines(path)
@@ -77,14 +84,17 @@ def record(host: str, repo: str, manifest: bytes, diff_ids: list[str], path: Pat
 def sources(host: str, repo: str, diff_ids: list[str], path: Path | None = None) -> dict[str, str]:
     """Blob digest -> the repository on HOST (other than REPO) an earlier push left it in,
     for the layers DIFF_IDS; the newest push wins."""
-    wanted, found = set(diff_ids), {}
+    wanted, found, there = set(diff_ids), {}, set()
     for entry in _lines(path or ledger_path()):
-        if entry.get("host") != host or entry.get("repo") == repo or not isinstance(entry.get("repo"), str):
+        if entry.get("host") != host or not isinstance(entry.get("repo"), str):
             continue
         for pair in entry["layers"]:
             if isinstance(pair, list) and len(pair) == 2 and pair[0] in wanted and isinstance(pair[1], str):
-                found[pair[1]] = entry["repo"]
-    return found
+                if entry["repo"] == repo:
+                    there.add(pair[1])  # an earlier push to REPO left it: nothing to mount
+                else:
+                    found[pair[1]] = entry["repo"]
+    return {blob: source for blob, source in found.items() if blob not in there}
 
 
 Request = Callable[[str, str, dict[str, str]], tuple[int, dict[str, str], bytes]]

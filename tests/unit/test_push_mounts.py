@@ -26,6 +26,10 @@ def test_a_push_is_remembered_and_its_layers_found_from_another_repository(tmp_p
     # nothing to mount into the same repository (the push finds them), or on another host
     assert push_mounts.sources("r:5000", "ml/tensorflow", [A, B, C], ledger) == {}
     assert push_mounts.sources("other:5000", "team/derived", [A, B], ledger) == {}
+    # once the derived image went to team/derived, a push there mounts nothing again
+    assert push_mounts.record("r:5000", "team/derived", manifest(GA, GB, GC), [A, B, C], ledger)
+    assert push_mounts.sources("r:5000", "team/derived", [A, B, C], ledger) == {}
+    assert push_mounts.sources("r:5000", "ml/tensorflow", [A, B, C], ledger) == {GC: "team/derived"}
 
 
 def test_the_newest_push_of_a_layer_is_the_source(tmp_path):
@@ -98,3 +102,9 @@ def test_a_registry_that_goes_away_stops_the_mounting_without_an_error():
     registry = Registry({GA: "a", GB: "a", GC: "a"}, fail_after=1)
     assert push_mounts.mount(registry, "b", {GA: "a", GB: "a", GC: "a"}, {}) == 1
     assert len(registry.requests) == 2  # the failing one, and nothing after it
+
+
+def test_a_ledger_that_cannot_be_written_costs_the_push_nothing(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert push_mounts.record("r", "a", manifest(GA), [A], blocked / "ledger.jsonl") is False

@@ -16,9 +16,13 @@ from builder.catalog import OfflineBase
 BASE_REPOSITORY = "local/cuda-base"
 ROOTFS_REPOSITORY = "local/debian-rootfs"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# nvcc 11.8 accepts host compilers up to GCC 11; bookworm's default is GCC 12.
+# nvcc 11.8 accepts host compilers up to GCC 11; bookworm's default is GCC 12. trixie's
+# toolkit is CUDA 12.4, which accepts up to GCC 13 (its default g++ 14 fails in
+# libstdc++-14's headers even with -allow-unsupported-compiler: docs/RELEASE-26.11.md).
 HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11"),
-                 "trixie": ("g++ g++-11", "g++-11")}
+                 "trixie": ("g++ g++-13", "g++-13")}
+# trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.
+EXTRA_DRIVER_PROVIDES = {"trixie": ("libcuda-12.4-1",)}
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,8 @@ class BaseRecipe:
         env = template_env()
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,
-                               host_compiler_packages=packages.split(), nvcc_ccbin=ccbin, recipe_id=recipe_id)
+                               host_compiler_packages=packages.split(), nvcc_ccbin=ccbin, recipe_id=recipe_id,
+                               extra_provides=EXTRA_DRIVER_PROVIDES.get(self.offline.debian, ()))
         return env.get_template("base/Dockerfile.j2").render(base=base)
 
     @property

@@ -209,6 +209,19 @@ def test_offline_base_tag_is_derived_from_the_recipe(cat):
     assert "NVCC_CCBIN" not in a.dockerfile()
 
 
+def test_a_trixie_base_compiles_with_g_13_and_keeps_cuda_12_4s_driver_dependency_out():
+    """Debian 13's toolkit is CUDA 12.4: GCC 13 at most, and nvidia-cuda-dev names the
+    driver library libcuda-12.4-1 too (docs/RELEASE-26.11.md); the older bases' recipes,
+    and so their tags, are unchanged by it."""
+    from builder.catalog import OfflineBase
+
+    text = BaseRecipe(OfflineBase("trixie", "12.4", "3.13")).dockerfile()
+    assert "NVCC_CCBIN=g++-13" in text and " g++ g++-13 " in text and " python3.13 " in text
+    assert "libnvidia-ptxjitcompiler.so.1 (= 9999), libcuda-12.4-1\"" in text
+    bullseye = BaseRecipe(OfflineBase("bullseye", "11.2", "3.9")).dockerfile()
+    assert "libcuda-12.4-1" not in bullseye and "ptxjitcompiler.so.1 (= 9999)\"" in bullseye
+
+
 def test_offline_bases_never_install_driver_libraries(cat):
     text = BaseRecipe(cat.get("21.08").offline).dockerfile()
     assert '"Package: host-provided-nvidia-driver"' in text

@@ -63,15 +63,26 @@ def engine_up():
 MIN_FREE_DISK = 4e9
 
 
+# An engine this large is swapping the machine to a standstill (tests/conftest.py): every
+# test would wait on it until its timeout; they fail at once instead, saying why.
+MAX_ENGINE_MEMORY = 12 << 30
+
+
 @pytest.fixture(autouse=True)
-def enough_disk():
+def machine_can_run():
     import shutil
+
+    from tests.conftest import dockerd_rss
 
     for path in ("/var/lib/docker", "/tmp"):
         free = shutil.disk_usage(path).free
         if free < MIN_FREE_DISK:
             pytest.fail(f"only {free / 1e9:.1f} GB free on {path}: the engine cannot build or push "
                         "(free some space; `docker system df` shows what the engine holds)", pytrace=False)
+    rss = dockerd_rss()
+    if rss and rss > MAX_ENGINE_MEMORY:
+        pytest.fail(f"dockerd holds {rss / 2**30:.1f} GiB of memory: the engine is stalling the machine "
+                    "(stop it and run `bash scripts/setup.sh` to start it again)", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 // GPU kernel of TfextGelu (the op is defined in csrc/ops/gelu.cc). Layout as in
-// bias_relu.cu.cc: self-contained device code, TensorFlow in the host pass only.
+// bias_relu.cu.cc: device code and its launcher, no TensorFlow.
 #if GOOGLE_CUDA
 
 #include "tfext/device.cuh"
+#include "tfext/launch.h"
 
 namespace tfext {
 namespace device {
@@ -21,31 +22,18 @@ template __global__ void GeluKernel<__half>(int, const __half*, __half*);
 template __global__ void GeluKernel<float>(int, const float*, float*);
 template __global__ void GeluKernel<double>(int, const double*, double*);
 
+// The launcher csrc/gpu/gelu.cc calls on the op's stream (tfext/launch.h).
+template <typename T>
+cudaError_t LaunchGelu(cudaStream_t stream, int n, const T* x, T* y) {
+  GeluKernel<T><<<GridBlocks(n), kThreads, 0, stream>>>(n, x, y);
+  return cudaGetLastError();
+}
+
+template cudaError_t LaunchGelu<__half>(cudaStream_t, int, const __half*, __half*);
+template cudaError_t LaunchGelu<float>(cudaStream_t, int, const float*, float*);
+template cudaError_t LaunchGelu<double>(cudaStream_t, int, const double*, double*);
+
 }  // namespace device
 }  // namespace tfext
 
-#ifndef __CUDA_ARCH__  // host pass: TensorFlow
-#define EIGEN_USE_GPU
-#include "tensorflow/core/util/gpu_kernel_helper.h"
-#include "tfext/gpu.h"
-#include "tfext/kernels.h"
-
-namespace tfext {
-
-template <typename T>
-struct Gelu<Eigen::GpuDevice, T> {
-  tensorflow::Status operator()(const Eigen::GpuDevice& d, const T* x, T* y, int64_t n) {
-    TF_RETURN_IF_ERROR(CheckGpuElementCount(n));
-    const tensorflow::GpuLaunchConfig cfg = tensorflow::GetGpuLaunchConfig(static_cast<int>(n), d);
-    return tensorflow::GpuLaunchKernel(device::GeluKernel<typename DeviceType<T>::type>,
-                                       cfg.block_count, cfg.thread_per_block, 0, d.stream(),
-                                       static_cast<int>(n), DevicePtr(x), DevicePtr(y));
-  }
-};
-
-TFEXT_REGISTER_KERNELS("TfextGelu", GeluOp, Eigen::GpuDevice, tensorflow::DEVICE_GPU)
-
-}  // namespace tfext
-
-#endif  // __CUDA_ARCH__
 #endif  // GOOGLE_CUDA

@@ -1,9 +1,10 @@
 // GPU kernel of TfextRowSoftmax (the op is defined in csrc/ops/row_softmax.cc): one thread
 // block per row, block-wide max and sum reductions in shared memory. Layout as in
-// bias_relu.cu.cc: self-contained device code, TensorFlow in the host pass only.
+// bias_relu.cu.cc: device code and its launcher, no TensorFlow.
 #if GOOGLE_CUDA
 
 #include "tfext/device.cuh"
+#include "tfext/launch.h"
 
 namespace tfext {
 namespace device {
@@ -51,32 +52,18 @@ template __global__ void RowSoftmaxKernel<__half>(int, int, const __half*, __hal
 template __global__ void RowSoftmaxKernel<float>(int, int, const float*, float*);
 template __global__ void RowSoftmaxKernel<double>(int, int, const double*, double*);
 
+// The launcher csrc/gpu/row_softmax.cc calls on the op's stream (tfext/launch.h).
+template <typename T>
+cudaError_t LaunchRowSoftmax(cudaStream_t stream, int rows, int cols, const T* x, T* y) {
+  RowSoftmaxKernel<T><<<rows < 65535 ? rows : 65535, kSoftmaxThreads, 0, stream>>>(rows, cols, x, y);
+  return cudaGetLastError();
+}
+
+template cudaError_t LaunchRowSoftmax<__half>(cudaStream_t, int, int, const __half*, __half*);
+template cudaError_t LaunchRowSoftmax<float>(cudaStream_t, int, int, const float*, float*);
+template cudaError_t LaunchRowSoftmax<double>(cudaStream_t, int, int, const double*, double*);
+
 }  // namespace device
 }  // namespace tfext
 
-#ifndef __CUDA_ARCH__  // host pass: TensorFlow
-#define EIGEN_USE_GPU
-#include "tensorflow/core/util/gpu_kernel_helper.h"
-#include "tfext/gpu.h"
-#include "tfext/kernels.h"
-
-namespace tfext {
-
-template <typename T>
-struct RowSoftmax<Eigen::GpuDevice, T> {
-  tensorflow::Status operator()(const Eigen::GpuDevice& d, const T* x, T* y, int64_t rows,
-                                int64_t cols) {
-    TF_RETURN_IF_ERROR(CheckGpuElementCount(rows * cols));
-    const int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
-    return tensorflow::GpuLaunchKernel(device::RowSoftmaxKernel<typename DeviceType<T>::type>, blocks,
-                                       device::kSoftmaxThreads, 0, d.stream(), static_cast<int>(rows),
-                                       static_cast<int>(cols), DevicePtr(x), DevicePtr(y));
-  }
-};
-
-TFEXT_REGISTER_KERNELS("TfextRowSoftmax", RowSoftmaxOp, Eigen::GpuDevice, tensorflow::DEVICE_GPU)
-
-}  // namespace tfext
-
-#endif  // __CUDA_ARCH__
 #endif  // GOOGLE_CUDA

@@ -1,9 +1,9 @@
-// Host-side helpers for the GPU op kernels (the TensorFlow section of csrc/cuda/*.cu.cc,
-// compiled in nvcc's host pass only).
+// Host-side helpers for the GPU op kernels (csrc/gpu/*.cc, compiled by the host compiler).
 #ifndef TFEXT_GPU_H_
 #define TFEXT_GPU_H_
 
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <limits>
@@ -40,6 +40,12 @@ inline tensorflow::Status CheckGpuElementCount(int64_t n) {
                                                " elements is too large for the GPU kernel");
   }
   return tensorflow::Status::OK();
+}
+
+// A launcher's answer as the op's status (what TensorFlow's GpuLaunchKernel reports).
+inline tensorflow::Status LaunchStatus(cudaError_t err) {
+  if (err == cudaSuccess) return tensorflow::Status::OK();
+  return tensorflow::errors::Internal("the GPU kernel did not launch: ", cudaGetErrorString(err));
 }
 
 }  // namespace tfext

@@ -25,7 +25,7 @@ REGISTER_OP("TfextBiasRelu")
       TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, -1), c->Dim(bias, 0), &channels));
       TF_RETURN_IF_ERROR(c->ReplaceDim(x, -1, channels, &out));
       c->set_output(0, out);
-      return tensorflow::Status::OK();
+      return tensorflow::Status();
     })
     .Doc(R"doc(
 y = max(x + bias, 0), bias added along the last dimension of x
@@ -44,7 +44,7 @@ struct BiasRelu<Eigen::ThreadPoolDevice, T> {
                       y[i] = static_cast<T>(v > A(0) ? v : A(0));
                     }
                   });
-    return tensorflow::Status::OK();
+    return tensorflow::Status();
   }
 };
 

@@ -33,7 +33,7 @@ struct Gelu<Eigen::ThreadPoolDevice, T> {
                       y[i] = static_cast<T>(A(0.5) * v * (A(1) + std::tanh(inner)));
                     }
                   });
-    return tensorflow::Status::OK();
+    return tensorflow::Status();
   }
 };
 

@@ -23,7 +23,7 @@ REGISTER_OP("TfextRowSoftmax")
       ShapeHandle logits;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &logits));
       c->set_output(0, logits);
-      return tensorflow::Status::OK();
+      return tensorflow::Status();
     })
     .Doc(R"doc(
 Softmax of each row of a matrix: y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i),
@@ -49,7 +49,7 @@ struct RowSoftmax<Eigen::ThreadPoolDevice, T> {
                         out[j] = static_cast<T>(std::exp(static_cast<A>(in[j]) - m) * inv);
                     }
                   });
-    return tensorflow::Status::OK();
+    return tensorflow::Status();
   }
 };
 

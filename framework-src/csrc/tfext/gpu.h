@@ -39,12 +39,12 @@ inline tensorflow::Status CheckGpuElementCount(int64_t n) {
     return tensorflow::errors::InvalidArgument("tensor of ", n,
                                                " elements is too large for the GPU kernel");
   }
-  return tensorflow::Status::OK();
+  return tensorflow::Status();
 }
 
 // A launcher's answer as the op's status (what TensorFlow's GpuLaunchKernel reports).
 inline tensorflow::Status LaunchStatus(cudaError_t err) {
-  if (err == cudaSuccess) return tensorflow::Status::OK();
+  if (err == cudaSuccess) return tensorflow::Status();
   return tensorflow::errors::Internal("the GPU kernel did not launch: ", cudaGetErrorString(err));
 }
 

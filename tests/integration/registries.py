@@ -103,3 +103,13 @@ def running(root: Path, **kw) -> Iterator[Registry]:
         yield reg
     finally:
         reg.cleanup()
+
+
+def registry_manifest(reg: Registry, name: str, tag: str) -> dict:
+    """The manifest a plain-HTTP registry serves (Docker's or OCI's types), read through its API."""
+    import json
+
+    req = urllib.request.Request(f"http://{reg.host}/v2/{name}/manifests/{tag}", headers={"Accept": ", ".join([
+        "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)

@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from .conftest import builder, docker
-from .registries import Registry
+from .registries import Registry, registry_manifest
 
 USER = "itest"
 PASSWORD = f"pw-{uuid.uuid4().hex}"
@@ -103,38 +103,6 @@ def test_derived_push_uploads_only_its_new_layers(release_image, derived_small, 
     assert api_digest(plain_registry, "ml/derived-small", "jq") == report["digest"]
     assert len(served["layers"]) == len(json.loads(docker("image", "inspect", derived_small).stdout)[0]
                                         ["RootFS"]["Layers"])
-
-
-def registry_manifest(reg: Registry, name: str, tag: str) -> dict:
-    """The manifest the registry serves (Docker's or OCI's types), read through its API."""
-    req = urllib.request.Request(f"http://{reg.host}/v2/{name}/manifests/{tag}", headers={"Accept": ", ".join([
-        "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.load(r)
-
-
-def test_a_zstd_image_reaches_the_registry_with_every_layer_in_zstd_and_smaller(release_image, plain_registry):
-    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "-q")
-    assert parent.returncode == 0, parent.stderr
-    tag = "itest/derived-zstd:jq"
-    out = builder("derive", "--no-sbom", "--from", release_image, "--apt", "jq", "--tag", tag, "--no-test", "--compression", "zstd",
-                  "-q")
-    assert out.returncode == 0, out.stderr
-    try:
-        assert docker("run", "--rm", "--entrypoint", "jq", tag, "--version").stdout.startswith("jq-")  # it unpacks
-        out = builder("push", tag, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "--json", "-q")
-        assert out.returncode == 0, out.stderr
-    finally:
-        docker("rmi", tag)
-    report = json.loads(out.stdout)
-    zstd = registry_manifest(plain_registry, "ml/derived-zstd", "jq")
-    gzip = registry_manifest(plain_registry, "ml/tensorflow", "21.08-tf2-py3")
-    assert {layer["mediaType"] for layer in zstd["layers"]} == {"application/vnd.oci.image.layer.v1.tar+zstd"}
-    assert report["layer_compression"] == {"zstd": len(zstd["layers"])}  # what push read back, not what it asked
-    assert all(layer["mediaType"].endswith("gzip") for layer in gzip["layers"])
-    # every layer, the parent's too, recompressed: none is shared, and together they are smaller
-    assert not {layer["digest"] for layer in zstd["layers"]} & {layer["digest"] for layer in gzip["layers"]}
-    assert sum(layer["size"] for layer in zstd["layers"]) < 0.95 * sum(layer["size"] for layer in gzip["layers"])
 
 
 def test_wrong_password_is_one_line_and_exit_2(release_image, secure_registry):

@@ -13,7 +13,7 @@ import pytest
 from builder import catalog
 
 from .conftest import builder, docker, labels
-from .registries import running
+from .registries import registry_manifest, running
 
 PASSWORD = "itest-key-pw-4712"
 
@@ -131,3 +131,31 @@ def test_build_push_sign_checks_the_key_first_then_signs_what_it_pushed(
         assert "tensorflow 2.5.0 as the catalog's 21.08 tf2-py3" in verified.stdout
     finally:
         docker("rmi", "itest/signed:21.08")
+
+
+def test_a_zstd_image_reaches_the_registry_with_every_layer_in_zstd_and_smaller(release_image, signing_registry):
+    """Last of the engine tests on purpose: once an engine holds layers in two compressions,
+    BuildKit's registry cache export can exhaust its memory (moby/buildkit#6088, measured
+    here: dockerd at 20 GB in the next --layer-cache build); no cache export follows it."""
+    plain_registry = signing_registry
+    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "-q")
+    assert parent.returncode == 0, parent.stderr
+    tag = "itest/derived-zstd:jq"
+    out = builder("derive", "--no-sbom", "--from", release_image, "--apt", "jq", "--tag", tag, "--no-test", "--compression", "zstd",
+                  "-q")
+    assert out.returncode == 0, out.stderr
+    try:
+        assert docker("run", "--rm", "--entrypoint", "jq", tag, "--version").stdout.startswith("jq-")  # it unpacks
+        out = builder("push", tag, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "--json", "-q")
+        assert out.returncode == 0, out.stderr
+    finally:
+        docker("rmi", tag)
+    report = json.loads(out.stdout)
+    zstd = registry_manifest(plain_registry, "ml/derived-zstd", "jq")
+    gzip = registry_manifest(plain_registry, "ml/tensorflow", "21.08-tf2-py3")
+    assert {layer["mediaType"] for layer in zstd["layers"]} == {"application/vnd.oci.image.layer.v1.tar+zstd"}
+    assert report["layer_compression"] == {"zstd": len(zstd["layers"])}  # what push read back, not what it asked
+    assert all(layer["mediaType"].endswith("gzip") for layer in gzip["layers"])
+    # every layer, the parent's too, recompressed: none is shared, and together they are smaller
+    assert not {layer["digest"] for layer in zstd["layers"]} & {layer["digest"] for layer in gzip["layers"]}
+    assert sum(layer["size"] for layer in zstd["layers"]) < 0.95 * sum(layer["size"] for layer in gzip["layers"])

@@ -113,6 +113,8 @@ class Release:
     # component -> exact pip requirement of NVIDIA's PyPI wheel ("nvidia-cudnn-cu11==8.5.0.96")
     gpu_wheels: dict[str, str] = field(default_factory=dict)
     horovod: HorovodSpec | None = None
+    # why a release has no Horovod when it says so (`horovod: "absent: WHY"`); None otherwise
+    horovod_absent: str | None = None
 
     def variant(self, name: str) -> Variant:
         from builder.errors import UserError
@@ -132,7 +134,7 @@ class Release:
         spec.pop("abstract", None)
         if as_json:
             return json.dumps(spec, indent=2, sort_keys=False) + "\n"
-        return yaml.safe_dump(spec, sort_keys=False)
+        return yaml.safe_dump(spec, sort_keys=False, width=1 << 16)  # a value stays on one line
 
 
 @dataclass
@@ -486,7 +488,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
             variants[vname] = Variant(vname, tag, fname, fversion, int(api), venv, vlabels,
                                       package, pythons, pins)
     gpu_wheels = _check_gpu_wheels(c)
-    horovod = _check_horovod(c)
+    horovod, horovod_absent = _check_horovod(c)
     for vname, v in variants.items():
         _check_duplicates(c, f"variants.{vname}.framework", v, gpu_wheels, horovod)
 
@@ -500,6 +502,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
         offline=OfflineBase(suite, off_cuda, off_python), cuda_cc=cc, toggles=toggles,
         nvbuildopts=list(nvbuildopts), env=env, labels=labels, expose=list(expose),
         entrypoint=entrypoint, variants=variants, resolved=data, gpu_wheels=gpu_wheels, horovod=horovod,
+        horovod_absent=horovod_absent,
     )
 
 
@@ -582,13 +585,25 @@ def _check_gpu_wheels(c: _Checker) -> dict[str, str]:
     return out
 
 
-def _check_horovod(c: _Checker) -> HorovodSpec | None:
-    if c.get("horovod") is None:
-        return None
+ABSENT = re.compile(r"absent: (\S.*)")
+
+
+def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
+    """horovod: {version, requires}; null (none); or "absent: WHY", a release that says
+    why it has none (a component its users would expect, which does not build there)."""
+    value = c.get("horovod")
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        m = ABSENT.fullmatch(value)
+        if not m or not grammar.matches(grammar.TEXT, value):
+            c.add("horovod", f"{shown(value)}: give {{version, requires}}, null, or \"absent: WHY\"")
+            return None, None
+        return None, m.group(1)
     if not c.mapping("horovod", HOROVOD_KEYS):
-        if c.get("horovod") == {}:
-            c.add("horovod", "give {version, requires}, or null for no Horovod")
-        return None
+        if value == {}:
+            c.add("horovod", "give {version, requires}, null for no Horovod, or \"absent: WHY\"")
+        return None, None
     version = c.string("horovod.version")
     if version is not None and not VERSION.fullmatch(version):
         c.add("horovod.version", f"{shown(version)} is not a version such as \"0.22.1\"")
@@ -602,7 +617,7 @@ def _check_horovod(c: _Checker) -> HorovodSpec | None:
             c.add(where, f"{shown(item)} is not a requirement such as \"cffi\" or \"cffi>=1.4.0\"")
         else:
             requires.append(item)
-    return HorovodSpec(version, tuple(requires)) if version else None
+    return (HorovodSpec(version, tuple(requires)) if version else None), None
 
 
 def _check_duplicates(c: _Checker, key: str, variant: Variant, gpu_wheels: dict[str, str],

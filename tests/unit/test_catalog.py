@@ -61,13 +61,19 @@ def test_upstream_wheels_of_the_shipped_releases(real):
         ("21.10", "tf2-py3"): ("tensorflow", "2.6.5", ("3.7", "3.8", "3.9")),
         ("22.12", "tf2-py3"): ("tensorflow", "2.10.1", ("3.7", "3.8", "3.9", "3.10")),
         ("23.03", "tf2-py3"): ("tensorflow", "2.11.0", ("3.7", "3.8", "3.9", "3.10")),
-        ("26.11", "tf2-py3"): ("tensorflow", "2.14.1", ("3.9", "3.10", "3.11")),
+        ("26.11", "tf2-py3"): ("tensorflow", "2.21.0", ("3.10", "3.11", "3.12", "3.13")),
     }
-    assert {r.name: r.horovod.version for r in real.releases.values()} == {
-        "21.06": "0.22.1", "21.08": "0.22.1", "21.10": "0.23.0", "22.12": "0.26.1", "23.03": "0.26.1",
-        "26.11": "0.28.1"}
+    assert {r.name: r.horovod.version for r in real.releases.values() if r.horovod} == {
+        "21.06": "0.22.1", "21.08": "0.22.1", "21.10": "0.23.0", "22.12": "0.26.1", "23.03": "0.26.1"}
+    # 26.11 says why it has none, and the older releases say nothing of the kind
+    assert real.get("26.11").horovod is None and "does not build against TensorFlow 2.21" in real.get("26.11").horovod_absent
+    assert [r.name for r in real.releases.values() if r.horovod_absent] == ["26.11"]
     assert real.get("21.08").gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.5.0.96", "nccl": "nvidia-nccl-cu11==2.13.4"}
-    assert real.get("26.11").gpu_wheels["cudnn"] == "nvidia-cudnn-cu11==8.7.0.84"
+    # TensorFlow 2.21's CUDA 12 wheels, every one pinned exactly (its and-cuda extra has lower bounds only)
+    cu12 = real.get("26.11").gpu_wheels
+    assert cu12["cudnn"] == "nvidia-cudnn-cu12==9.28.0.42" and cu12["nccl"] == "nvidia-nccl-cu12==2.32.3"
+    assert {"cublas", "cuda_runtime", "cuda_nvcc", "cufft", "curand", "cusolver", "cusparse", "nvjitlink"} <= set(cu12)
+    assert all(w.startswith("nvidia-") and "-cu12==" in w for w in cu12.values())
     pins = real.get("21.08").variants["tf2-py3"].pins
     for pin in ("numpy==1.19.5", "protobuf==3.20.3", "h5py==3.1.0", "grpcio==1.34.1", "six==1.15.0",
                 "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0",
@@ -84,7 +90,9 @@ def test_releases_without_cp311_wheels_keep_an_offline_python_they_can_install(r
         assert (r.offline.debian, r.offline.cuda, r.offline.python) == ("bullseye", "11.2", "3.9")
         assert r.offline.python in r.variants["tf2-py3"].pythons
     assert "9.0" not in real.get("23.03").cuda_cc
-    assert real.get("26.11").offline.python == "3.11" and "9.0" in real.get("26.11").cuda_cc
+    r = real.get("26.11")  # Debian 13: CUDA 12.4 and Python 3.13, Hopper included, Blackwell not
+    assert (r.offline.debian, r.offline.cuda, r.offline.python, r.os_version) == ("trixie", "12.4", "3.13", "13")
+    assert "9.0" in r.cuda_cc and not {"10.0", "12.0"} & set(r.cuda_cc)
 
 
 def test_abstract_releases_are_not_listed(real):
@@ -130,6 +138,11 @@ def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
         v.pins = ()  # frozen
     child = 'release: "30.02"\nparent: "30.01"\nhorovod: null\n'
     assert catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.02.yaml": child})).get("30.02").horovod is None
+    # a child that says why it has none replaces the parent's Horovod and keeps the reason
+    absent = 'release: "30.03"\nparent: "30.01"\nhorovod: "absent: 0.28.1 does not build against TF 9"\n'
+    r = catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.03.yaml": absent})).get("30.03")
+    assert (r.horovod, r.horovod_absent) == (None, "0.28.1 does not build against TF 9")
+    assert "horovod: 'absent: 0.28.1 does not build against TF 9'\n" in r.spec_text()  # one line in `builder show`
 
 
 @pytest.mark.parametrize("old,new,expected", [
@@ -159,6 +172,9 @@ def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
     (', requires: [cloudpickle, "cffi>=1.4.0"]', '', "horovod.requires: missing required field"),
     ('horovod: {version', 'horovod: {vers', "horovod.vers: unknown key"),
     ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: [0.28.1]', "horovod: must be a mapping"),
+    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: absent', "horovod: 'absent': give"),
+    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: "absent: "', "horovod: 'absent: ': give"),
+    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: "absent: x\\ny"', "horovod: 'absent: x\\ny': give"),
     ('gpu_wheels: {', 'gpu_wheel: {', "gpu_wheel: unknown key"),
     ('package: tensorflow', 'package: tensorflow\n      python: ["3.11"]', "variants.tf2-py3.framework.python: unknown key"),
 ])

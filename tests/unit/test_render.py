@@ -205,7 +205,7 @@ def test_offline_base_tag_is_derived_from_the_recipe(cat):
     assert a.tag == BaseRecipe(off).tag                    # asking again names the same image
     assert a.tag.startswith("local/cuda-base:bullseye-cuda11.2-py3.9-")
     assert BaseRecipe(cat.get("26.11").offline).tag != a.tag
-    assert "NVCC_CCBIN=g++-11" in BaseRecipe(cat.get("26.11").offline).dockerfile()
+    assert "NVCC_CCBIN=g++-13" in BaseRecipe(cat.get("26.11").offline).dockerfile()
     assert "NVCC_CCBIN" not in a.dockerfile()
 
 

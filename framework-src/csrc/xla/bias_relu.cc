@@ -1,9 +1,6 @@
 // XLA lowering of TfextBiasRelu (compiled and linked only when TF_ENABLE_XLA=1): the op
 // becomes max(x + broadcast(bias), 0) in HLO, which XLA can fuse with its neighbours.
-#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
-#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
-#include "tensorflow/compiler/xla/client/lib/constants.h"
-#include "tensorflow/compiler/xla/client/xla_builder.h"
+#include "tfext/xla.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace tfext {

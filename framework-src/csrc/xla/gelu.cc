@@ -1,9 +1,6 @@
 // XLA lowering of TfextGelu (compiled and linked only when TF_ENABLE_XLA=1):
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as elementwise HLO.
-#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
-#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
-#include "tensorflow/compiler/xla/client/lib/constants.h"
-#include "tensorflow/compiler/xla/client/xla_builder.h"
+#include "tfext/xla.h"
 #include "tfext/constants.h"
 
 namespace tfext {

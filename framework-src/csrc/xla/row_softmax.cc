@@ -1,10 +1,7 @@
 // XLA lowering of TfextRowSoftmax (compiled and linked only when TF_ENABLE_XLA=1):
 // reduce-max, exp(x - max), reduce-sum, divide; half is computed in float, as the CPU and
 // GPU kernels do.
-#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
-#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
-#include "tensorflow/compiler/xla/client/lib/constants.h"
-#include "tensorflow/compiler/xla/client/xla_builder.h"
+#include "tfext/xla.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace tfext {

@@ -162,7 +162,7 @@ class BuildInfo:
     VERSION = "version"
     KEYS = ("framework_name", "version", "tensorflow", "python", "cuda_version", "cudnn_version",
             "nccl_version", "tensorrt_version", "tf_trt_available", "libraries", "driver_libraries",
-            "filesystems", "extension", "horovod", "patches", "packages")
+            "filesystems", "xla", "extension", "horovod", "patches", "packages")
     COVERAGE_KEYS = ("cuda_binaries", "coverage")
     # The part every build-info.json has, also the one nvbuild.sh writes without the
     # report script (a bare tree in the unit tests): what the banner reads.

@@ -282,6 +282,45 @@ def filesystems() -> dict:
     return out
 
 
+def xla_report() -> dict:
+    """XLA, read off the image: where its GPU compiler finds ptxas and libdevice, searched
+    the way it searches (the data directory XLA_FLAGS names, NVIDIA's nvcc wheel beside
+    TensorFlow, CUDA's prefix), with ptxas's own version; and a jit_compile run on the CPU
+    (XLA compiles and runs there without a GPU) checked against the same sum computed
+    without XLA, with the HLO it compiled as the proof that XLA, not TensorFlow, ran it."""
+    import tensorflow as tf
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    named = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", flags)
+    site = os.path.dirname(os.path.dirname(tf.__file__))
+    roots = [named.group(1)] if named else []
+    roots += [os.path.join(site, "nvidia", "cuda_nvcc"), os.environ.get("CUDA_HOME") or "/usr/local/cuda", "/usr/local/cuda"]
+    ptxas = next((p for p in (os.path.join(r, "bin", "ptxas") for r in roots) if os.access(p, os.X_OK)), None)
+    libdevice = next((p for p in (os.path.join(r, "nvvm", "libdevice", "libdevice.10.bc") for r in roots)
+                      if os.path.isfile(p)), None)
+    out = {"xla_flags": flags, "data_dir_searched": roots, "ptxas": ptxas, "libdevice": libdevice,
+           "ptxas_version": ""}
+    if ptxas:
+        run = subprocess.run([ptxas, "--version"], capture_output=True, text=True)
+        found = re.search(r"V(\d+\.\d+\.\d+)", run.stdout)
+        out["ptxas_version"] = found.group(1) if found else ""
+    try:
+        x = tf.constant([[-1.5, 2.0, 3.25], [4.0, -5.0, 0.5]], dtype=tf.float32)
+
+        def plain(v):
+            return tf.reduce_sum(tf.nn.relu(v) * 2.0 + 1.0)
+
+        jitted = tf.function(plain, jit_compile=True)
+        with tf.device("/CPU:0"):
+            got, want = float(jitted(x)), float(plain(x))
+            hlo = jitted.experimental_get_compiler_ir(x)(stage="hlo")
+        out["cpu_jit_compile"] = {"ok": abs(got - want) < 1e-5 and "HloModule" in hlo, "result": got,
+                                  "expected": want}
+    except Exception as exc:  # no XLA in this build, or it failed: said, not hidden
+        out["cpu_jit_compile"] = {"ok": False, "error": (str(exc).splitlines() or [type(exc).__name__])[0][:300]}
+    return out
+
+
 def extension_report() -> dict | None:
     try:
         import tfext
@@ -361,6 +400,7 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         "libraries": libs,
         "driver_libraries": driver_libraries(),
         "filesystems": filesystems(),
+        "xla": xla_report(),
         "extension": ext,
         "horovod": hvd,
         "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]") if ext is None

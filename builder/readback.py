@@ -153,11 +153,32 @@ def check(report: dict, release: Release, variant: Variant, requested: list[str]
     for arch, source in ptx_tf:
         v.warnings.append(f"compute capability {arch}: TensorFlow's own kernels run by PTX JIT from {source} "
                           "(the first launch on such a GPU compiles them)")
+    v.problems += xla_problems(report, toggles)
     fs = report.get("filesystems") or {}
     if not toggles.get("gcp") and (fs.get("gs") or {}).get("available"):
         v.warnings.append(f"TF_NEED_GCP=0, but the {report.get('framework_name')} {report.get('version')} wheel "
                           "has gs:// built in: it stays available")
     return v
+
+
+def xla_problems(report: dict, toggles: dict[str, bool]) -> list[str]:
+    """With XLA on: its GPU compiler must find ptxas and libdevice where it looks, and a
+    jit_compile run on the CPU must give the right answer (reports made before the image
+    reported XLA say nothing of it)."""
+    xla = report.get("xla")
+    if not toggles.get("xla") or xla is None:
+        return []
+    out = []
+    if report.get("tensorflow", {}).get("build_info", {}).get("is_cuda_build"):
+        missing = [what for what, key in (("ptxas", "ptxas"), ("libdevice.10.bc", "libdevice")) if not xla.get(key)]
+        if missing:
+            out.append(f"TF_ENABLE_XLA=1, but XLA's GPU compiler finds no {' and no '.join(missing)} where it looks "
+                       f"({', '.join(xla.get('data_dir_searched') or [])}; XLA_FLAGS=--xla_gpu_cuda_data_dir=DIR names another)")
+    jit = xla.get("cpu_jit_compile") or {}
+    if not jit.get("ok"):
+        out.append(f"TF_ENABLE_XLA=1, but a jit_compile run on the CPU failed: "
+                   f"{jit.get('error') or 'got %s, expected %s' % (jit.get('result'), jit.get('expected'))}")
+    return out
 
 
 def measured_labels(report: dict) -> dict[str, str]:

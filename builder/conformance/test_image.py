@@ -155,6 +155,19 @@ def test_jit_compile_runs_when_xla_is_on(python, labels):
     assert float(out.stdout.split()[-1]) == 4 * 4 * 5.0
 
 
+def test_xla_finds_its_gpu_toolchain(report, labels, host):
+    """XLA's GPU compiler needs ptxas and libdevice: where the image's report found them
+    (searched as XLA searches), they are there and ptxas runs; no GPU is needed for that."""
+    if labels[Label.XLA] != "1" or not report["tensorflow"]["build_info"].get("is_cuda_build"):
+        pytest.skip("XLA is off or TensorFlow is a CPU build: no GPU toolchain is needed")
+    xla = report["xla"]
+    assert xla["ptxas"] and xla["libdevice"], xla
+    assert host.file(xla["libdevice"]).is_file
+    out = host.run(f"{xla['ptxas']} --version")
+    assert out.rc == 0 and xla["ptxas_version"] and xla["ptxas_version"] in out.stdout, out.stdout
+    assert xla["cpu_jit_compile"]["ok"], xla["cpu_jit_compile"]
+
+
 def test_file_systems_are_probed(report, labels):
     fs = report["filesystems"]
     assert set(fs) >= {"gs", "hdfs"}

@@ -76,6 +76,7 @@ def test_the_report_has_the_build_info_keys(monkeypatch):
                                                                             "version": "1.0"})
     monkeypatch.setattr(image_report, "driver_libraries", lambda: [])
     monkeypatch.setattr(image_report, "filesystems", lambda: {})
+    monkeypatch.setattr(image_report, "xla_report", lambda: {})
     monkeypatch.setattr(image_report, "extension_report", lambda: None)
     monkeypatch.setattr(image_report, "horovod_report", lambda: None)
     monkeypatch.setattr(image_report, "packages", lambda: {})

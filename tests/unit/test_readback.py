@@ -47,6 +47,9 @@ def sample_report() -> dict:
                       "tensorrt": {"soname": "libnvinfer.so.7", "loaded": False, "error": "libnvinfer.so.7: cannot open"}},
         "driver_libraries": [],
         "filesystems": {"gs": {"available": True, "detail": "no network"}, "hdfs": {"available": False, "detail": "libhdfs.so"}},
+        "xla": {"xla_flags": "", "data_dir_searched": ["/x/nvidia/cuda_nvcc", "/usr/local/cuda", "/usr/local/cuda"],
+                "ptxas": "/usr/local/cuda/bin/ptxas", "libdevice": "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc",
+                "ptxas_version": "11.2.152", "cpu_jit_compile": {"ok": True, "result": 22.5, "expected": 22.5}},
         "extension": {"framework_name": "tfext", "version": "0.2.0", "is_xla_build": True, "library": EXT_LIB,
                       "cuda_compute_capabilities": [f"sm_{a.replace('.', '')}" for a in REQUESTED] + ["compute_86"]},
         "horovod": {"version": "0.22.1", "mpi_built": True, "gloo_built": True, "nccl_built": True, "cuda_built": True},
@@ -172,3 +175,33 @@ def test_a_damaged_kept_report_is_measured_again(tmp_path):
     kept.write_text("{not json")
     assert readback.read_report(engine, "img", store=tmp_path)["image"] == "img"
     assert engine.runs == 2 and json.loads(kept.read_text())["image"] == "img"
+
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda x: x.update(ptxas=None), "XLA's GPU compiler finds no ptxas where it looks (/x/nvidia/cuda_nvcc, "),
+    (lambda x: x.update(libdevice=None), "finds no libdevice.10.bc where it looks"),
+    (lambda x: x.update(ptxas=None, libdevice=None), "finds no ptxas and no libdevice.10.bc"),
+    (lambda x: x.update(cpu_jit_compile={"ok": False, "result": 1.0, "expected": 22.5}),
+     "a jit_compile run on the CPU failed: got 1.0, expected 22.5"),
+    (lambda x: x.update(cpu_jit_compile={"ok": False, "error": "XLA compilation disabled"}),
+     "a jit_compile run on the CPU failed: XLA compilation disabled"),
+])
+def test_xla_that_cannot_compile_fails_the_build(rel, report, change, expected):
+    change(report["xla"])
+    problems = readback.check(report, rel, rel.variants["tf2-py3"], REQUESTED, TOGGLES).problems
+    assert [p for p in problems if "XLA" in p and expected in p], problems
+
+
+def test_xla_is_checked_only_when_it_is_on_and_reported(rel, report):
+    assert not [p for p in readback.check(report, rel, rel.variants["tf2-py3"], REQUESTED, TOGGLES).problems if "XLA" in p]
+    report["xla"]["ptxas"] = None
+    report["extension"]["is_xla_build"] = False
+    off = readback.check(report, rel, rel.variants["tf2-py3"], REQUESTED, {**TOGGLES, "xla": False}).problems
+    assert not [p for p in off if "ptxas" in p]
+    del report["xla"]  # a report from before the image reported XLA
+    assert not [p for p in readback.check(report, rel, rel.variants["tf2-py3"], REQUESTED, TOGGLES).problems if "ptxas" in p]
+    # a CPU-only TensorFlow needs no ptxas, but its jit_compile run must still work
+    cpu = sample_report()
+    cpu["tensorflow"]["build_info"]["is_cuda_build"] = False
+    cpu["xla"]["ptxas"] = None
+    assert not [p for p in readback.check(cpu, rel, rel.variants["tf2-py3"], REQUESTED, TOGGLES).problems if "ptxas" in p]

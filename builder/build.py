@@ -123,15 +123,17 @@ def finish_variant(engine: Engine, release: Release, variant: Variant, meta: dic
 
 
 def verify_and_label(engine: Engine, image_id: str, release: Release, variant: Variant, meta: dict,
-                     log_path: Path, expect_extension: bool = True, compression: str = "gzip") -> str:
+                     log_path: Path, expect_extension: bool = True, compression: str = "gzip",
+                     coverage: bool = True, extra_labels: dict[str, str] | None = None) -> str:
     """Read what the untagged image holds, refuse it when it disagrees with the catalog,
-    and label it with what it reported; returns the labelled image's id. The label step
-    exports the image again: with the build's COMPRESSION (BuildKit would otherwise turn
-    zstd layers back into gzip)."""
+    and label it with what it reported (and EXTRA_LABELS); returns the labelled image's id.
+    The label step exports the image again: with the build's COMPRESSION (BuildKit would
+    otherwise turn zstd layers back into gzip). COVERAGE=False: the image has no cuobjdump
+    (a runtime image), its CUDA binaries are not listed."""
     requested = meta["cuda_compute_capabilities"]
     requested = [] if isinstance(requested, str) else list(requested)
     try:
-        report = readback.read_report(engine, image_id, requested, store=paths.readback_store())
+        report = readback.read_report(engine, image_id, requested, coverage=coverage, store=paths.readback_store())
     except UserError as exc:  # an image that cannot say what it holds is a failed build, not bad input
         raise BuildError(str(exc), step="read-back check", log_path=log_path) from None
     verdict = readback.check(report, release, variant, requested, meta["toggles"], expect_extension)
@@ -140,7 +142,7 @@ def verify_and_label(engine: Engine, image_id: str, release: Release, variant: V
     if verdict.problems:
         raise BuildError(f"the built image does not match release {release.name} {variant.name}: "
                          f"{verdict.problems[0]}", step="read-back check", tail=verdict.problems, log_path=log_path)
-    labels = readback.measured_labels(report)
+    labels = {**readback.measured_labels(report), **(extra_labels or {})}
     if meta.get("base_image"):  # the provenance names the base by digest (builder push --sign)
         labels[BASE_DIGEST] = image_digest(engine, meta["base_image"])
     return add_labels(engine, image_id, labels, log_path, compression)

@@ -74,6 +74,9 @@ class Label:
     PIP_PACKAGES = "dev.tfbuilder.pip-packages"
     NVBUILD_ARGS = "dev.tfbuilder.nvbuild-args"
 
+    # A runtime image (builder build --runtime): the devel image it was copied from.
+    RUNTIME_OF = "dev.tfbuilder.runtime-of"
+
     # The offline CUDA base (builder base).
     BASE_DEBIAN = "dev.tfbuilder.base.debian"
     BASE_RECIPE = "dev.tfbuilder.base.recipe"

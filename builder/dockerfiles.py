@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from builder import buildcontext, outputdir
+from builder import buildcontext, outputdir, runtime
 from builder.catalog import Catalog, Release
 from builder.errors import UserError
 from builder.plan import buildable_variants, render_options
@@ -43,14 +43,19 @@ def sync_all(catalog: Catalog, root: Path, output: Path | None = None, check: bo
                 buildcontext.write(rendered, output / rel.name / v.name)
                 result.written += 1
                 continue
-            current = path.read_text(encoding="utf-8") if path.exists() else None
-            if current != rendered.dockerfile:
-                if check:
-                    result.drift.append(str(path.relative_to(root)))
-                else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    outputdir.write_atomic(path, rendered.dockerfile)
-                    result.written += 1
+            texts = [(path, rendered.dockerfile)]
+            if runtime.refusal(rel) is None:  # the runtime image's, beside the devel image's
+                texts.append((committed_path(root, rel.name, f"{v.name}.runtime"), runtime.render(rel, v)))
+                expected.add(texts[-1][0])
+            for where, text in texts:
+                current = where.read_text(encoding="utf-8") if where.exists() else None
+                if current != text:
+                    if check:
+                        result.drift.append(str(where.relative_to(root)))
+                    else:
+                        where.parent.mkdir(parents=True, exist_ok=True)
+                        outputdir.write_atomic(where, text)
+                        result.written += 1
     result.expected = len(expected)
     # Only Dockerfiles of releases this catalog knows can be stale: a private catalog
     # (BUILDER_CATALOG) with a subset of the releases leaves the others alone.

@@ -35,6 +35,8 @@ SIGN = typer.Option(None, "--sign", help="cosign private key: sign the pushed di
                                           "and provenance, signed.")
 KEY_PASSWORD_ENV = typer.Option("COSIGN_PASSWORD", "--key-password-env",
                                 help="Environment variable holding the --sign key's password.")
+RUNTIME = typer.Option(False, "--runtime", help="Also build the runtime image (no compiler, no CUDA toolkit), "
+                       "tagged TAG-runtime; derive from the devel image.")
 SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged.")
 
 # name -> (annotation, option): the build-settings group.

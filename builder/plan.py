@@ -107,6 +107,7 @@ class BuildArgs:
     sbom: bool = False              # make each image's SBOM after it is tagged (the CLI's default)
     sign: Path | None = None        # --sign KEY: sign what --push pushed
     key_password_env: str = "COSIGN_PASSWORD"
+    runtime: bool = False           # --runtime: also the runtime image of each variant
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class BuildPlan:
     sbom: bool = False
     sign: Path | None = None
     key_password_env: str = "COSIGN_PASSWORD"
+    runtime: bool = False
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -158,6 +160,16 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     if args.sign and not args.push_to:
         raise UserError("--sign signs what --push pushes: give --push REGISTRY too, or sign later with "
                         "`builder push IMAGE --registry R --sign KEY`")
+    if args.runtime:
+        from builder import runtime
+
+        why = runtime.refusal(rel)
+        if why:
+            raise UserError(f"--runtime: {why}")
+        if args.base not in ("auto", "offline"):
+            raise UserError("--runtime stands on the offline base's Debian: give --base offline (or leave --base out)")
+        if args.all_variants:
+            raise UserError("--runtime builds one variant's runtime image: give --variant, not --all")
     if args.builders is not None and not args.all_variants:
         raise UserError("--builders spreads the variants of --all over builders: for one image use --builder NAME")
     from builder import builders
@@ -192,12 +204,14 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     planned = []
     for v in variants:  # every render problem is reported before anything is built
         rendered = render(rel, v, opts)
+        if args.runtime:
+            runtime.render(rel, v, opts)  # its problems too, before anything is built
         image = rendered.meta["image"]
         planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
                      keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
-                     key_password_env=check_password_env(args.key_password_env))
+                     key_password_env=check_password_env(args.key_password_env), runtime=args.runtime)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:

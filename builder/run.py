@@ -63,6 +63,9 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     engine = connect()
     choice = b.choose_base(engine, plan.release, plan.base, dry_run)
     out.say(f"base: {choice.image} ({choice.reason})")
+    if plan.runtime and choice.kind != "offline":  # before anything is built
+        raise UserError(f"--runtime stands on the offline base's Debian, but the base is {choice.image}: "
+                        "give --base offline")
     if dry_run:
         for line in plan.dry_run(choice.image, choice.kind, choice.needs_build):
             out.result(json.dumps(line))
@@ -84,13 +87,20 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                                           settings=settings, build_id=plan.build_id, refs=list(vp.refs),
                                           nocache=plan.no_cache, framework_src=plan.framework_src, quiet=quiet,
                                           compile_cache=plan.compile_cache)
-            for ref in outcome.refs:
-                out.result(ref)
-            if plan.sbom:
-                make_sbom(engine, outcome.refs[0], out)
-            if plan.push_to:
-                for ref in outcome.refs:
-                    run_push(plan_push_of(ref, plan), engine, creds, quiet=quiet, out=out)
+            images = [list(outcome.refs)]
+            if plan.runtime:
+                from builder import runtime
+
+                images.append(runtime.make(engine, plan.release, vp.variant, plan.options, vp.rendered.meta,
+                                           list(outcome.refs), plan.build_id, settings, quiet))
+            for refs in images:
+                for ref in refs:
+                    out.result(ref)
+                if plan.sbom:
+                    make_sbom(engine, refs[0], out)
+                if plan.push_to:
+                    for ref in refs:
+                        run_push(plan_push_of(ref, plan), engine, creds, quiet=quiet, out=out)
         except BuildError as exc:
             if not plan.keep_going:
                 raise

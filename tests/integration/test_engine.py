@@ -54,9 +54,17 @@ def test_only_the_engines_packages_come_from_trixie():
     assert from_trixie == TRIXIE_PACKAGES, {p: suites[p] for p in from_trixie}
 
 
+def only_disk_may_fail(out) -> None:
+    """doctor passes, or fails on free disk alone: how much this machine has left after the
+    run's images is the machine's state, not what these tests check."""
+    fails = [line for line in out.stdout.splitlines() if line.startswith("FAIL")]
+    assert all(line[5:].startswith("free disk") for line in fails), out.stdout + out.stderr
+    assert out.returncode == (1 if fails else 0), out.stdout + out.stderr
+
+
 def test_doctor_reports_the_image_store_and_buildkit_features():
     out = builder("doctor", timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
+    only_disk_may_fail(out)
     from builder.doctor import NAME_WIDTH
 
     lines = {}
@@ -84,7 +92,7 @@ def test_doctor_on_a_containerd_store_engine_finds_every_feature():
 
     with second_engine({"features": {"containerd-snapshotter": True}}) as env:
         out = builder("doctor", env=env, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
+    only_disk_may_fail(out)
     rows = {line[5:5 + NAME_WIDTH].strip(): line for line in out.stdout.splitlines()}
     assert rows["image store"].endswith("containerd (overlayfs snapshotter)"), out.stdout
     for feature in ("cache export", "OCI output", "multi-platform", "bake contexts"):

@@ -120,7 +120,9 @@ def test_every_run_that_calls_the_wrapper_mounts_the_settings():
 
 def test_every_nvbuild_run_mounts_the_local_compile_cache():
     found = runs_calling("./nvbuild.sh")
-    assert len(found) >= 2 * len(list(paths.project_root().glob("dockerfiles/*/*.Dockerfile")))
+    # every release Dockerfile compiles (twice with Horovod); a runtime image compiles nothing
+    devel = {p.name for p in paths.project_root().glob("dockerfiles/*/*.Dockerfile") if not p.name.endswith(".runtime.Dockerfile")}
+    assert len(found) >= len(devel)
     for name, args in found:
         assert contract.compile_cache_mount() + " ./nvbuild.sh" in args, (name, args[:160])
 

@@ -62,6 +62,31 @@ def is_loopback(address: str) -> bool:
     return ipaddress.ip_address(address).is_loopback
 
 
+# Docker's bridges: docker0, and br-<id> for user-defined networks.
+DOCKER_BRIDGE = re.compile(r"docker\d*|br-[0-9a-f]{12}")
+
+
+def docker_bridge_subnet(address: str, ip_addr_output: str) -> str | None:
+    """The subnet of the Docker bridge whose address ADDRESS is, from `ip -o addr show`
+    (e.g. 172.17.0.0/16 for docker0's 172.17.0.1); None for any other address. A server
+    listening there serves this machine's own build containers, which write from that
+    subnet without credentials, as builds on the host network write from loopback."""
+    for line in ip_addr_output.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and DOCKER_BRIDGE.fullmatch(fields[1]) and fields[2] in ("inet", "inet6"):
+            iface = ipaddress.ip_interface(fields[3])
+            if str(iface.ip) == address:
+                return str(iface.network)
+    return None
+
+
+def _ip_addr_output() -> str:
+    try:
+        return subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def check_directory(directory: Path) -> Path:
     """DIRECTORY is a directory, or could be made one (nothing is created here)."""
     d = Path(directory).absolute()
@@ -179,8 +204,11 @@ class CacheServer:
         writes = ""
         if self.needs_write_auth:
             # Reads stay open; writes come from this machine (its builds, through the
-            # host network) or carry the write credential.
+            # host network or, on a Docker bridge's address, from its containers) or
+            # carry the write credential.
             local = ["127.0.0.1", "::1"] + ([self.listen] if self.listen not in ("0.0.0.0", "::") else [])
+            bridge = docker_bridge_subnet(self.listen, _ip_addr_output())
+            local += [bridge] if bridge else []  # this machine's build containers (docker0)
             allow = "".join(f"                allow {a};\n" for a in local)
             writes = (f"            satisfy any;\n            limit_except GET HEAD {{\n{allow}"
                       f"                deny all;\n                auth_basic \"compile cache writes\";\n"

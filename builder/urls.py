@@ -75,3 +75,21 @@ def with_credentials(url: str, credentials: tuple[str, str] | None) -> str:
     scheme, rest = url.split("://", 1)
     user, password = (urllib.parse.quote(c, safe="") for c in credentials)
     return f"{scheme}://{user}:{password}@{rest}"
+
+
+def on_loopback(url: str | None) -> bool:
+    """Is URL's host this machine's loopback (127.x, ::1, localhost)? A build reaches such a
+    server only over the host's network; any other host it reaches over the default one,
+    whose build steps share their cache keys with every other build's (bakes included:
+    BuildKit keys a RUN by its network mode too)."""
+    if not url:
+        return False
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        import ipaddress
+
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -18,7 +18,7 @@ import pytest
 WATCHED = ("/var/lib/docker", "/tmp")
 DOCKERD_PID = "/var/run/docker.pid"
 DOCKERD_WARN = 4 << 30  # bytes of resident memory
-DISK_WARN = 8e9  # bytes free: a release build and its export need about this much
+DISK_WARN = float(os.environ.get("TEST_DISK_WARN", 8e9))  # bytes free: a release build and its export need about this much
 # seconds for the whole pytest run: CI allows 90 minutes, setup on a fresh machine included
 BUDGET = float(os.environ.get("TEST_TIME_BUDGET", 4500))
 lowest: dict[str, tuple[int, str]] = {}
@@ -100,8 +100,12 @@ class Watch(threading.Thread):
 watch = Watch()
 
 
+_config: list = []
+
+
 def pytest_sessionstart(session) -> None:
     session.config._tfb_start = time.monotonic()
+    _config.append(session.config)
     watch.start()
 
 
@@ -127,18 +131,19 @@ def pytest_runtest_setup(item) -> None:
                     pytrace=False)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item, nextitem) -> None:
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    """After the test's report, outside output capture (a line written during teardown is
+    captured and lost)."""
     seen = watch.end_test()
-    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    reporter = _config[0].pluginmanager.get_plugin("terminalreporter") if _config else None
     if not reporter:
         return
     low = {p: seen[p] for p in WATCHED if p in seen and seen[p] < DISK_WARN}
     if low:
         where = ", ".join(f"{free / 1e9:.1f} GB free on {p}" for p, free in low.items())
-        reporter.write_line(f"\nwarning: {where} during {item.nodeid}")
+        reporter.write_line(f"\nwarning: {where} during {nodeid}")
     if seen.get("dockerd", 0) > DOCKERD_WARN:
-        reporter.write_line(f"\nwarning: dockerd held {seen['dockerd'] / 2**30:.1f} GiB during {item.nodeid}")
+        reporter.write_line(f"\nwarning: dockerd held {seen['dockerd'] / 2**30:.1f} GiB during {nodeid}")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -112,10 +112,21 @@ def cache_server(tmp_path_factory):
         yield stats["url"], Path(reuse)
         return
     directory = tmp_path_factory.mktemp("compile-cache")
-    out = builder("cache", "serve", "--detach", "--dir", str(directory), "--port", str(free_port()))
+    # On docker0's address: builds reach it over their default network, so they share
+    # their layers with every other build and bake of the run (a loopback server would put
+    # them on the host network, whose RUN steps BuildKit keys apart: a second copy of
+    # each image's layers, 7 GB for the release image).
+    out = builder("cache", "serve", "--detach", "--dir", str(directory), "--port", str(free_port()),
+                  "--listen", docker_bridge_address())
     assert out.returncode == 0, out.stderr
     yield out.stdout.strip(), directory
     builder("cache", "stop", "--dir", str(directory))
+
+
+def docker_bridge_address() -> str:
+    """docker0's IPv4 address (its containers' gateway), or loopback without one."""
+    out = run("ip", "-o", "-4", "addr", "show", "docker0").stdout.split()
+    return out[3].split("/")[0] if len(out) > 3 else "127.0.0.1"
 
 
 @pytest.fixture(scope="session")

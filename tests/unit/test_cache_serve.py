@@ -185,3 +185,30 @@ def test_old_server_json_still_loads(tmp_path):
     (tmp_path / ".server" / "server.json").write_text(
         '{"port": 9, "listen": "127.0.0.1", "max_size": 10, "max_object_size": "512m"}')
     assert cache.CacheServer.load(tmp_path).max_object_size == 512 << 20
+
+
+IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
+2: eth0    inet 10.1.2.3/24 brd 10.1.2.255 scope global eth0\\       valid_lft forever preferred_lft forever
+5: docker0    inet 172.17.0.1/16 brd 172.17.255.255 scope global docker0\\       valid_lft forever
+5: docker0    inet6 fe80::42:daff:fe82:fc52/64 scope link \\       valid_lft forever preferred_lft forever
+9: br-0123456789ab    inet 172.18.0.1/16 brd 172.18.255.255 scope global br-0123456789ab
+11: dockerx    inet 192.168.9.1/24 scope global dockerx"""
+
+
+@pytest.mark.parametrize("address,subnet", [
+    ("172.17.0.1", "172.17.0.0/16"),      # docker0: this machine's build containers
+    ("172.18.0.1", "172.18.0.0/16"),      # a user-defined Docker network's bridge
+    ("10.1.2.3", None),                   # the machine's LAN: its neighbours need the credential
+    ("192.168.9.1", None),                # a name that only looks like Docker's
+    ("127.0.0.1", None), ("0.0.0.0", None), ("172.17.0.2", None),
+])
+def test_only_a_docker_bridges_own_subnet_writes_without_the_credential(address, subnet):
+    assert cache.docker_bridge_subnet(address, IP_ADDR) == subnet
+
+
+def test_a_server_on_docker0_lets_this_machines_containers_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "_ip_addr_output", lambda: IP_ADDR)
+    conf = cache.CacheServer(tmp_path / "c", 8742, "172.17.0.1").nginx_conf()
+    assert "allow 172.17.0.0/16;" in conf and "allow 127.0.0.1;" in conf and "deny all;" in conf
+    lan = cache.CacheServer(tmp_path / "c", 8742, "10.1.2.3").nginx_conf()
+    assert "allow 10.1.2.3;" in lan and "/16" not in lan and "/24" not in lan

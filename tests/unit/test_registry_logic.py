@@ -76,3 +76,17 @@ def test_a_port_holding_401_is_not_an_auth_error(port):
     """CI once drew port 40113 for a test registry: the message named the port, not a 401."""
     message = f"login attempt to http://127.0.0.1:{port}/v2/ failed with status: 400 Bad Request"
     assert not reg.AUTH.search(message)
+
+
+@pytest.mark.parametrize("url,loopback", [
+    ("http://127.0.0.1:8742/ccache", True), ("http://127.3.4.5:1/x", True), ("http://localhost:8742/x", True),
+    ("http://cache.localhost:1/x", True), ("http://[::1]:8742/x", True),
+    ("http://172.17.0.1:8742/ccache", False), ("https://cache.example.com/ccache", False),
+    ("http://10.0.0.5:80/", False), (None, False), ("", False),
+])
+def test_only_a_loopback_compile_cache_puts_a_build_on_the_host_network(url, loopback):
+    """Host networking changes every RUN's cache key (BuildKit keys a step by its network
+    mode): only a server the default network cannot reach justifies it."""
+    from builder.urls import on_loopback
+
+    assert on_loopback(url) is loopback

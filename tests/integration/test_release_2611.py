@@ -1,0 +1,129 @@
+"""Release 26.11, today's line: Debian 13's CUDA 12.4 toolkit and Python 3.13, TensorFlow
+2.21.0 with NVIDIA's CUDA 12 wheels. Built once, the way README says (`builder build
+--release 26.11 --runtime`), from a fresh offline base; both images are checked from the
+inside: the framework's version, the extension's SASS for the catalog's capabilities,
+XLA's toolchain, the conformance suite, the Hopper and Blackwell coverage rows, and the
+runtime image without a compiler. At the end the module removes what it built (images,
+base, root file system): they are the largest of the run and no other test uses them."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from builder import catalog
+from builder.base_recipe import BaseRecipe
+
+from .conftest import BUILD_ID, builder, docker, image_id, labels
+
+REPO = "itest/tf2611"
+FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
+
+
+@pytest.fixture(scope="module")
+def images(cache_dir):
+    """(devel, runtime) of 26.11 tf2-py3: built with the catalog's options, tagged."""
+    recipe = BaseRecipe(catalog.load().get("26.11").offline)
+    refs: list[str] = []
+    try:
+        out = builder("build", "--release", "26.11", "--repo", REPO, "--build-id", BUILD_ID, "--runtime",
+                      "--no-sbom", "-q")
+        refs = out.stdout.split()
+        assert out.returncode == 0, out.stderr[-3000:]
+        base = f"{REPO}:26.11-tf2-py3"
+        assert refs == [base, f"{base}-{BUILD_ID}", f"{base}-runtime", f"{base}-{BUILD_ID}-runtime"]
+        yield refs[0], refs[2]
+    finally:
+        for ref in [*refs, f"{REPO}:jit", recipe.tag, recipe.rootfs_image]:
+            docker("rmi", ref)
+
+
+def run_py(image: str, code: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return docker("run", "--rm", "--entrypoint", "python3", image, "-c", code, timeout=timeout)
+
+
+def test_both_images_hold_tensorflow_2_21_on_python_3_13(images):
+    for image in images:
+        out = run_py(image, "import sys, tensorflow as tf; print(tf.__version__, sys.version.split()[0], "
+                            "tf.sysconfig.get_build_info()['cuda_version'])")
+        assert out.returncode == 0, out.stderr[-2000:]
+        version, python, cuda = out.stdout.split()[-3:]
+        assert (version, cuda) == ("2.21.0", "12.5.1") and python.startswith("3.13."), out.stdout
+        assert labels(image)["dev.tfbuilder.framework-version"] == "2.21.0"
+
+
+def test_the_devel_image_passes_conformance(images):
+    out = builder("test", images[0])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert re.search(r"\d+ passed", out.stdout)
+
+
+def test_the_extension_carries_sass_for_the_catalogs_capabilities_and_ptx_for_the_newest(images):
+    wanted = catalog.load().get("26.11").cuda_cc
+    lib = run_py(images[0], "import tfext.sysconfig as s; print(s.get_library())").stdout.split()[-1]
+    listing = docker("run", "--rm", "--entrypoint", "cuobjdump", images[0], "--list-elf", lib)
+    assert listing.returncode == 0, listing.stderr
+    sass = sorted(set(re.findall(r"\.sm_(\d+)\.cubin", listing.stdout)), key=int)
+    assert sass == [a.replace(".", "") for a in wanted]
+    ptx = docker("run", "--rm", "--entrypoint", "cuobjdump", images[0], "--list-ptx", lib)
+    assert set(re.findall(r"\.sm_(\d+)\.ptx", ptx.stdout)) == {"90"}
+
+
+def test_coverage_answers_the_hopper_and_blackwell_rows(images):
+    out = builder("inspect", images[0], "--coverage")
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
+    assert set(FLEET) <= set(rows)
+    assert "SASS sm_90" in rows["9.0"]                   # Hopper: native, TensorFlow's and ours
+    for blackwell in ("10.0", "12.0"):                   # no CUDA 12.4 SASS: the newest PTX, by JIT
+        assert rows[blackwell].count("PTX JIT compute_90") == 2, rows[blackwell]
+    assert "none" not in out.stdout
+
+
+def test_xla_finds_ptxas_and_libdevice_in_nvidias_wheel_and_compiles_on_the_cpu(images):
+    out = run_py(images[0], "import json, sys; sys.path.insert(0, '/opt/tensorflow'); import image_report; "
+                            "print(json.dumps(image_report.xla_report()))")
+    assert out.returncode == 0, out.stderr[-2000:]
+    xla = json.loads(out.stdout.splitlines()[-1])
+    assert "/nvidia/cuda_nvcc/bin/ptxas" in xla["ptxas"] and xla["ptxas_version"].startswith("12.9"), xla
+    assert xla["libdevice"].endswith("/nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc"), xla
+    assert xla["cpu_jit_compile"]["ok"], xla
+
+
+def test_horovod_is_declared_absent_not_pretended(images):
+    shown = builder("show", "26.11")
+    lines = [line for line in shown.stdout.splitlines() if line.startswith("horovod:")]
+    assert len(lines) == 1 and "absent: Horovod 0.28.1" in lines[0]
+    assert run_py(images[0], "import horovod").returncode != 0
+    assert labels(images[0])["dev.tfbuilder.horovod"] == ""
+
+
+def test_the_runtime_image_has_no_compiler_and_still_trains(images):
+    devel, runtime = images
+    for tool in ("nvcc", "gcc", "g++", "make", "cuobjdump"):
+        found = docker("run", "--rm", "--entrypoint", "sh", runtime, "-c", f"command -v {tool}")
+        assert found.returncode != 0, f"{tool} in the runtime image: {found.stdout}"
+    assert labels(runtime)["dev.tfbuilder.runtime-of"] == devel
+    assert labels(runtime)["dev.tfbuilder.coverage"] == labels(devel)["dev.tfbuilder.coverage"]
+    out = docker("run", "--rm", runtime, "python3", "/workspace/nvidia-examples/cnn/cnn.py",
+                 "--model", "small_cnn", "--num_iter", "3", "--batch_size", "8", "--image_size", "64", timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert re.search(r"final loss: [0-9.]+", out.stdout + out.stderr)
+    sizes = {ref: int(docker("image", "inspect", "--format", "{{.Size}}", ref).stdout) for ref in images}
+    assert sizes[runtime] < sizes[devel], sizes
+
+
+def test_blackwell_is_refused_at_plan_time_and_built_with_the_ptx_jit_opt_in(images):
+    refused = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--dry-run")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "CUDA 12.8" in refused.stderr and "--allow-ptx-jit" in refused.stderr
+    out = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--allow-ptx-jit", "--repo", REPO,
+                  "--tag", f"{REPO}:jit", "--build-id", f"{BUILD_ID}-jit", "--no-sbom", "-q")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "will run by PTX JIT" in out.stderr
+    table = builder("inspect", f"{REPO}:jit", "--coverage")
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert rows["12.0"].count("PTX JIT compute_90") == 2 and "none" not in rows["12.0"], table.stdout
+    assert image_id(f"{REPO}:jit") != image_id(images[0])

@@ -76,11 +76,17 @@ def _short(path: str) -> str:
     return os.path.basename(path)
 
 
+def _by_capability(coverage: dict) -> list:
+    """The coverage table's rows in capability order (the report's JSON sorts its keys as
+    text: "10.0" before "6.0")."""
+    return sorted(coverage.items(), key=lambda kv: tuple(int(x) for x in kv[0].split(".") if x.isdigit()))
+
+
 def coverage_summary(report: dict) -> dict[str, str]:
     """Per requested capability, the weakest way any binary runs on it:
     {"8.6": "sass", "9.0": "ptx (tensorflow)", ...}."""
     out = {}
-    for arch, row in (report.get("coverage") or {}).items():
+    for arch, row in _by_capability(report.get("coverage") or {}):
         kinds = {cell["kind"] for cell in row.values()}
         worst = "none" if "none" in kinds else "ptx" if "ptx" in kinds else "sass"
         who = sorted({cell["component"] for cell in row.values() if cell["kind"] == worst})
@@ -93,7 +99,7 @@ def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     binaries = report.get("cuda_binaries") or []
     header = ["capability"] + [f"{b['component']}:{_short(b['path'])}" for b in binaries]
     rows = []
-    for arch, row in (report.get("coverage") or {}).items():
+    for arch, row in _by_capability(report.get("coverage") or {}):
         cells = [arch]
         for b in binaries:
             cell = row.get(b["path"], {"kind": "none", "from": ""})

@@ -38,13 +38,15 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 # registered with the dynamic loader.
 COPY locks/ /opt/tensorflow/locks/
 COPY register-gpu-wheels /usr/local/bin/
-# $flags is empty or one word (--break-system-packages where the distribution asks for it).
+# $flags is empty, or where the distribution manages its own Python (Debian 12 and later):
+# --break-system-packages, and --ignore-installed, since Debian's wheel and setuptools have
+# no RECORD file pip could uninstall them by (the lock's own go to /usr/local instead).
 # hadolint ignore=SC2086
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
  && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
  && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
- && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags=--break-system-packages; fi \
+ && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags="--break-system-packages --ignore-installed"; fi \
  && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r "$lock" \
  && chmod 0755 /usr/local/bin/register-gpu-wheels && register-gpu-wheels
 

@@ -76,10 +76,14 @@ def test_coverage_answers_the_hopper_and_blackwell_rows(images):
     assert out.returncode == 0, out.stderr
     rows = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
     assert set(FLEET) <= set(rows)
-    assert "SASS sm_90" in rows["9.0"]                   # Hopper: native, TensorFlow's and ours
+    binaries = len(out.stdout.splitlines()[0].split()) - 1  # TensorFlow's libraries and the extension's
+    assert binaries >= 2 and "extension:_tfext_ops.so" in out.stdout.splitlines()[0]
+    assert rows["9.0"].count("SASS sm_90") == binaries   # Hopper: native, TensorFlow's and ours
     for blackwell in ("10.0", "12.0"):                   # no CUDA 12.4 SASS: the newest PTX, by JIT
-        assert rows[blackwell].count("PTX JIT compute_90") == 2, rows[blackwell]
+        assert rows[blackwell].count("PTX JIT compute_90") == binaries, rows[blackwell]
     assert "none" not in out.stdout
+    order = [line.split()[0] for line in out.stdout.splitlines()[1:]]
+    assert order.index("9.0") < order.index("10.0") < order.index("12.0")
 
 
 def test_xla_finds_ptxas_and_libdevice_in_nvidias_wheel_and_compiles_on_the_cpu(images):
@@ -125,5 +129,8 @@ def test_blackwell_is_refused_at_plan_time_and_built_with_the_ptx_jit_opt_in(ima
     assert "will run by PTX JIT" in out.stderr
     table = builder("inspect", f"{REPO}:jit", "--coverage")
     rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
-    assert rows["12.0"].count("PTX JIT compute_90") == 2 and "none" not in rows["12.0"], table.stdout
+    assert "PTX JIT compute_90" in rows["12.0"] and "none" not in rows["12.0"], table.stdout
+    # the extension: SASS for 9.0, the toolkit's newest, and its PTX; nothing else compiled
+    assert "SASS sm_90" in rows["9.0"].split()[-2:] and labels(f"{REPO}:jit")["dev.tfbuilder.cuda-compute-capabilities"] \
+        in ("9.0,12.0", "12.0,9.0", "9.0")
     assert image_id(f"{REPO}:jit") != image_id(images[0])

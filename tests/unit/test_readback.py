@@ -205,3 +205,13 @@ def test_xla_is_checked_only_when_it_is_on_and_reported(rel, report):
     cpu["tensorflow"]["build_info"]["is_cuda_build"] = False
     cpu["xla"]["ptxas"] = None
     assert not [p for p in readback.check(cpu, rel, rel.variants["tf2-py3"], REQUESTED, TOGGLES).problems if "ptxas" in p]
+
+
+def test_coverage_rows_come_in_capability_order_not_text_order(report):
+    # the report's JSON sorts its keys as text; Blackwell's rows must come last, not first
+    report["coverage"] = coverage_table(report["cuda_binaries"], ["6.0", "8.6", "9.0", "10.0", "12.0"])
+    report["coverage"] = dict(sorted(report["coverage"].items()))  # as json.dumps(sort_keys=True) leaves it
+    assert list(report["coverage"])[:2] == ["10.0", "12.0"]
+    _, rows = readback.coverage_rows(report)
+    assert [r[0] for r in rows] == ["6.0", "8.6", "9.0", "10.0", "12.0"]
+    assert list(readback.coverage_summary(report)) == ["6.0", "8.6", "9.0", "10.0", "12.0"]

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder import bake, buildcontext, builders, buildsettings, paths
+from builder import bake, buildcontext, builders, buildsettings, paths, urls
 from builder.base import log, make_rootfs, write_context
 from builder.base_recipe import BaseRecipe
 from builder.build import BaseChoice, options_for, provenance_args
@@ -39,7 +39,7 @@ def why_not(plan: BuildPlan, engine: Engine, base: BaseChoice) -> str | None:
     """Why this --all build cannot be one bake, or None when it can."""
     if engine.backend != "buildkit":
         return "the legacy builder has no bake"
-    if plan.compile_cache:
+    if urls.on_loopback(plan.compile_cache):
         return "--compile-cache: a bake cannot reach a compile cache on loopback (buildx 0.13's bake has no network option)"
     if IMAGE_ID.match(base.image):
         return "a base given as an image id cannot be resolved by a bake"
@@ -61,8 +61,9 @@ def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.
                 make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
             write_context(recipe, layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
-            run = bake.RunInputs(delivery.secrets, settings.layer_cache, provenance_args(), plan.no_cache,
-                                 settings.compression)
+            # a compile cache off loopback is reached over the default network, as a single build reaches it
+            args = {**provenance_args(), **({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})}
+            run = bake.RunInputs(delivery.secrets, settings.layer_cache, args, plan.no_cache, settings.compression)
             definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
                                          with_base=base.needs_build)
             variants = definition["group"]["default"]["targets"]

@@ -43,7 +43,13 @@ def labels(ref):
 BUILDING_FIXTURES = {"offline_base", "release_image"}
 
 
+# The largest images of the run (26.11's, 20 GB with their base) are built and removed
+# first, before the others fill the disk.
+FIRST = "tests/integration/test_release_2611.py"
+
+
 def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: 0 if item.nodeid.startswith(FIRST) else 1)  # stable: the rest keep their order
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.engine)

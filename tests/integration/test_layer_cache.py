@@ -5,9 +5,10 @@ engine, which has never built anything (a machine with a wiped build cache), the
 the same release from that cache: every step comes from the registry, none runs, and the
 image has the same layers as the first engine's.
 
-The bake has no compile cache server (buildx 0.13's bake cannot reach loopback), so its
-compile steps do not share cache keys with the session's release image: it compiles with
-nvbuild.sh's local cache mount (a few minutes, once per run).
+The bake is given the run's compile cache, which listens on docker0's address (reached
+over the default network, as by the session's release image): its steps share their cache
+keys with the release image's, so it compiles nothing and holds no second copy of its
+layers. Every build below gets the same --compile-cache, as a CI runner would.
 
 The second engine keeps its images in containerd, in the host's network namespace with a
 bridge of its own and no route out (tests/integration/engines.py): if a step did run, it
@@ -44,12 +45,12 @@ BAKED = "itest/baked"
 
 
 @pytest.fixture(scope="module")
-def written_cache(release_image, cache_registry):
+def written_cache(release_image, cache_registry, compile_cache):
     """`builder build --all` of 21.08 with --layer-cache (the base exists: the bake takes it
     from the image store): the registry then holds the cache; returns (repository, tag)."""
     repo = f"{cache_registry.host}/tf-cache"
     out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
-                  "--layer-cache", repo, "-q")
+                  "--layer-cache", repo, "--compile-cache", compile_cache, "-q")
     assert out.returncode == 0, out.stderr
     assert "--all: one bake of 1 variant(s)" in out.stderr, out.stderr
     assert out.stdout.split() == [f"{BAKED}:21.08-tf2-py3", f"{BAKED}:21.08-tf2-py3-{BUILD_ID}"]
@@ -91,7 +92,7 @@ def test_the_cache_holds_every_steps_layers_under_the_images_tag(written_cache, 
 
 
 def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for_this_one(
-        written_cache, cache_registry, offline_base, cache_dir, tmp_path):
+        written_cache, cache_registry, offline_base, cache_dir, tmp_path, compile_cache):
     repo, tag = written_cache
     base_in_registry = f"{cache_registry.host}/base/{offline_base.split('/', 1)[1]}"
     assert docker("tag", offline_base, base_in_registry).returncode == 0
@@ -104,7 +105,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
             assert out.returncode == 0, out.stderr
         # the same options (--repo too: the docker-examples name the image), as a CI runner has
         out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
-                      "--layer-cache", repo, "-q", env=env)
+                      "--layer-cache", repo, "--compile-cache", compile_cache, "-q", env=env)
         assert out.returncode == 0, out.stderr
         log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
         runs = set(re.findall(r"^#builder-step (\d+)/\d+ at [\d.]+s: RUN ", log, re.M))
@@ -120,7 +121,8 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
         made = docker("context", "create", "tfb-e2", "--docker", f"host={env['DOCKER_HOST']}", env=here)
         assert made.returncode == 0, made.stderr
         out = builder("build", "--no-sbom", "--release", "21.08", "--variant", "tf2-py3", "--repo", BAKED, "--tag",
-                      "itest/elsewhere:x", "--build-id", f"{BUILD_ID}-e2", "--builder", "tfb-e2", "-q", env=here)
+                      "itest/elsewhere:x", "--build-id", f"{BUILD_ID}-e2", "--builder", "tfb-e2",
+                      "--compile-cache", compile_cache, "-q", env=here)
         assert out.returncode == 0, out.stderr
         try:
             # its own build id: the release image's log (21.08-tf2-py3-itest.log) is another test's
@@ -132,7 +134,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
         # the bake of --all on it too (another --repo: from the docker-examples step on,
         # the second engine builds what its cache does not hold, with no network needed)
         out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", "itest/elsewhere", "--build-id", BUILD_ID,
-                      "--builder", "tfb-e2", "-q", env=here)
+                      "--builder", "tfb-e2", "--compile-cache", compile_cache, "-q", env=here)
         assert out.returncode == 0, out.stderr
         try:
             log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
@@ -147,7 +149,7 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
         finally:
             for ref in out.stdout.split():
                 docker("rmi", ref)
-        spread_over_both_engines(env, here, repo, offline_base, cache_dir, tmp_path)
+        spread_over_both_engines(env, here, repo, offline_base, cache_dir, tmp_path, compile_cache)
         unknown = builder("build", "--no-sbom", "--release", "21.08", "--builder", "no-such-builder", env=here)
         assert unknown.returncode == 2 and unknown.stderr.startswith("error: --builder no-such-builder: ")
 
@@ -159,7 +161,8 @@ def ran_runs(log: str) -> list[str]:
     return [cmd for n, cmd in sorted(runs.items(), key=lambda kv: int(kv[0])) if n not in cached]
 
 
-def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: str, cache_dir, tmp_path) -> None:
+def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: str, cache_dir, tmp_path,
+                             compile_cache: str) -> None:
     """--builders tfb-e2,default: a release with two variants (a private catalog: the
     shipped releases have one buildable variant each) baked at once, one variant on each
     engine. The second engine has lost the base's name, so the builder copies the base
@@ -168,7 +171,7 @@ def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: 
     spread_env = {**here, "BUILDER_CATALOG": str(two_variants.write(tmp_path / "catalog"))}
     bid = f"{BUILD_ID}-sp"
     out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--builders", "tfb-e2,default", "--repo", "itest/spread",
-                  "--build-id", bid, "--layer-cache", repo, "-q", env=spread_env)
+                  "--build-id", bid, "--layer-cache", repo, "--compile-cache", compile_cache, "-q", env=spread_env)
     refs = out.stdout.split()
     try:
         assert out.returncode == 0, out.stderr

@@ -3,8 +3,9 @@
 --release 26.11 --runtime`), from a fresh offline base; both images are checked from the
 inside: the framework's version, the extension's SASS for the catalog's capabilities,
 XLA's toolchain, the conformance suite, the Hopper and Blackwell coverage rows, and the
-runtime image without a compiler. At the end the module removes what it built (images,
-base, root file system): they are the largest of the run and no other test uses them."""
+runtime image without a compiler. The module runs first (conftest) and at its end removes
+what it built (images, base, root file system): they are the largest of the run and no
+other test uses them."""
 from __future__ import annotations
 
 import json
@@ -38,6 +39,7 @@ def images(cache_dir):
     finally:
         for ref in [*refs, f"{REPO}:jit", recipe.tag, recipe.rootfs_image]:
             docker("rmi", ref)
+        docker("builder", "prune", "-f")  # the build records that held their layers
 
 
 def run_py(image: str, code: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -88,6 +88,16 @@ def test_what_a_bake_cannot_do_is_built_one_by_one_and_said(engine, setup, why):
     assert any(m.startswith("--all: building the variants one by one: " + why) for m in out.messages), out.messages
 
 
+def test_a_compile_cache_off_loopback_is_baked_with_its_url(engine):
+    """docker0's address (or a team's server) is reached over the default network: the bake
+    takes it as the same build argument a single build gets, so their steps share cache keys."""
+    engine.add_image(RECIPE.tag)
+    run.run_build(all_plan(compile_cache="http://172.17.0.1:8742/ccache"), lambda: engine, BuildSettings(),
+                  out=Captured())
+    [(_, definition, targets, _)] = bakes(engine)
+    assert definition["target"][targets[0]]["args"]["COMPILE_CACHE"] == "http://172.17.0.1:8742/ccache"
+
+
 def test_a_single_variant_build_never_bakes(engine):
     engine.add_image(RECIPE.tag)
     run.run_build(pl.plan_build(CAT, pl.BuildArgs("21.08", build_id="t1", base="offline")), lambda: engine,

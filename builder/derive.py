@@ -134,6 +134,15 @@ def parent_cuda(info: dict) -> str | None:
     return None
 
 
+def check_parent_is_devel(parent: str, labels: dict) -> None:
+    """A runtime image has no compiler and no cuobjdump: nothing can be rebuilt or read back
+    in it. Derived images start from the devel image it was copied from."""
+    devel = labels.get(Label.RUNTIME_OF)
+    if devel:
+        raise UserError(f"--from {parent} is a runtime image (no compiler, no CUDA toolkit): "
+                        f"derive from its devel image, {devel}")
+
+
 def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:
     """--sm against the parent's CUDA: what its nvcc cannot compile is refused now."""
     sm = spec.sm

@@ -187,7 +187,7 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     from builder import derive as dv, inspect as insp
 
     out = out or Output()
-    insp.labels_of(engine, plan.parent)  # a builder image, or a clear error
+    dv.check_parent_is_devel(plan.parent, insp.labels_of(engine, plan.parent))  # a builder devel image, or a clear error
     dv.check_capabilities(plan.spec, plan.parent, engine.inspect(plan.parent))
     dv.check_patches(engine, plan.parent, plan.spec.patches)
     dv.check_horovod_patches(engine, plan.parent, plan.spec.horovod_patches)

@@ -128,6 +128,18 @@ def test_a_patch_that_does_not_apply_builds_nothing(engine, tmp_path):
     assert "build" not in engine.names() and "tag" not in engine.names()
 
 
+def test_a_runtime_image_is_not_a_parent_and_the_one_line_names_its_devel_image(engine):
+    labels = {"dev.tfbuilder.release": "26.11", "dev.tfbuilder.variant": "tf2-py3",
+              "dev.tfbuilder.runtime-of": "local/tensorflow:26.11-tf2-py3"}
+    engine.add_image("local/tensorflow:26.11-tf2-py3-runtime", labels=labels, env=[])
+    plan = pl.plan_derive("local/tensorflow:26.11-tf2-py3-runtime", "me/tf:x", pip=["jq"], test=False)
+    with pytest.raises(UserError) as err:
+        run.run_derive(plan, engine, BuildSettings(), CAT, out=Captured())
+    assert str(err.value) == ("--from local/tensorflow:26.11-tf2-py3-runtime is a runtime image (no compiler, no CUDA "
+                              "toolkit): derive from its devel image, local/tensorflow:26.11-tf2-py3")
+    assert "build" not in engine.names() and "tag" not in engine.names()
+
+
 def test_a_base_that_exists_is_not_built_again(engine):
     out = Captured()
     tag = run.run_base(pl.plan_base(CAT, "21.08"), engine, BuildSettings(), out=out)

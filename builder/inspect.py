@@ -32,7 +32,12 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
             requested.append(arch)
     # every image answers for the fleet's GPUs too (Turing to Blackwell), built for them or not
     rows = sorted(set(requested) | set(cuda_arch.FLEET), key=lambda a: tuple(int(x) for x in a.split(".")))
-    report = readback.read_report(engine, image, rows)
+    # a runtime image has no cuobjdump: its CUDA binaries are its devel image's, listed there
+    runtime_of = g(Label.RUNTIME_OF)
+    report = readback.read_report(engine, image, rows, coverage=not runtime_of)
+    if runtime_of:
+        report["coverage_note"] = (f"a runtime image lists no CUDA binaries (no cuobjdump); they are those of "
+                                   f"{runtime_of}: builder inspect {runtime_of} --coverage")
     libs = {name: {k: lib.get(k) for k in ("soname", "loaded", "version", "path", "error") if k in lib}
             for name, lib in (report.get("libraries") or {}).items()}
     return {
@@ -67,12 +72,15 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
         "extension_build_info": report.get("extension") or {},
         "horovod": report.get("horovod") or {},
         "size_bytes": info.get("Size", 0),
+        "runtime_of": runtime_of,
         "_report": report,
     }
 
 
 def coverage_text(report: dict) -> str:
     """The coverage table as aligned text."""
+    if report.get("coverage_note"):
+        return report["coverage_note"]
     header, rows = readback.coverage_rows(report)
     if not rows:
         return "no compute capabilities requested"

@@ -119,6 +119,11 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
     assert re.search(r"final loss: [0-9.]+", out.stdout + out.stderr)
     sizes = {ref: int(docker("image", "inspect", "--format", "{{.Size}}", ref).stdout) for ref in images}
     assert sizes[runtime] < sizes[devel], sizes
+    # inspect reads it like any image, and sends coverage questions to the devel image
+    report = json.loads(builder("inspect", runtime, "--json").stdout)
+    assert report["framework"] == "TensorFlow 2.21.0" and report["runtime_of"] == devel and report["driver_libraries"] == []
+    table = builder("inspect", runtime, "--coverage")
+    assert table.returncode == 0 and f"builder inspect {devel} --coverage" in table.stdout
 
 
 def test_blackwell_is_refused_at_plan_time_and_built_with_the_ptx_jit_opt_in(images):

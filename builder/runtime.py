@@ -15,6 +15,7 @@ import tempfile
 from builder import buildsettings
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
+from builder.contract import Label
 from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import BuildError, UserError
 from builder.render import RenderOptions, make_context, template_env
@@ -83,8 +84,7 @@ def make(engine: Engine, release: Release, variant: Variant, options: RenderOpti
     """The runtime image of a devel image just built and tagged DEVEL_REFS: built, checked
     (no compiler; what it reports matches the catalog like the devel image; the extension
     is the devel image's file, by digest), labelled, then tagged `<ref>-runtime`."""
-    from builder import build as b, paths
-    from builder.contract import Label
+    from builder import build as b, paths  # build imports render, which this module's users import first
 
     log_path = paths.logs_dir() / f"{release.name}-{variant.name}-{build_id}{SUFFIX}.log"
     devel = devel_refs[0]
@@ -107,7 +107,7 @@ def make(engine: Engine, release: Release, variant: Variant, options: RenderOpti
                          log_path=log_path)
     # the coverage is the devel image's: the same CUDA binaries (the extension checked above;
     # TensorFlow's come from the same locked wheel), and no cuobjdump here to list them
-    meta = {**meta, "base_image": BaseRecipe(release.offline).rootfs_image}  # what it stands on
+    meta = {**meta, "base_image": recipe.rootfs_image}  # what it stands on
     labelled = b.verify_and_label(engine, image_id, release, variant, meta, log_path, expect_extension=bool(library),
                                   compression=settings.compression, coverage=False,
                                   extra_labels={Label.COVERAGE: devel_labels.get(Label.COVERAGE, "")})

@@ -205,3 +205,78 @@ def test_the_unlabelled_image_does_not_stay_behind_unless_someone_tagged_it(engi
     b.forget_unlabelled(engine, kept, labelled)
     assert engine.image_id("someone/else:1") == kept
     b.forget_unlabelled(engine, "sha256:" + "e" * 64, labelled)  # gone already (the containerd store): no error
+
+
+REL_2611 = CAT.get("26.11")
+
+
+def report_2611() -> dict:
+    """A report like image_report.py's for a 26.11 image that matches the catalog."""
+    from builder.image_report import coverage_table
+
+    report = sample_report()
+    archs = REL_2611.cuda_cc
+    sms = [a.replace(".", "") for a in archs]
+    binaries = [{"component": "tensorflow", "path": "/tf/libtensorflow_cc.so.2", "sass": ["60", "70", "80", "89", "90"],
+                 "ptx": ["90"]},
+                {"component": "extension", "path": "/x/tfext/_tfext_ops.so", "sass": sms, "ptx": ["90"]}]
+    report.update(version="2.21.0", python="3.13.5", horovod=None, cuda_binaries=binaries,
+                  coverage=coverage_table(binaries, archs))
+    report["extension"] = {**report["extension"], "library": "/x/tfext/_tfext_ops.so",
+                           "cuda_compute_capabilities": [f"sm_{a}" for a in sms] + ["compute_90"]}
+    return report
+
+
+def answers_2611(image: str, command: list[str], toolchain: str = "", runtime_digest: str = "d1") -> tuple[int, str]:
+    text = " ".join(command)
+    if "command -v" in text:
+        return 0, toolchain
+    if "tfext.sysconfig" in text:
+        return 0, "/x/tfext/_tfext_ops.so\n"
+    if text.startswith("sha256sum"):
+        return 0, f"{'d1' if 'runtime' not in image and not image.startswith('sha256:r') else runtime_digest}  x\n"
+    return answers(image, command, report_2611())
+
+
+@pytest.fixture
+def engine_2611(monkeypatch, tmp_path) -> FakeEngine:
+    monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
+    e = FakeEngine()
+    e.add_image(BaseRecipe(REL_2611.offline).tag)
+    e.add_image(BaseRecipe(REL_2611.offline).rootfs_image)
+    e.run_handler = answers_2611
+    return e
+
+
+def runtime_plan() -> pl.BuildPlan:
+    return pl.plan_build(CAT, pl.BuildArgs(release="26.11", build_id="t1", base="offline", runtime=True))
+
+
+def test_runtime_is_built_from_the_tagged_devel_image_checked_then_tagged(engine_2611):
+    out = Captured()
+    run.run_build(runtime_plan(), lambda: engine_2611, BuildSettings(), out=out)
+    devel = ["local/tensorflow:26.11-tf2-py3", "local/tensorflow:26.11-tf2-py3-t1"]
+    assert out.results == devel + [f"{r}-runtime" for r in devel]
+    builds = [c[1] for c in engine_2611.calls if c[0] == "build"]
+    assert [b.buildargs.get("DEVEL_IMAGE") for b in builds] == [None, None, devel[0], None]  # image, labels, runtime, labels
+    runtime = engine_2611.image_labels(f"{devel[0]}-runtime")
+    assert runtime[Label.FRAMEWORK_VERSION] == "2.21.0"  # measured in the runtime image (the real label test: integration)
+    assert runtime[Label.COVERAGE] == engine_2611.image_labels(devel[0])[Label.COVERAGE] != ""
+
+
+@pytest.mark.parametrize("toolchain,digest,message", [
+    ("/usr/bin/gcc\n/usr/bin/nvcc\n", "d1", "the runtime image holds a compiler toolchain: /usr/bin/gcc, /usr/bin/nvcc"),
+    ("", "d2", "the runtime image's /x/tfext/_tfext_ops.so is not the devel image's"),
+])
+def test_a_runtime_image_with_a_compiler_or_another_extension_is_not_tagged(engine_2611, toolchain, digest, message):
+    def handler(image, command):
+        # the runtime image is the third build's (untagged) id; the devel image is tagged by then
+        devel_ids = {engine_2611.image_id("local/tensorflow:26.11-tf2-py3")}
+        runtime = image not in devel_ids and not image.startswith("local/")
+        return answers_2611("runtime" if runtime else image, command, toolchain, digest) if (
+            "command -v" in " ".join(command) or " ".join(command).startswith("sha256sum")) else answers_2611(image, command)
+    engine_2611.run_handler = handler
+    with pytest.raises(BuildError) as err:
+        run.run_build(runtime_plan(), lambda: engine_2611, BuildSettings(), out=Captured())
+    assert message in str(err.value)
+    assert not [c for c in engine_2611.calls if c[0] == "tag" and c[2].endswith("-runtime")]

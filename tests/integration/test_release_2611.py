@@ -24,10 +24,10 @@ FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
 
 
 # What building both images cold takes on a containerd image store: their compressed
-# blobs, their unpacked layers and BuildKit's snapshots of the build steps (measured:
-# NEEDS_MEASURED). A machine with less skips the module, saying so: CI's machines start with
-# about 42 GB, which the 21.08 tests need themselves.
-NEEDS_DISK = 60e9
+# blobs, their unpacked layers and BuildKit's snapshots of the build steps (measured: free
+# disk fell by 44 GB, 77.6 to 33.6). A machine with less skips the module, saying so: CI's
+# machines start with about 42 GB, which the 21.08 tests need themselves.
+NEEDS_DISK = 50e9
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +151,6 @@ def test_blackwell_is_refused_at_plan_time_and_built_with_the_ptx_jit_opt_in(ima
     rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
     assert "PTX JIT compute_90" in rows["12.0"] and "none" not in rows["12.0"], table.stdout
     # the extension: SASS for 9.0, the toolkit's newest, and its PTX; nothing else compiled
-    assert "SASS sm_90" in rows["9.0"].split()[-2:] and labels(f"{REPO}:jit")["dev.tfbuilder.cuda-compute-capabilities"] \
-        in ("9.0,12.0", "12.0,9.0", "9.0")
+    assert " ".join(rows["9.0"].split()[-2:]) == "SASS sm_90"  # the last column: the extension
+    assert labels(f"{REPO}:jit")["dev.tfbuilder.cuda-compute-capabilities"] == "9.0"  # what was compiled
     assert image_id(f"{REPO}:jit") != image_id(images[0])

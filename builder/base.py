@@ -69,7 +69,7 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
         log_path = paths.logs_dir() / f"base-{recipe.tag.split(':')[-1]}.log"  # where every command logs
         with buildsettings.deliver(settings, engine.backend) as delivery:
             request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": delivery.url or ""},
-                                   network_mode="host" if delivery.url else None, log_path=log_path,
+                                   network_mode=delivery.network_mode(), log_path=log_path,
                                    quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(layer_cache.base_name(recipe.tag)),
                                    builder=settings.builder, compression=settings.compression)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import buildcontext, buildsettings, paths, readback, urls
+from builder import buildcontext, buildsettings, paths, readback
 from builder.base import ensure_base, log
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release, Variant
@@ -100,7 +100,7 @@ def build_variant(engine: Engine, release: Release, variant: Variant, options: R
             buildargs["BUILD_SETTINGS"] = delivery.url or ""
             buildargs["COMPILE_CACHE"] = compile_cache or ""
             request = BuildRequest(context=context, buildargs=buildargs, nocache=nocache,
-                                   network_mode="host" if (delivery.url or urls.on_loopback(compile_cache)) else None,
+                                   network_mode=delivery.network_mode(compile_cache),
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(f"{release.name}-{variant.name}"),
                                    builder=settings.builder, compression=settings.compression)

@@ -447,6 +447,15 @@ class Delivery:
     url: str | None = None
     secrets: dict[str, Path] = field(default_factory=dict)
 
+    def network_mode(self, compile_cache: str | None = None) -> str | None:
+        """"host" when the build must reach this machine's loopback (the legacy builder's
+        settings URL, a compile cache on loopback), else None: the default network, whose
+        steps share their cache keys with every other build's (BuildKit keys a RUN by its
+        network mode too)."""
+        from builder import urls
+
+        return "host" if self.url or urls.on_loopback(compile_cache) else None
+
 
 @contextmanager
 def deliver(settings: BuildSettings, backend: str) -> Iterator[Delivery]:

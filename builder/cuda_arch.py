@@ -84,6 +84,11 @@ def supported_range(cuda_version: str) -> str:
     return f"{archs[0]}-{archs[-1]} ({', '.join(str(a) for a in archs)})"
 
 
+def order(text: str) -> Arch:
+    """Sort key of a capability written "8.6" (as text, "10.0" sorts before "6.0")."""
+    return _parse_one(text)
+
+
 def _parse_one(token: str) -> Arch:
     t = token.strip().lower().removeprefix("sm_").removeprefix("compute_")
     if re.fullmatch(r"\d+\.\d", t):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from builder import buildsettings, cuda_arch, grammar, urls
+from builder import buildsettings, cuda_arch, grammar
 from builder.contract import InImage, Label
 from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import PatchError, UserError
@@ -251,11 +251,10 @@ def build(engine: Engine, spec: DeriveSpec, parent_ref: str, settings: buildsett
             for p in spec.horovod_patches:
                 shutil.copy2(p, ctx / "horovod-patches" / p.name)
         with buildsettings.deliver(settings, engine.backend) as delivery:
-            host_net = bool(delivery.url) or urls.on_loopback(compile_cache)  # a loopback server only
             request = BuildRequest(context=ctx, buildargs={"BASE_IMAGE": parent_ref,
                                                            "BUILD_SETTINGS": delivery.url or "",
                                                            "COMPILE_CACHE": compile_cache or ""},
-                                   nocache=nocache, network_mode="host" if host_net else None,
+                                   nocache=nocache, network_mode=delivery.network_mode(compile_cache),
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(log_path.stem),  # derive-<tag>
                                    builder=settings.builder, compression=settings.compression)

@@ -295,6 +295,7 @@ def xla_report() -> dict:
     site = os.path.dirname(os.path.dirname(tf.__file__))
     roots = [named.group(1)] if named else []
     roots += [os.path.join(site, "nvidia", "cuda_nvcc"), os.environ.get("CUDA_HOME") or "/usr/local/cuda", "/usr/local/cuda"]
+    roots = list(dict.fromkeys(roots))  # each once: CUDA_HOME is usually /usr/local/cuda
     ptxas = next((p for p in (os.path.join(r, "bin", "ptxas") for r in roots) if os.access(p, os.X_OK)), None)
     libdevice = next((p for p in (os.path.join(r, "nvvm", "libdevice", "libdevice.10.bc") for r in roots)
                       if os.path.isfile(p)), None)

@@ -31,7 +31,7 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
         if arch not in requested:
             requested.append(arch)
     # every image answers for the fleet's GPUs too (Turing to Blackwell), built for them or not
-    rows = sorted(set(requested) | set(cuda_arch.FLEET), key=lambda a: tuple(int(x) for x in a.split(".")))
+    rows = sorted(set(requested) | set(cuda_arch.FLEET), key=cuda_arch.order)
     # a runtime image has no cuobjdump: its CUDA binaries are its devel image's, listed there
     runtime_of = g(Label.RUNTIME_OF)
     report = readback.read_report(engine, image, rows, coverage=not runtime_of)

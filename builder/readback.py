@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder import cuda_arch
 from builder.catalog import Release, Variant
 from builder.errors import UserError
 from builder.contract import InImage, Label
@@ -79,7 +80,7 @@ def _short(path: str) -> str:
 def _by_capability(coverage: dict) -> list:
     """The coverage table's rows in capability order (the report's JSON sorts its keys as
     text: "10.0" before "6.0")."""
-    return sorted(coverage.items(), key=lambda kv: tuple(int(x) for x in kv[0].split(".") if x.isdigit()))
+    return sorted(coverage.items(), key=lambda kv: cuda_arch.order(kv[0]))
 
 
 def coverage_summary(report: dict) -> dict[str, str]:

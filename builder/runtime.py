@@ -63,7 +63,7 @@ def build(engine: Engine, release: Release, variant: Variant, options: RenderOpt
         with buildsettings.deliver(settings, engine.backend) as delivery:
             args = {**buildargs, "DEVEL_IMAGE": devel_image, "BUILD_SETTINGS": delivery.url or ""}
             request = BuildRequest(context=Path(tmp), buildargs=args, nocache=False,
-                                   network_mode="host" if delivery.url else None, log_path=log_path,
+                                   network_mode=delivery.network_mode(), log_path=log_path,
                                    quiet=quiet, secrets=delivery.secrets, builder=settings.builder,
                                    compression=settings.compression)
             return engine.build(request, Progress(f"{release.name}/{variant.name} runtime", quiet=quiet)).image_id

@@ -90,3 +90,13 @@ def test_only_a_loopback_compile_cache_puts_a_build_on_the_host_network(url, loo
     from builder.urls import on_loopback
 
     assert on_loopback(url) is loopback
+
+
+def test_one_rule_puts_any_build_on_the_host_network():
+    """build, derive, base and the runtime image all ask Delivery.network_mode."""
+    from builder.buildsettings import Delivery
+
+    assert Delivery().network_mode() is None
+    assert Delivery().network_mode("http://172.17.0.1:8742/ccache") is None
+    assert Delivery().network_mode("http://127.0.0.1:8742/ccache") == "host"
+    assert Delivery(url="http://127.0.0.1:40000").network_mode() == "host"  # the legacy builder's settings

@@ -7,13 +7,19 @@ digest nvbuild.sh recorded), Horovod (from its locked sdist's hash) and the patc
 applied to either (by their sha256). Those are read from the image's own build-info.json
 and locks, and added as components with `dev.tfbuilder:*` properties.
 
-`merge()` is pure (tests hold it); `make()` does the I/O."""
+`merge()` is pure (tests hold it); `make()` does the I/O. syft's scan is the slow part
+(15-20 s for a release image): it is kept by the image's layers and name, so an image
+that differs only in its labels (a no-op rebuild: a new date) reuses it."""
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
 import os
 import re
 import shlex
+import uuid
+from pathlib import Path
 
 from builder.errors import UserError
 
@@ -112,8 +118,31 @@ def syft_scan(engine, image: str, source_name: str) -> dict:
         raise UserError(f"syft printed no CycloneDX JSON for {source_name}") from None
 
 
-def make(engine, image: str, name: str | None = None) -> dict:
-    """The SBOM of IMAGE (a builder image: it must hold build-info.json), named NAME."""
+def scan_key(layers: list[str], source_name: str) -> str:
+    """What syft's document depends on: the image's files (its layers, content-addressed)
+    and the name it is given; not its labels, id or creation time."""
+    return hashlib.sha256(json.dumps([layers, source_name]).encode()).hexdigest()
+
+
+def kept_scan(engine, image: str, source_name: str, store: Path | None) -> dict:
+    """syft_scan, kept in STORE under scan_key and reused for an image with the same files."""
+    kept = store / f"{scan_key((engine.inspect(image).get('RootFS') or {}).get('Layers') or [], source_name)}.json" \
+        if store else None
+    if kept and kept.is_file():
+        try:
+            return json.loads(kept.read_text())
+        except ValueError:
+            pass  # damaged: scanned again
+    doc = syft_scan(engine, image, source_name)
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(doc))
+    return doc
+
+
+def make(engine, image: str, name: str | None = None, scans: Path | None = None) -> dict:
+    """The SBOM of IMAGE (a builder image: it must hold build-info.json), named NAME; syft's
+    scans kept in SCANS (kept_scan)."""
     code, info = engine.run_capture(image, ["cat", BUILD_INFO], stdout_only=True)
     if code != 0:
         raise UserError(f"{image}: no {BUILD_INFO} (not an image the builder made)")
@@ -123,8 +152,11 @@ def make(engine, image: str, name: str | None = None) -> dict:
     except ValueError:
         raise UserError(f"{image}: {BUILD_INFO} is not JSON") from None
     labels = engine.image_labels(image)
-    doc = merge(syft_scan(engine, image, name or image), compiled_components(build_info, lock), labels)
-    # syft scanned a directory (the container's /): the subject is the image
+    doc = merge(kept_scan(engine, image, name or image, scans), compiled_components(build_info, lock), labels)
+    # syft scanned a directory (the container's /): the subject is the image. A document of
+    # its own, even from a kept scan: its own serial number and time.
+    doc["serialNumber"] = f"urn:uuid:{uuid.uuid4()}"
+    doc["metadata"]["timestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc["metadata"]["component"] = {"bom-ref": "tfbuilder:image", "type": "container", "name": name or image,
                                     "version": engine.image_id(image) or image}
     return doc

@@ -1,8 +1,9 @@
 """SBOM, provenance and signatures of a builder image, end to end (the I/O around
 sbom.py, provenance.py and signing.py).
 
-- `sbom_of(engine, image)`: made once per image id and kept in the cache directory
-  (syft takes about two minutes for a release image on 2 cores).
+- `sbom_of(engine, image)`: made once per image id and kept in the cache directory;
+  syft's scan is kept by the image's layers, so a no-op rebuild (a new id: its date
+  label) does not scan again.
 - `sign_pushed(...)`: after `builder push` has verified the digest, sign that digest and
   attach the SBOM and the provenance as signed attestations.
 - `verify(ref, key, ...)`: the signature, then both attestations, then what they say:
@@ -40,7 +41,7 @@ def sbom_of(engine, image: str) -> dict:
             return json.loads(kept.read_text())
         except ValueError:
             pass  # damaged: made again
-    doc = sbom.make(engine, image_id, image)
+    doc = sbom.make(engine, image_id, image, scans=kept.parent / "scans")
     kept.write_text(json.dumps(doc))
     return doc
 

@@ -194,3 +194,45 @@ def test_build_sign_needs_push_and_a_key_that_opens_before_anything_is_built(tmp
     monkeypatch.setattr("builder.registry.check_before_build", lambda host, creds, insecure: None)
     with pytest.raises(UserError, match=r"\$COSIGN_PASSWORD, which is not set"):
         run.run_build(plan, never, BuildSettings())
+
+
+class ScanningEngine:
+    """An engine whose images hold BUILD_INFO and LOCK; syft's scan is counted."""
+
+    def __init__(self, layers: dict[str, list[str]]):
+        self.layers, self.scans = layers, 0
+
+    def run_capture(self, image, command, binds=None, stdout_only=False, timeout=None):
+        if command[:2] == ["cat", sbom.BUILD_INFO]:
+            return 0, json.dumps(BUILD_INFO)
+        if command[:2] == ["cat", sbom.HOROVOD_LOCK]:
+            return 0, LOCK
+        self.scans += 1
+        return 0, json.dumps({"bomFormat": "CycloneDX", "serialNumber": "urn:uuid:syft", "components": [
+            {"name": "tensorflow", "version": "2.5.0"}], "metadata": {"timestamp": "2020-01-01T00:00:00Z"}})
+
+    def inspect(self, ref):
+        return {"RootFS": {"Layers": self.layers[ref]}}
+
+    def image_id(self, ref):
+        return "sha256:" + ref.encode().hex().ljust(64, "0")[:64]
+
+    def image_labels(self, ref):
+        return {"dev.tfbuilder.release": "21.08"}
+
+
+def test_an_image_with_the_same_files_reuses_syfts_scan_in_a_document_of_its_own(tmp_path):
+    engine = ScanningEngine({"a": ["sha256:1", "sha256:2"], "b": ["sha256:1", "sha256:2"], "c": ["sha256:1", "sha256:3"]})
+    first = sbom.make(engine, "a", "local/tf:x", scans=tmp_path)
+    again = sbom.make(engine, "b", "local/tf:x", scans=tmp_path)        # a no-op rebuild: new id, same layers
+    assert engine.scans == 1
+    assert again["metadata"]["component"]["version"] == engine.image_id("b") != first["metadata"]["component"]["version"]
+    assert again["serialNumber"] != first["serialNumber"] and again["serialNumber"].startswith("urn:uuid:")
+    assert again["components"] == first["components"]
+    sbom.make(engine, "c", "local/tf:x", scans=tmp_path)                # other files: scanned
+    sbom.make(engine, "a", "local/tf:y", scans=tmp_path)                # another name (syft records it): scanned
+    assert engine.scans == 3
+    next(tmp_path.iterdir()).write_text("{not json")                     # a damaged entry is scanned again
+    for ref, name in (("a", "local/tf:x"), ("c", "local/tf:x"), ("a", "local/tf:y")):
+        sbom.make(engine, ref, name, scans=tmp_path)
+    assert engine.scans == 4

@@ -1,5 +1,6 @@
 // TfextBiasRelu: relu(bias_add(x, bias)) in one pass. The op's definition and its CPU
-// kernel; the GPU kernel is csrc/cuda/bias_relu.cu.cc, the XLA lowering csrc/xla/bias_relu.cc.
+// kernel, whose arithmetic is csrc/cpu/bias_relu.cc; the GPU kernel is
+// csrc/cuda/bias_relu.cu.cc, the XLA lowering csrc/xla/bias_relu.cc.
 #define EIGEN_USE_THREADS
 
 #include "tensorflow/core/framework/op.h"
@@ -36,14 +37,7 @@ template <typename T>
 struct BiasRelu<Eigen::ThreadPoolDevice, T> {
   tensorflow::Status operator()(const Eigen::ThreadPoolDevice& d, const T* x, const T* bias, T* y,
                                 int64_t n, int64_t channels) {
-    using A = typename Acc<T>::type;
-    d.parallelFor(n, Eigen::TensorOpCost(2 * sizeof(T), sizeof(T), 2),
-                  [=](Eigen::Index begin, Eigen::Index end) {
-                    for (Eigen::Index i = begin; i < end; ++i) {
-                      const A v = static_cast<A>(x[i]) + static_cast<A>(bias[i % channels]);
-                      y[i] = static_cast<T>(v > A(0) ? v : A(0));
-                    }
-                  });
+    cpu::BiasRelu(ParallelForOn(d), x, bias, y, n, channels);
     return tensorflow::Status();
   }
 };

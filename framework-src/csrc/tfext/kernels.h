@@ -1,7 +1,8 @@
 // The op kernels shared by the CPU and the GPU builds. Each op's arithmetic is a functor,
 // Functor<Device, T>, defined once per device: the CPU specialisations live in
-// csrc/ops/<op>.cc (with REGISTER_OP and the CPU registration), the GPU ones in
-// csrc/cuda/<op>.cu.cc (with the DEVICE_GPU registration). The kernel classes below only
+// csrc/ops/<op>.cc (with REGISTER_OP and the CPU registration) and call csrc/cpu/<op>.cc's
+// arithmetic, the GPU ones live in csrc/gpu/<op>.cc (with the DEVICE_GPU registration) and
+// launch csrc/cuda/<op>.cu.cc's kernels. The kernel classes below only
 // validate their inputs, allocate the output and call the functor.
 //
 // Define EIGEN_USE_THREADS (CPU) or EIGEN_USE_GPU (GPU) before including this header.
@@ -15,6 +16,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/lib/core/errors.h"
 #include "tfext/constants.h"
+#include "tfext/cpu.h"
 
 // Registers OpClass<DeviceT, T> for op `op_name` on `device_type` (tensorflow::DEVICE_CPU or
 // DEVICE_GPU) for each element type the ops accept. REGISTER_KERNEL_BUILDER names its
@@ -29,15 +31,16 @@
 
 namespace tfext {
 
-// Arithmetic type: half is computed in float, float in float, double in double.
-template <typename T>
-struct Acc {
-  using type = float;
-};
-template <>
-struct Acc<double> {
-  using type = double;
-};
+#ifdef EIGEN_USE_THREADS
+// The CPU arithmetic's parallel loop (tfext/cpu.h) on DEVICE's thread pool.
+inline cpu::ParallelFor ParallelForOn(const Eigen::ThreadPoolDevice& device) {
+  return [&device](int64_t n, double bytes_loaded, double bytes_stored, double compute_cycles,
+                   const cpu::Shard& fn) {
+    device.parallelFor(n, Eigen::TensorOpCost(bytes_loaded, bytes_stored, compute_cycles),
+                       [&fn](Eigen::Index begin, Eigen::Index end) { fn(begin, end); });
+  };
+}
+#endif
 
 // y[i] = max(x[i] + bias[i % channels], 0), x holding n elements.
 template <typename Device, typename T>

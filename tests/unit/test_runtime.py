@@ -3,11 +3,14 @@ image's Python packages on the offline base's bare Debian, no compiler, no toolk
 the plan's refusals, all before anything is built."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from builder import catalog, plan as pl, runtime
 from builder.base_recipe import BaseRecipe
 from builder.errors import UserError
+from builder.plan import render_options
 from tests.unit.dockerfile_lexer import instructions
 
 CAT = catalog.load()
@@ -41,6 +44,10 @@ def test_the_runtime_dockerfile_copies_the_devel_images_packages_onto_bare_debia
     assert 'TF_USE_LEGACY_KERAS="1"' in text and 'TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0"' in text
     assert 'org.opencontainers.image.version="26.11-tf2-py3-runtime"' in text
     assert 'dev.tfbuilder.runtime-of="${DEVEL_IMAGE}"' in text
+    # it stands on the offline base's Debian, whatever base the devel image was asked for
+    for base in ("auto", "offline"):
+        rendered = runtime.render(rel, rel.variants["tf2-py3"], dataclasses.replace(render_options(rel), base=base))
+        assert 'dev.tfbuilder.base="offline"' in rendered, base
 
 
 def test_the_committed_runtime_dockerfile_is_the_render():

@@ -12,7 +12,8 @@ because absolute times on a shared 2-core machine mean little on their own):
                 Horovod, extension) and by nvbuild.sh's own phase timings
   noop          the same build again, nothing changed
   env-only      a build changing one env default: must not recompile anything
-  patch         one-file patch to the extension and to Horovod, rebuilt through the warm
+  patch         one-file patch to the extension (to an op's arithmetic, csrc/cpu/, and to
+                its registration, csrc/ops/) and to Horovod, rebuilt through the warm
                 cache: compile seconds against the cold compile of the same part
   cnn           the CNN example's images/sec in the image against the same locked wheels
                 in a plain virtual environment on the host (same Python, same run)

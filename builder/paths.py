@@ -10,8 +10,10 @@ else ~/.cache/tfbuilder.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Callable
 
 from builder.errors import UserError
 
@@ -78,3 +80,21 @@ def compile_cache_dir() -> Path:
 def readback_store() -> Path:
     """Read-back reports kept under the image's content key (a no-op rebuild reuses one)."""
     return cache_dir() / "readback"
+
+
+def kept_json(path: Path | None, make: Callable[[], dict]) -> dict:
+    """The document kept at PATH, else make()'s, then kept there (PATH None: make() only).
+    A damaged entry is made again; the write is atomic, so a concurrent build reads a
+    whole document or none."""
+    if path and path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            pass  # damaged: made again and rewritten
+    doc = make()
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(path)
+    return doc

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import cuda_arch
+from builder import cuda_arch, paths
 from builder.catalog import Release, Variant
 from builder.errors import UserError
 from builder.contract import InImage, Label
@@ -51,26 +51,19 @@ def read_report(engine, image: str, requested: list[str] | None = None, coverage
     if requested:
         cmd += ["--requested", ",".join(requested)]
     kept = store / f"{content_key(engine.inspect(image), cmd)}.json" if store else None
-    if kept and kept.is_file():
-        try:
-            return json.loads(kept.read_text())
-        except ValueError:
-            pass  # a damaged entry is measured again and rewritten
+    return paths.kept_json(kept, lambda: _run_report(engine, image, cmd))
+
+
+def _run_report(engine, image: str, cmd: list[str]) -> dict:
     code, out = engine.run_capture(image, cmd, stdout_only=True, timeout=600)
     if code != 0:
         _, err = engine.run_capture(image, cmd, timeout=600)
         tail = (err.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"{image}: the image could not report what it holds ({REPORT_SCRIPT} exited {code}: {tail})")
     try:
-        report = json.loads(out.strip().splitlines()[-1])
+        return json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise UserError(f"{image}: {REPORT_SCRIPT} printed no JSON report") from None
-    if kept:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        tmp = kept.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(report))
-        tmp.replace(kept)  # atomic: a concurrent build reads a whole report or none
-    return report
 
 
 def _short(path: str) -> str:

@@ -21,6 +21,7 @@ import shlex
 import uuid
 from pathlib import Path
 
+from builder import paths
 from builder.errors import UserError
 
 BUILD_INFO = "/opt/tensorflow/build-info.json"
@@ -136,18 +137,11 @@ def syft_version() -> str:
 
 def kept_scan(engine, image: str, source_name: str, store: Path | None) -> dict:
     """syft_scan, kept in STORE under scan_key and reused for an image with the same files."""
-    layers = (engine.inspect(image).get("RootFS") or {}).get("Layers") or [] if store else []
-    kept = store / f"{scan_key(layers, source_name, syft_version())}.json" if store else None
-    if kept and kept.is_file():
-        try:
-            return json.loads(kept.read_text())
-        except ValueError:
-            pass  # damaged: scanned again
-    doc = syft_scan(engine, image, source_name)
-    if kept:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(doc))
-    return doc
+    kept = None
+    if store:
+        layers = (engine.inspect(image).get("RootFS") or {}).get("Layers") or []
+        kept = store / f"{scan_key(layers, source_name, syft_version())}.json"
+    return paths.kept_json(kept, lambda: syft_scan(engine, image, source_name))
 
 
 def make(engine, image: str, name: str | None = None, scans: Path | None = None) -> dict:

@@ -36,14 +36,7 @@ def sbom_of(engine, image: str) -> dict:
     if image_id is None:
         raise UserError(f"no image '{image}' in the engine")
     kept = kept_path(image_id)
-    if kept.is_file():
-        try:
-            return json.loads(kept.read_text())
-        except ValueError:
-            pass  # damaged: made again
-    doc = sbom.make(engine, image_id, image, scans=kept.parent / "scans")
-    kept.write_text(json.dumps(doc))
-    return doc
+    return paths.kept_json(kept, lambda: sbom.make(engine, image_id, image, scans=kept.parent / "scans"))
 
 
 def provenance_of(engine, image: str) -> dict:

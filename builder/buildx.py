@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from builder import layer_cache
+from builder import image_archive, layer_cache
 from builder.engine import signals_raise
 from builder.errors import BuildError, Interrupted, UserError, redact
 
@@ -336,15 +336,24 @@ def on_builder(name: str, env: dict[str, str]) -> tuple[str | None, dict[str, st
     return name, env
 
 
-def load(archive: Path, env: dict[str, str] | None) -> str:
-    """Load an image archive into the engine ENV points at; the id it reports."""
-    out = subprocess.run(["docker", "load", "-q", "-i", str(archive)], capture_output=True, text=True, env=env)
-    found = re.findall(r"Loaded image(?: ID)?: (\S+)", out.stdout)
-    if out.returncode != 0 or not found:
-        raise BuildError(f"the image built on another builder could not be loaded into this engine: "
-                         f"{(out.stderr.strip() or out.stdout.strip() or 'no answer').splitlines()[-1]}",
-                         step="load")
-    return found[-1]
+def load(archive: Path, env: dict[str, str] | None, attempts: int = 2) -> str:
+    """Load an image archive into the engine ENV points at; the id it reports. A refusal of
+    a sound archive is the engine's and is tried once more (seen once in CI, on a containerd
+    image store: "mismatched image rootfs and manifest layers" for an archive whose manifest
+    and config agree); a refusal of an unsound one says what is wrong with it."""
+    why = "no answer"
+    for _ in range(attempts):
+        out = subprocess.run(["docker", "load", "-q", "-i", str(archive)], capture_output=True, text=True, env=env)
+        found = re.findall(r"Loaded image(?: ID)?: (\S+)", out.stdout)
+        if out.returncode == 0 and found:
+            return found[-1]
+        why = (out.stderr.strip() or out.stdout.strip() or "no answer").splitlines()[-1]
+        wrong = image_archive.problems(archive)
+        if wrong:
+            raise BuildError(f"the image built on another builder could not be loaded into this engine: {why} "
+                             f"(the archive: {'; '.join(wrong[:2])})", step="load")
+    raise BuildError(f"the image built on another builder could not be loaded into this engine: {why} "
+                     f"({attempts} tries; the archive itself is sound)", step="load")
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:

@@ -1,0 +1,70 @@
+"""What an image archive (`docker save`, buildx's `type=docker,dest=`) holds, read from the
+tar itself: each image's manifest against its config. When an engine refuses to load an
+archive, this says whether the archive is at fault or the engine."""
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+MANIFEST_TYPES = {"application/vnd.oci.image.manifest.v1+json",
+                  "application/vnd.docker.distribution.manifest.v2+json"}
+INDEX_TYPES = {"application/vnd.oci.image.index.v1+json",
+               "application/vnd.docker.distribution.manifest.list.v2+json"}
+
+
+def problems(archive: Path) -> list[str]:
+    """What is wrong with ARCHIVE as an OCI layout: a missing or unreadable blob, a manifest
+    whose layer count differs from its config's diff_ids (the engine's "mismatched image
+    rootfs and manifest layers"); [] for a sound archive."""
+    try:
+        with tarfile.open(archive) as tar:
+            members = {m.name.removeprefix("./"): m for m in tar.getmembers() if m.isfile()}
+
+            def read(name: str) -> dict:
+                member = members.get(name)
+                if member is None:
+                    raise LookupError(f"{name} is missing")
+                data = tar.extractfile(member)
+                return json.loads(data.read()) if data else {}
+
+            def blob(digest: str) -> dict:
+                return read("blobs/" + digest.replace(":", "/", 1))
+
+            found: list[str] = []
+            pending = list(read("index.json").get("manifests", []))
+            seen = 0
+            while pending:
+                desc = pending.pop()
+                kind, digest = desc.get("mediaType", ""), desc.get("digest", "")
+                try:
+                    doc = blob(digest)
+                except LookupError:
+                    found.append(f"blob {digest[:19]} ({kind or 'no media type'}) is missing")
+                    continue
+                if kind in INDEX_TYPES:
+                    pending.extend(doc.get("manifests", []))
+                    continue
+                if kind not in MANIFEST_TYPES:
+                    continue  # an attestation or another artifact: not an image
+                seen += 1
+                layers = doc.get("layers", [])
+                config_digest = doc.get("config", {}).get("digest", "")
+                try:
+                    diff_ids = blob(config_digest).get("rootfs", {}).get("diff_ids", [])
+                except LookupError:
+                    found.append(f"manifest {digest[:19]}: its config {config_digest[:19]} is missing")
+                    continue
+                if len(diff_ids) != len(layers):
+                    found.append(f"manifest {digest[:19]} lists {len(layers)} layers, "
+                                 f"its config {len(diff_ids)} diff_ids")
+                absent = [layer.get("digest", "") for layer in layers
+                          if "blobs/" + layer.get("digest", "").replace(":", "/", 1) not in members]
+                if absent:
+                    found.append(f"manifest {digest[:19]}: {len(absent)} of its {len(layers)} layers "
+                                 f"are not in the archive (first {absent[0][:19]})")
+            if not seen:
+                found.append("no image manifest in index.json")
+            return found
+    except (OSError, tarfile.TarError, LookupError, ValueError, AttributeError) as exc:
+        return [f"not a readable image archive ({type(exc).__name__}: {str(exc)[:120]})"]

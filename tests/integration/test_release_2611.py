@@ -1,11 +1,11 @@
 """Release 26.11, today's line: Debian 13's CUDA 12.4 toolkit and Python 3.13, TensorFlow
 2.21.0 with NVIDIA's CUDA 12 wheels. Built once, the way README says (`builder build
---release 26.11 --runtime`), from a fresh offline base; both images are checked from the
-inside: the framework's version, the extension's SASS for the catalog's capabilities,
-XLA's toolchain, the conformance suite, the Hopper and Blackwell coverage rows, and the
-runtime image without a compiler. The module runs first (conftest) and at its end removes
-what it built (images, base, root file system): they are the largest of the run and no
-other test uses them."""
+--release 26.11 --runtime`, with zstd layers: FAST_EXPORT), from a fresh offline base;
+both images are checked from the inside: the framework's version, the extension's SASS
+for the catalog's capabilities, XLA's toolchain, the conformance suite, the Hopper and
+Blackwell coverage rows, and the runtime image without a compiler. The module runs first
+(conftest) and at its end removes what it built (images, base, root file system): they
+are the largest of the run and no other test uses them."""
 from __future__ import annotations
 
 import json

@@ -338,10 +338,11 @@ def on_builder(name: str, env: dict[str, str]) -> tuple[str | None, dict[str, st
 
 def load(archive: Path, env: dict[str, str] | None, attempts: int = 2) -> str:
     """Load an image archive into the engine ENV points at; the id it reports. A refusal of
-    a sound archive is the engine's and is tried once more (seen once in CI, on a containerd
-    image store: "mismatched image rootfs and manifest layers" for an archive whose manifest
-    and config agree); a refusal of an unsound one says what is wrong with it."""
+    a sound archive is the engine's and is tried once more; a refusal of an unsound one says
+    what is wrong with it. (Seen once in CI on a containerd image store, "mismatched image
+    rootfs and manifest layers", with no archive left to tell which side was at fault.)"""
     why = "no answer"
+    refused = "the image built on another builder could not be loaded into this engine"
     for _ in range(attempts):
         out = subprocess.run(["docker", "load", "-q", "-i", str(archive)], capture_output=True, text=True, env=env)
         found = re.findall(r"Loaded image(?: ID)?: (\S+)", out.stdout)
@@ -350,10 +351,8 @@ def load(archive: Path, env: dict[str, str] | None, attempts: int = 2) -> str:
         why = (out.stderr.strip() or out.stdout.strip() or "no answer").splitlines()[-1]
         wrong = image_archive.problems(archive)
         if wrong:
-            raise BuildError(f"the image built on another builder could not be loaded into this engine: {why} "
-                             f"(the archive: {'; '.join(wrong[:2])})", step="load")
-    raise BuildError(f"the image built on another builder could not be loaded into this engine: {why} "
-                     f"({attempts} tries; the archive itself is sound)", step="load")
+            raise BuildError(f"{refused}: {why} (the archive: {'; '.join(wrong[:2])})", step="load")
+    raise BuildError(f"{refused}: {why} ({attempts} tries; the archive itself is sound)", step="load")
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:

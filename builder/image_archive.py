@@ -13,6 +13,11 @@ INDEX_TYPES = {"application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json"}
 
 
+def blob_path(digest: str) -> str:
+    """Where an OCI layout keeps the blob DIGEST (sha256:HEX -> blobs/sha256/HEX)."""
+    return "blobs/" + digest.replace(":", "/", 1)
+
+
 def problems(archive: Path) -> list[str]:
     """What is wrong with ARCHIVE as an OCI layout: a missing or unreadable blob, a manifest
     whose layer count differs from its config's diff_ids (the engine's "mismatched image
@@ -29,7 +34,7 @@ def problems(archive: Path) -> list[str]:
                 return json.loads(data.read()) if data else {}
 
             def blob(digest: str) -> dict:
-                return read("blobs/" + digest.replace(":", "/", 1))
+                return read(blob_path(digest))
 
             found: list[str] = []
             pending = list(read("index.json").get("manifests", []))
@@ -59,7 +64,7 @@ def problems(archive: Path) -> list[str]:
                     found.append(f"manifest {digest[:19]} lists {len(layers)} layers, "
                                  f"its config {len(diff_ids)} diff_ids")
                 absent = [layer.get("digest", "") for layer in layers
-                          if "blobs/" + layer.get("digest", "").replace(":", "/", 1) not in members]
+                          if blob_path(layer.get("digest", "")) not in members]
                 if absent:
                     found.append(f"manifest {digest[:19]}: {len(absent)} of its {len(layers)} layers "
                                  f"are not in the archive (first {absent[0][:19]})")

@@ -92,7 +92,7 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
             "context": str(layout.variant(rendered)),
             "dockerfile": "Dockerfile",
             "args": {"BASE_IMAGE": rendered.meta["base_image"], "BUILD_ID": build_id},
-            "output": ["type=docker"],
+            "output": [buildx.output()],
         }
         if rendered.meta["base_image"] == offline_tag and with_base:
             # FROM ${BASE_IMAGE} is resolved through the base target, not the image store.
@@ -104,7 +104,7 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
             "context": str(layout.base(release)),
             "dockerfile": "Dockerfile",
             "args": {"ROOTFS_IMAGE": recipe.rootfs_image},
-            "output": ["type=docker"],
+            "output": [buildx.output()],
         }
         if run:
             # the base takes no provenance arguments: `builder base` gives it none

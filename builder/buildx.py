@@ -49,15 +49,15 @@ COMPRESSIONS = ("gzip", "zstd")
 
 
 def output(dest: Path | None = None, compression: str = "gzip") -> str:
-    """buildx's --output for one plain image, into the engine or as an archive at DEST.
-    zstd forces every layer into zstd (without force-compression BuildKit reuses the gzip
-    blobs a layer already has: the base's, and every step a cached build takes over) and
-    OCI media types (Docker's manifest has no zstd layer type: without them the registry
-    gets `rootfs.diff.tar.zstd`, which only Docker's own client knows)."""
-    spec = "type=docker" + (f",dest={dest}" if dest else "")
-    if compression == "gzip":
-        return spec
-    return spec + f",compression={compression},force-compression=true,oci-mediatypes=true"
+    """buildx's --output for one plain image, into the engine or as an archive at DEST, every
+    layer in COMPRESSION. Forced for gzip too: unforced, BuildKit reuses the blob a cached step
+    already has, and after a zstd build on the same engine that is a zstd blob, written into a
+    gzip image under Docker's media types as `rootfs.diff.tar.zstd`, a layer type Docker's own
+    engine does not unpack (`docker load`: "mismatched image rootfs and manifest layers";
+    RELIABILITY.md). Forcing gzip costs nothing where the layers are gzip already. zstd takes
+    OCI media types (Docker's manifest has no zstd layer type)."""
+    spec = "type=docker" + (f",dest={dest}" if dest else "") + f",compression={compression},force-compression=true"
+    return spec if compression == "gzip" else spec + ",oci-mediatypes=true"
 
 
 def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
@@ -338,9 +338,9 @@ def on_builder(name: str, env: dict[str, str]) -> tuple[str | None, dict[str, st
 
 def load(archive: Path, env: dict[str, str] | None, attempts: int = 2) -> str:
     """Load an image archive into the engine ENV points at; the id it reports. A refusal of
-    a sound archive is the engine's and is tried once more; a refusal of an unsound one says
-    what is wrong with it. (Seen once in CI on a containerd image store, "mismatched image
-    rootfs and manifest layers", with no archive left to tell which side was at fault.)"""
+    an unsound archive says what is wrong with it; a sound one is tried once more. (CI saw
+    "mismatched image rootfs and manifest layers" twice: a gzip image that had reused a zstd
+    blob, a layer type Docker's engine does not unpack; output() now forces the compression.)"""
     why = "no answer"
     refused = "the image built on another builder could not be loaded into this engine"
     for _ in range(attempts):

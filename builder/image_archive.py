@@ -11,6 +11,18 @@ MANIFEST_TYPES = {"application/vnd.oci.image.manifest.v1+json",
                   "application/vnd.docker.distribution.manifest.v2+json"}
 INDEX_TYPES = {"application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json"}
+# The layer types Docker 26's engine unpacks (containerd 1.7's IsLayerType): every OCI layer
+# type, and Docker's own tar and gzip ones. A layer of another type drops out of the count
+# it checks against the config's diff_ids: "mismatched image rootfs and manifest layers".
+# BuildKit writes one such type: zstd in Docker's media types, `rootfs.diff.tar.zstd`.
+DOCKER_LAYER_TYPES = {"application/vnd.docker.image.rootfs.diff.tar", "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                      "application/vnd.docker.image.rootfs.foreign.diff.tar",
+                      "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"}
+
+
+def unpackable(media_type: str) -> bool:
+    """Whether Docker's engine unpacks a layer of MEDIA_TYPE (a `+suffix` such as +encrypted aside)."""
+    return media_type.startswith("application/vnd.oci.image.layer.") or media_type.split("+")[0] in DOCKER_LAYER_TYPES
 
 
 def blob_path(digest: str) -> str:
@@ -20,8 +32,9 @@ def blob_path(digest: str) -> str:
 
 def problems(archive: Path) -> list[str]:
     """What is wrong with ARCHIVE as an OCI layout: a missing or unreadable blob, a manifest
-    whose layer count differs from its config's diff_ids (the engine's "mismatched image
-    rootfs and manifest layers"); [] for a sound archive."""
+    whose layer count differs from its config's diff_ids, or a layer of a type the engine does
+    not unpack (either is the engine's "mismatched image rootfs and manifest layers"); [] for
+    a sound archive."""
     try:
         with tarfile.open(archive) as tar:
             members = {m.name.removeprefix("./"): m for m in tar.getmembers() if m.isfile()}
@@ -63,6 +76,10 @@ def problems(archive: Path) -> list[str]:
                 if len(diff_ids) != len(layers):
                     found.append(f"manifest {digest[:19]} lists {len(layers)} layers, "
                                  f"its config {len(diff_ids)} diff_ids")
+                odd = [layer.get("mediaType", "") for layer in layers if not unpackable(layer.get("mediaType", ""))]
+                if odd:
+                    found.append(f"manifest {digest[:19]}: {len(odd)} of its {len(layers)} layers are {odd[0] or 'untyped'}, "
+                                 "a layer type Docker's engine does not unpack")
                 absent = [layer.get("digest", "") for layer in layers
                           if blob_path(layer.get("digest", "")) not in members]
                 if absent:

@@ -1,7 +1,10 @@
 """The buildx runner on the real engine (BuildKit in Docker 26): a small image on the
 offline base, built without a tag, its steps and logs streamed; a failing step named with
-its output; an interrupt that leaves no build running."""
+its output; an interrupt that leaves no build running; every layer in the compression
+asked for, even after a build of the same steps in another."""
+import json
 import signal
+import tarfile
 import subprocess
 import sys
 import textwrap
@@ -10,7 +13,7 @@ import uuid
 
 import pytest
 
-from builder import buildx
+from builder import buildx, image_archive
 from builder.errors import BuildError
 
 from .conftest import docker
@@ -62,7 +65,7 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
     child = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from builder import buildx
+        from builder import buildx, image_archive
         from builder.errors import Interrupted
         def show(e):
             if e.kind == "log":
@@ -106,3 +109,33 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
                 proc.kill()
         subprocess.run(["pkill", "-f", str(tmp_path)], capture_output=True)   # buildx, in its own session
         subprocess.run(["pkill", "-f", f"sleep {secs}"], capture_output=True)
+
+
+def layer_types(archive) -> list[str]:
+    """The media types of the layers of the one image in ARCHIVE (an OCI layout tar)."""
+    with tarfile.open(archive) as tar:
+        def blob(digest: str) -> dict:
+            return json.load(tar.extractfile(image_archive.blob_path(digest)))
+        manifest = blob(json.load(tar.extractfile("index.json"))["manifests"][0]["digest"])
+    return [layer["mediaType"] for layer in manifest["layers"]]
+
+
+def test_a_gzip_image_of_steps_a_zstd_build_made_is_all_gzip(tmp_path):
+    """Unforced, BuildKit handed the gzip image the zstd blobs of the first build, under
+    Docker's `rootfs.diff.tar.zstd`: an archive Docker's `docker load` refuses ("mismatched
+    image rootfs and manifest layers", as CI saw with another builder's image). FROM
+    scratch: none of these layers is in any other image of the run, so the engine holds no
+    release layer in two compressions (RELIABILITY.md: the layer-cache export's memory)."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    for name in ("f", "g"):
+        (ctx / name).write_text(uuid.uuid4().hex)
+    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY f /f\nCOPY g /g\n")
+    types = {}
+    for compression in ("zstd", "gzip"):
+        archive = tmp_path / f"{compression}.tar"
+        buildx.build(buildx.BuildxRequest(ctx, output_file=archive, compression=compression))
+        types[compression] = layer_types(archive)
+        assert image_archive.problems(archive) == [], compression
+    assert types == {"zstd": ["application/vnd.oci.image.layer.v1.tar+zstd"] * 2,
+                     "gzip": ["application/vnd.docker.image.rootfs.diff.tar.gzip"] * 2}

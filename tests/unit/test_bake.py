@@ -26,10 +26,10 @@ def test_a_variant_on_the_offline_base_gets_it_from_the_base_target():
         "group": {"default": {"targets": ["21-08-tf2-py3"]}},
         "target": {
             "21-08-tf2-py3": {"context": "/out/21.08/tf2-py3", "dockerfile": "Dockerfile",
-                              "args": {"BASE_IMAGE": tag, "BUILD_ID": "b1"}, "output": ["type=docker"],
+                              "args": {"BASE_IMAGE": tag, "BUILD_ID": "b1"}, "output": ["type=docker,compression=gzip,force-compression=true"],
                               "contexts": {tag: "target:base-21-08"}},
             "base-21-08": {"context": "/out/base-21.08", "dockerfile": "Dockerfile",
-                           "args": {"ROOTFS_IMAGE": BaseRecipe(rel.offline).rootfs_image}, "output": ["type=docker"]},
+                           "args": {"ROOTFS_IMAGE": BaseRecipe(rel.offline).rootfs_image}, "output": ["type=docker,compression=gzip,force-compression=true"]},
         },
     }
     json.dumps(d)  # what the file holds

@@ -14,7 +14,7 @@ def test_argv_never_tags_and_passes_secrets_by_file():
                                builder="eng2", network="host", no_cache=True)
     assert buildx.argv(req, Path("/m.json")) == [
         "docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
-        "--metadata-file", "/m.json", "--output", "type=docker", "--file", "/ctx/Dockerfile",
+        "--metadata-file", "/m.json", "--output", "type=docker,compression=gzip,force-compression=true", "--file", "/ctx/Dockerfile",
         "--builder", "eng2", "--build-arg", "A=1", "--build-arg", "B=2",
         "--secret", "id=builder-ca.crt,src=/run/s/ca.crt", "--network", "host", "--target", "release",
         "--no-cache", "/ctx"]

@@ -18,9 +18,10 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 def write_archive(path: Path, layers: int = 2, diff_ids: int | None = None, drop: tuple[str, ...] = (),
-                  nested: bool = False) -> Path:
-    """An OCI layout tar as buildx's docker exporter writes one: LAYERS layer blobs, a config
-    with DIFF_IDS diff ids (LAYERS unless given), blobs of the kinds in DROP left out."""
+                  nested: bool = False, last_type: str = "application/vnd.oci.image.layer.v1.tar+gzip") -> Path:
+    """An OCI layout tar as buildx's docker exporter writes one: LAYERS layer blobs (the last
+    of media type LAST_TYPE), a config with DIFF_IDS diff ids (LAYERS unless given), blobs of
+    the kinds in DROP left out."""
     blobs: dict[str, bytes] = {}
 
     def add(data: bytes) -> dict:
@@ -30,6 +31,8 @@ def write_archive(path: Path, layers: int = 2, diff_ids: int | None = None, drop
 
     layer_descs = [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **add(f"layer {i}".encode())}
                    for i in range(layers)]
+    if layer_descs:
+        layer_descs[-1]["mediaType"] = last_type
     config = {"rootfs": {"type": "layers", "diff_ids": [f"sha256:{i:064x}" for i in range(
         layers if diff_ids is None else diff_ids)]}}
     config_desc = {"mediaType": "application/vnd.oci.image.config.v1+json", **add(json.dumps(config).encode())}
@@ -57,6 +60,17 @@ def test_a_sound_archive_has_no_problems(tmp_path):
 def test_a_manifest_and_config_that_disagree_are_named(tmp_path):
     found = image_archive.problems(write_archive(tmp_path / "a.tar", layers=3, diff_ids=2))
     assert len(found) == 1 and "lists 3 layers, its config 2 diff_ids" in found[0]
+
+
+def test_a_layer_type_the_engine_does_not_unpack_is_named(tmp_path):
+    # what BuildKit wrote into a gzip image that reused a zstd blob (reproduced on Docker 26:
+    # its `docker load` refused the archive, "mismatched image rootfs and manifest layers")
+    found = image_archive.problems(write_archive(tmp_path / "a.tar", layers=3,
+                                                 last_type="application/vnd.docker.image.rootfs.diff.tar.zstd"))
+    assert len(found) == 1 and "1 of its 3 layers are application/vnd.docker.image.rootfs.diff.tar.zstd" in found[0]
+    for fine in ("application/vnd.oci.image.layer.v1.tar+zstd", "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                 "application/vnd.docker.image.rootfs.diff.tar", "application/vnd.oci.image.layer.v1.tar+gzip+encrypted"):
+        assert image_archive.problems(write_archive(tmp_path / "b.tar", last_type=fine)) == [], fine
 
 
 def test_missing_blobs_are_named(tmp_path):

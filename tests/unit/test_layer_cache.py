@@ -112,7 +112,7 @@ def test_a_bad_repository_on_the_command_line_is_one_line_and_exit_2():
 def test_another_builder_writes_an_archive_instead_of_loading_into_its_engine():
     req = buildx.BuildxRequest(Path("/ctx"), builder="e2", output_file=Path("/t/image.tar"))
     cmd = buildx.argv(req, Path("/m.json"))
-    assert cmd[cmd.index("--output") + 1] == "type=docker,dest=/t/image.tar"
+    assert cmd[cmd.index("--output") + 1] == "type=docker,dest=/t/image.tar,compression=gzip,force-compression=true"
     assert cmd[cmd.index("--builder") + 1] == "e2"
 
 

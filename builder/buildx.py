@@ -339,8 +339,9 @@ def on_builder(name: str, env: dict[str, str]) -> tuple[str | None, dict[str, st
 def load(archive: Path, env: dict[str, str] | None, attempts: int = 2) -> str:
     """Load an image archive into the engine ENV points at; the id it reports. A refusal of
     an unsound archive says what is wrong with it; a sound one is tried once more. (CI saw
-    "mismatched image rootfs and manifest layers" twice: a gzip image that had reused a zstd
-    blob, a layer type Docker's engine does not unpack; output() now forces the compression.)"""
+    "mismatched image rootfs and manifest layers" twice. Reproduced here one way: a gzip
+    image that reused a zstd blob, a layer type Docker's engine does not unpack, which
+    output() now prevents and problems() names.)"""
     why = "no answer"
     refused = "the image built on another builder could not be loaded into this engine"
     for _ in range(attempts):

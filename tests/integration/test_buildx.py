@@ -4,9 +4,9 @@ its output; an interrupt that leaves no build running; every layer in the compre
 asked for, even after a build of the same steps in another."""
 import json
 import signal
-import tarfile
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 import uuid
@@ -65,7 +65,7 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
     child = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from builder import buildx, image_archive
+        from builder import buildx
         from builder.errors import Interrupted
         def show(e):
             if e.kind == "log":

@@ -12,6 +12,9 @@ from builder.render import RenderOptions, render
 CAT = catalog.load()
 
 
+# every layer forced into gzip: a cached step may hold a zstd blob (buildx.output)
+GZIP_OUT = "type=docker,compression=gzip,force-compression=true"
+
 def rendered(release: str, variant: str, base: str = "offline"):
     rel = CAT.get(release)
     return render(rel, rel.variant(variant), RenderOptions(base=base, offline_base_image=BaseRecipe(rel.offline).tag))
@@ -26,10 +29,10 @@ def test_a_variant_on_the_offline_base_gets_it_from_the_base_target():
         "group": {"default": {"targets": ["21-08-tf2-py3"]}},
         "target": {
             "21-08-tf2-py3": {"context": "/out/21.08/tf2-py3", "dockerfile": "Dockerfile",
-                              "args": {"BASE_IMAGE": tag, "BUILD_ID": "b1"}, "output": ["type=docker,compression=gzip,force-compression=true"],
+                              "args": {"BASE_IMAGE": tag, "BUILD_ID": "b1"}, "output": [GZIP_OUT],
                               "contexts": {tag: "target:base-21-08"}},
             "base-21-08": {"context": "/out/base-21.08", "dockerfile": "Dockerfile",
-                           "args": {"ROOTFS_IMAGE": BaseRecipe(rel.offline).rootfs_image}, "output": ["type=docker,compression=gzip,force-compression=true"]},
+                           "args": {"ROOTFS_IMAGE": BaseRecipe(rel.offline).rootfs_image}, "output": [GZIP_OUT]},
         },
     }
     json.dumps(d)  # what the file holds

@@ -81,7 +81,7 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
     """The bake definition of RELEASE's RENDERED variants (contexts as LAYOUT places them);
     with RUN, the copy one build runs (secrets, caches, provenance arguments). Without
     WITH_BASE the variants take the offline base from the image store (it exists)."""
-    recipe = BaseRecipe(release.offline)
+    recipe = BaseRecipe.for_release(release)
     base = base_target(release)
     offline_tag = recipe.tag
     targets: dict[str, dict] = {}
@@ -94,6 +94,8 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
             "args": {"BASE_IMAGE": rendered.meta["base_image"], "BUILD_ID": build_id},
             "output": [buildx.output()],
         }
+        if rendered.meta.get("target"):  # a layered Dockerfile: its devel stage
+            target["target"] = rendered.meta["target"]
         if rendered.meta["base_image"] == offline_tag and with_base:
             # FROM ${BASE_IMAGE} is resolved through the base target, not the image store.
             target["contexts"] = {offline_tag: f"target:{base}"}

@@ -50,7 +50,7 @@ def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.
              quiet: bool) -> dict[str, Baked]:
     """Bake every variant of PLAN (and its base, when it must be built); variant -> image."""
     release = plan.release
-    recipe = BaseRecipe(release.offline)
+    recipe = BaseRecipe.for_release(release)
     rendered_all = [render(release, vp.variant, options_for(plan.options, release, base)) for vp in plan.variants]
     with tempfile.TemporaryDirectory(prefix=f"builder-bake-{release.name}-") as tmp:
         layout = bake.Layout(Path(tmp) / "contexts")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from builder import paths
-from builder.catalog import OfflineBase
+from builder.catalog import OfflineBase, Release
 
 BASE_REPOSITORY = "local/cuda-base"
 ROOTFS_REPOSITORY = "local/debian-rootfs"
@@ -23,6 +23,14 @@ HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11")
                  "trixie": ("g++ g++-13", "g++-13")}
 # trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.
 EXTRA_DRIVER_PROVIDES = {"trixie": ("libcuda-12.4-1",)}
+# gpu_wheels components that must all be there for TensorFlow to load every CUDA library
+# from NVIDIA's wheels (26.11): then the toolkit is needed only to compile, and the
+# release has a runtime image that shares the devel image's Python layers.
+RUNTIME_WHEELS = ("cuda_runtime", "cublas", "cufft", "curand", "cusolver", "cusparse", "cudnn")
+
+
+def cuda_from_wheels(release: Release) -> bool:
+    return all(w in release.gpu_wheels for w in RUNTIME_WHEELS)
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,12 @@ class BaseRecipe:
     change how packages are fetched, not what is built, so they do not change the tag."""
 
     offline: OfflineBase
+    # no CUDA toolkit: the devel stage installs it above the Python layers (cuda_from_wheels)
+    bare: bool = False
+
+    @classmethod
+    def for_release(cls, release: Release) -> "BaseRecipe":
+        return cls(release.offline, bare=cuda_from_wheels(release))
 
     @property
     def rootfs_image(self) -> str:
@@ -44,6 +58,7 @@ class BaseRecipe:
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,
                                host_compiler_packages=packages.split(), nvcc_ccbin=ccbin, recipe_id=recipe_id,
+                               bare=self.bare,
                                extra_provides=EXTRA_DRIVER_PROVIDES.get(self.offline.debian, ()))
         return env.get_template("base/Dockerfile.j2").render(base=base)
 

@@ -51,7 +51,7 @@ class BuildOutcome:
 
 
 def choose_base(engine: Engine, release: Release, base: str, dry_run: bool) -> BaseChoice:
-    recipe = BaseRecipe(release.offline)
+    recipe = BaseRecipe.for_release(release)
     offline_reason = f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})"
     if base == "offline":
         present = engine.image_id(recipe.tag) is not None
@@ -78,7 +78,7 @@ def choose_base(engine: Engine, release: Release, base: str, dry_run: bool) -> B
 def options_for(options: RenderOptions, release: Release, base: BaseChoice) -> RenderOptions:
     """The render options for the base that was chosen."""
     return dataclasses.replace(options, base=base.kind if base.kind != "custom" else base.image,
-                               offline_base_image=BaseRecipe(release.offline).tag)
+                               offline_base_image=BaseRecipe.for_release(release).tag)
 
 
 def provenance_args() -> dict[str, str]:
@@ -103,7 +103,8 @@ def build_variant(engine: Engine, release: Release, variant: Variant, options: R
                                    network_mode=delivery.network_mode(compile_cache),
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(f"{release.name}-{variant.name}"),
-                                   builder=settings.builder, compression=settings.compression)
+                                   builder=settings.builder, compression=settings.compression,
+                                   target=rendered.meta["target"])
             result = engine.build(request, Progress(f"{release.name}/{variant.name}", quiet=quiet))
     return finish_variant(engine, release, variant, rendered.meta, result.image_id, refs, log_path, framework_src,
                           result.seconds, settings.compression)
@@ -197,4 +198,4 @@ def prepare_base(engine: Engine, release: Release, choice: BaseChoice,
                  settings: buildsettings.BuildSettings, quiet: bool) -> None:
     if choice.needs_build:
         log(f"base: building {choice.image}")
-        ensure_base(engine, BaseRecipe(release.offline), settings, quiet=quiet)
+        ensure_base(engine, BaseRecipe.for_release(release), settings, quiet=quiet)

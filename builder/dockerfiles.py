@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from builder import buildcontext, outputdir, runtime
+from builder import buildcontext, outputdir
 from builder.catalog import Catalog, Release
 from builder.errors import UserError
 from builder.plan import buildable_variants, render_options
@@ -43,10 +43,7 @@ def sync_all(catalog: Catalog, root: Path, output: Path | None = None, check: bo
                 buildcontext.write(rendered, output / rel.name / v.name)
                 result.written += 1
                 continue
-            texts = [(path, rendered.dockerfile)]
-            if runtime.refusal(rel) is None:  # the runtime image's, beside the devel image's
-                texts.append((committed_path(root, rel.name, f"{v.name}.runtime"), runtime.render(rel, v)))
-                expected.add(texts[-1][0])
+            texts = [(path, rendered.dockerfile)]  # a layered release's holds its runtime stage
             for where, text in texts:
                 current = where.read_text(encoding="utf-8") if where.exists() else None
                 if current != text:

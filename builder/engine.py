@@ -65,6 +65,7 @@ class BuildRequest:
     cache_ref: str | None = None  # a registry layer cache to read and write (BuildKit only)
     builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
     compression: str = "gzip"     # of the image's layers: zstd is BuildKit only
+    target: str | None = None     # the Dockerfile stage to build (a layered release: devel, runtime)
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,7 @@ class DockerEngine:
                     stream = self.api.build(
                         path=str(request.context), dockerfile=dockerfile, rm=True, forcerm=True,
                         nocache=request.nocache, pull=False, buildargs=request.buildargs,
-                        network_mode=request.network_mode, decode=True)
+                        network_mode=request.network_mode, target=request.target, decode=True)
                 for chunk in stream:
                     if "error" in chunk or "errorDetail" in chunk:
                         detail = chunk.get("errorDetail") or {}

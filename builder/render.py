@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 
 from builder import contract, cuda_arch, grammar, lock, paths, quoting
+from builder.base_recipe import HOST_COMPILER, cuda_from_wheels
 from builder.catalog import Release, Variant
 from builder.contract import InImage, Label, compile_cache_mount, settings_mounts
 from builder.errors import UserError
@@ -51,6 +52,7 @@ CONTEXT_STATIC = {
     "entrypoint/entrypoint.d/50-gpu-driver-check.sh": "entrypoint/entrypoint.d/50-gpu-driver-check.sh",
     "with-build-settings": "with-build-settings",
     "register-gpu-wheels": "register-gpu-wheels",
+    "collect-compiled": "collect-compiled",
 }
 
 
@@ -250,6 +252,11 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         base_image=base_image,
         base_description=base_description,
         toolchain_packages=tuple(sorted(TOOLCHAIN_PACKAGES + (HOROVOD_PACKAGES if release.horovod else ()))),
+        # CUDA from NVIDIA's wheels: core (Python layers) -> devel (toolkit, compile) and
+        # runtime (core + what nvbuild.sh built) stages of one Dockerfile, sharing core
+        layered=cuda_from_wheels(release),
+        # where the base has no nvcc (the offline base): Debian's toolkit and host compiler
+        toolkit_packages=("nvidia-cuda-toolkit", *HOST_COMPILER.get(release.offline.debian, ("g++", None))[0].split()),
         horovod=release.horovod,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
@@ -295,6 +302,8 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         "toggles": ctx.toggles,
         "env": ctx.env,
         "labels": ctx.labels,
+        # a layered Dockerfile's devel stage (its runtime stage: `builder build --runtime`)
+        "target": "devel" if ctx.layered else None,
     }
     return Rendered(release.name, variant.name, files, meta)
 

@@ -91,8 +91,8 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
             if plan.runtime:
                 from builder import runtime
 
-                images.append(runtime.make(engine, plan.release, vp.variant, plan.options, vp.rendered.meta,
-                                           list(outcome.refs), plan.build_id, settings, quiet))
+                images.append(runtime.make(engine, plan.release, vp.variant, plan.options, list(outcome.refs), choice,
+                                           plan.build_id, plan.framework_src, settings, quiet, plan.compile_cache))
             for refs in images:
                 for ref in refs:
                     out.result(ref)
@@ -317,7 +317,7 @@ def run_bake(rel: Release, variant: str | None, render: dict, output: Path, buil
         out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
     try:
         if bake.base_target(rel) in definition["target"]:  # not with --base upstream or IMAGE
-            write_context(BaseRecipe(rel.offline), layout.base(rel))
+            write_context(BaseRecipe.for_release(rel), layout.base(rel))
         with outputdir.locked(layout.root):
             (layout.root / bake.BAKE_FILE).write_text(text)
     except OSError as exc:

@@ -41,6 +41,18 @@ def _normal(ref: str) -> str:
     return f"{repo}:{tag}"
 
 
+def _up_to_target(steps: list[tuple[str, str]], target: str | None) -> list[tuple[str, str]]:
+    """The instructions a build of TARGET runs: up to the end of that stage (all without)."""
+    if target is None:
+        return steps
+    starts = [i for i, (word, rest) in enumerate(steps)
+              if word == "FROM" and rest.split()[-1] == target and len(rest.split()) == 3]
+    if not starts:
+        raise BuildError(f"target stage \"{target}\" could not be found", "", [], None)
+    later = [i for i, (word, _) in enumerate(steps) if word == "FROM" and i > starts[0]]
+    return steps[:later[0]] if later else steps
+
+
 def _instructions(dockerfile: str) -> list[tuple[str, str]]:
     """(INSTRUCTION, rest) per instruction, continuation lines joined, comments dropped."""
     joined, out = "", []
@@ -129,9 +141,12 @@ class FakeEngine:
         dockerfile = Path(request.context) / "Dockerfile"
         steps = (_instructions(dockerfile.read_text(encoding="utf-8")) if dockerfile.is_file()
                  else [("RUN", "true")] * self.build_steps)
+        steps = _up_to_target(steps, request.target)
         labels: dict[str, str] = {}
         layers: list[str] = []
         env: list[str] = []
+        stages: dict[str, tuple[dict, list, list]] = {}  # a named stage's state, for FROM NAME
+        stage = None
         for n, (word, rest) in enumerate(steps, 1):
             if progress:
                 progress.on_step(n, len(steps), f"{word} {rest}")
@@ -139,8 +154,16 @@ class FakeEngine:
                 raise BuildError(f"The command '/bin/sh -c {rest}' returned a non-zero code: 1",
                                  f"step {n}/{len(steps)}: {word} {rest}", [f"output of step {n}"], request.log_path)
             if word == "FROM":  # build args (ARG BASE_IMAGE) expand in FROM, as in the engine
-                parent = self._resolve(re.sub(r"\$\{?(\w+)\}?", lambda m: request.buildargs.get(m[1], m[0]),
-                                              rest.split()[0]))
+                if stage:
+                    stages[stage] = (dict(labels), list(layers), list(env))
+                words = rest.split()
+                stage = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+                name = re.sub(r"\$\{?(\w+)\}?", lambda m: request.buildargs.get(m[1], m[0]), words[0])
+                if name in stages:
+                    labels, layers, env = (dict(stages[name][0]), list(stages[name][1]), list(stages[name][2]))
+                    continue
+                labels, layers, env = {}, [], []
+                parent = self._resolve(name)
                 if parent:
                     labels.update(self.store[parent]["labels"])
                     layers += self.store[parent]["layers"]

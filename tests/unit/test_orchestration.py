@@ -242,8 +242,8 @@ def answers_2611(image: str, command: list[str], toolchain: str = "", runtime_di
 def engine_2611(monkeypatch, tmp_path) -> FakeEngine:
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     e = FakeEngine()
-    e.add_image(BaseRecipe(REL_2611.offline).tag)
-    e.add_image(BaseRecipe(REL_2611.offline).rootfs_image)
+    e.add_image(BaseRecipe.for_release(REL_2611).tag)
+    e.add_image(BaseRecipe.for_release(REL_2611).rootfs_image)
     e.run_handler = answers_2611
     return e
 
@@ -259,6 +259,10 @@ def test_runtime_is_built_from_the_tagged_devel_image_checked_then_tagged(engine
     assert out.results == devel + [f"{r}-runtime" for r in devel]
     builds = [c[1] for c in engine_2611.calls if c[0] == "build"]
     assert [b.buildargs.get("DEVEL_IMAGE") for b in builds] == [None, None, devel[0], None]  # image, labels, runtime, labels
+    # one layered Dockerfile, its devel stage then its runtime stage, on the same base
+    assert [b.target for b in builds] == ["devel", None, "runtime", None]
+    assert builds[0].buildargs["BASE_IMAGE"] == builds[2].buildargs["BASE_IMAGE"] == BaseRecipe.for_release(REL_2611).tag
+    assert (builds[0].context / "Dockerfile").name == "Dockerfile"
     runtime = engine_2611.image_labels(f"{devel[0]}-runtime")
     assert runtime[Label.FRAMEWORK_VERSION] == "2.21.0"  # measured in the runtime image (the real label test: integration)
     assert runtime[Label.COVERAGE] == engine_2611.image_labels(devel[0])[Label.COVERAGE] != ""

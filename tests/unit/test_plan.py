@@ -105,4 +105,5 @@ def test_push_plan_targets_the_registry():
 
 def test_base_plan_is_the_recipe_of_the_release():
     plan = pl.plan_base(CAT, "26.11")
-    assert plan.tag == BaseRecipe(CAT.get("26.11").offline).tag and not plan.rebuild
+    assert plan.tag == BaseRecipe.for_release(CAT.get("26.11")).tag and not plan.rebuild
+    assert plan.recipe.bare and not BaseRecipe.for_release(CAT.get("21.08")).bare

@@ -11,6 +11,7 @@ from builder import catalog, plan as pl, runtime
 from builder.base_recipe import BaseRecipe
 from builder.errors import UserError
 from builder.plan import render_options
+from builder.render import render
 from tests.unit.dockerfile_lexer import instructions
 
 CAT = catalog.load()
@@ -24,39 +25,62 @@ def test_only_a_release_whose_cuda_libraries_all_come_from_wheels_has_one():
         assert "\n" not in why
 
 
-def test_the_runtime_dockerfile_copies_the_devel_images_packages_onto_bare_debian():
+def stages(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Stage name -> its instructions (FROM first)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    name = ""
+    for i in instructions(text):
+        if i.cmd == "FROM":
+            name = i.args.split()[-1]
+            out[name] = []
+        if name:
+            out[name].append((i.cmd, i.args))
+    return out
+
+
+def test_a_release_with_cuda_from_wheels_is_core_devel_and_runtime_stages_of_one_dockerfile():
     rel = CAT.get("26.11")
-    text = runtime.render(rel, rel.variants["tf2-py3"])
-    steps = [(i.cmd, i.args) for i in instructions(text)]
-    froms = [args for name, args in steps if name == "FROM"]
-    assert froms == ["${DEVEL_IMAGE} AS devel", "${RUNTIME_BASE}"]
-    assert f"ARG RUNTIME_BASE={BaseRecipe(rel.offline).rootfs_image}" in text
-    assert "ARG DEVEL_IMAGE=local/tensorflow:26.11-tf2-py3" in text
-    installs = [args for name, args in steps if name == "RUN" and "apt-get install" in args]
-    assert len(installs) == 1
-    for absent in ("nvidia-cuda-toolkit", "g++", "gcc", "build-essential", "cmake", "nvcc"):
-        assert absent not in installs[0], absent
-    assert "python3.13" in installs[0]
-    copies = [args for name, args in steps if name == "COPY"]
-    assert "--from=devel /usr/local/lib/python3.13/dist-packages/ /usr/local/lib/python3.13/dist-packages/" in copies
-    assert not any("nvbuild.sh" in c or "tensorflow-source" in c for c in copies)
-    # the devel image's environment and the runtime's own name
+    text = render(rel, rel.variants["tf2-py3"], dataclasses.replace(render_options(rel), base="offline")).dockerfile
+    st = stages(text)
+    assert [s[0][1] for s in st.values()] == ["${BASE_IMAGE} AS core", "core AS devel", "devel AS compiled",
+                                              "core AS runtime"]
+    apt = lambda name: " ".join(a for c, a in st[name] if c == "RUN" and "apt-get install" in a)  # noqa: E731
+    # core: Python and the locked wheels (two layers), nothing to compile with
+    assert "python3-pip" in apt("core")
+    for absent in ("nvidia-cuda-toolkit", "g++", "build-essential", "python3-dev"):
+        assert absent not in apt("core"), absent
+    pip = [a for c, a in st["core"] if c == "RUN" and "pip install" in a]
+    assert len(pip) == 2 and "/^nvidia-/) == 1" in pip[0] and "/^nvidia-/) == 0" in pip[1]
+    # devel: the toolkit where the base has no nvcc, the toolchain, the compile
+    assert "nvidia-cuda-toolkit g++ g++-13" in apt("devel") and "build-essential" in apt("devel")
+    assert any("nvbuild.sh" in a for c, a in st["devel"] if c == "RUN")
+    # runtime: core plus what nvbuild.sh installed; never the devel image's packages wholesale
+    copies = [a for c, a in st["runtime"] if c == "COPY"]
+    assert copies[0] == "--from=compiled /compiled/ /"
+    assert not any("dist-packages" in c or "nvbuild.sh" in c or "tensorflow-source" in c for c in copies)
+    assert not [a for c, a in st["runtime"] if c == "RUN"]
     assert 'TF_USE_LEGACY_KERAS="1"' in text and 'TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0"' in text
-    assert 'org.opencontainers.image.version="26.11-tf2-py3-runtime"' in text
-    assert 'dev.tfbuilder.runtime-of="${DEVEL_IMAGE}"' in text
-    # it stands on the offline base's Debian, whatever base the devel image was asked for
-    for base in ("auto", "offline"):
-        rendered = runtime.render(rel, rel.variants["tf2-py3"], dataclasses.replace(render_options(rel), base=base))
-        assert 'dev.tfbuilder.base="offline"' in rendered, base
+    labels = " ".join(a for c, a in st["runtime"] if c == "LABEL")
+    assert 'org.opencontainers.image.version="26.11-tf2-py3-runtime"' in labels
+    assert 'dev.tfbuilder.runtime-of="${DEVEL_IMAGE}"' in labels and 'dev.tfbuilder.base="offline"' in labels
 
 
-def test_the_committed_runtime_dockerfile_is_the_render():
+def test_its_base_is_bare_and_the_other_releases_keep_one_stage_on_a_toolkit_base():
+    rel = CAT.get("26.11")
+    bare = BaseRecipe.for_release(rel).dockerfile()
+    assert "nvidia-cuda-toolkit" not in bare and "python3.13" in bare and "/usr/local/cuda/version.txt" not in bare
+    old = CAT.get("21.08")
+    assert "nvidia-cuda-toolkit" in BaseRecipe.for_release(old).dockerfile()
+    text = render(old, old.variants["tf2-py3"], render_options(old)).dockerfile
+    assert [i.args for i in instructions(text) if i.cmd == "FROM"] == ["${BASE_IMAGE}"]
+
+
+def test_the_committed_dockerfile_holds_the_runtime_stage():
     from builder import paths
 
-    rel = CAT.get("26.11")
-    committed = paths.project_root() / "dockerfiles" / "26.11" / "tf2-py3.runtime.Dockerfile"
-    assert committed.read_text() == runtime.render(rel, rel.variants["tf2-py3"])
-    assert not list((paths.project_root() / "dockerfiles" / "21.08").glob("*.runtime.Dockerfile"))
+    committed = paths.project_root() / "dockerfiles" / "26.11" / "tf2-py3.Dockerfile"
+    assert "FROM core AS runtime" in committed.read_text()
+    assert not list((paths.project_root() / "dockerfiles").glob("*/*.runtime.Dockerfile"))
 
 
 def test_runtime_refs_follow_the_devel_refs():

@@ -4,7 +4,8 @@ are copied as they are (nvbuild.sh, the compute-capability policy, the framework
 The files are staged inside the destination and moved in at the end (outputdir.py), so
 an error halfway leaves the previous context intact; files a render did not write are
 never overwritten or deleted. The framework source is checked first: a symlink leaving
-it or a special file is refused before anything is written or built.
+it, a hard link to a file outside it or a special file is refused before anything is
+written or built; huge and sparse files are named with their size.
 """
 from __future__ import annotations
 
@@ -14,20 +15,43 @@ import stat
 from pathlib import Path
 
 from builder import outputdir, paths
-from builder.errors import UserError
+from builder.errors import UserError, say
 from builder.render import Rendered
 
 MARKER = outputdir.MARKER
 # Build products of the framework source that never belong in a context.
 IGNORED = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.o", "*.so",
                                  ".tf_configure.bazelrc", ".git", "bazel-*", ".pytest_cache")
+# A file this big in a source tree is a data set or a build product, not source: it is
+# copied all the same (the tree is the user's), but named first.
+HUGE_FILE_BYTES = 512 * 1024 ** 2
+# A file this big with less than half of it on disk is sparse: the copy writes every byte.
+SPARSE_MIN_BYTES = 16 * 1024 ** 2
+# (st_dev, st_ino) of files already named: `build` checks the tree twice (before the
+# engine, and when it writes the context), `bake` once per variant.
+_named: set[tuple[int, int]] = set()
+
+
+def check_source(framework_src: Path | None) -> Path:
+    """The framework source a render or build copies (--framework-src, else the shipped
+    one), checked by check_tree; `render` with or without -o and `build` use this one."""
+    src = Path(framework_src) if framework_src else paths.framework_src_dir()
+    if not os.path.lexists(src):
+        raise UserError(f"framework source {src} does not exist")
+    if not src.is_dir():
+        raise UserError(f"framework source {src} is not a directory")
+    check_tree(src)
+    return src
 
 
 def check_tree(src: Path, ignore=IGNORED) -> None:
     """Refuse, before anything is copied or built, a source tree holding a symlink that
-    leaves it (absolute, or resolving outside it) or a special file (fifo, device,
-    socket): copying either would put host files into the image or block."""
+    leaves it (absolute, or resolving outside it), a hard link to a file outside it or a
+    special file (fifo, device, socket): copying any would put host files into the image
+    or block. Huge and sparse files are named (a warning), once the tree is accepted."""
     root = Path(os.path.realpath(src))
+    links: dict[tuple[int, int], list] = {}  # (dev, inode) -> [st_nlink, names in the tree, first path]
+    big: list[tuple[str, os.stat_result]] = []
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         names = dirnames + filenames
         skipped = ignore(dirpath, names) if ignore else set()
@@ -36,14 +60,48 @@ def check_tree(src: Path, ignore=IGNORED) -> None:
             if name in skipped:
                 continue
             path = os.path.join(dirpath, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(path)
                 real = Path(os.path.realpath(path))
                 if os.path.isabs(target) or not (real == root or root in real.parents):
                     raise UserError(f"{path} is a symlink leaving the source tree (-> {target})")
-            elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    links.setdefault((st.st_dev, st.st_ino), [st.st_nlink, 0, path])[1] += 1
+                if st.st_size > HUGE_FILE_BYTES or _sparse(st):
+                    big.append((path, st))
+            elif not stat.S_ISDIR(st.st_mode):
                 raise UserError(f"{path} is a special file (not a regular file, directory or symlink)")
+    for nlink, inside, path in sorted(links.values(), key=lambda e: e[2]):
+        if inside < nlink:  # another name of this file is outside the tree: a host file
+            raise UserError(f"{path} is a hard link to a file outside the source tree "
+                            f"({nlink} links, {inside} in the tree); put a copy in its place if it belongs there")
+    for path, st in big:
+        _name_big_file(path, st)
+
+
+def _sparse(st: os.stat_result) -> bool:
+    return st.st_size >= SPARSE_MIN_BYTES and st.st_blocks * 512 < st.st_size // 2
+
+
+def _name_big_file(path: str, st: os.stat_result) -> None:
+    """One warning per file and process: the copy costs its full size in time and disk."""
+    if (st.st_dev, st.st_ino) in _named:
+        return
+    _named.add((st.st_dev, st.st_ino))
+    sparse = f" (sparse: {_size(st.st_blocks * 512)} on disk)" if _sparse(st) else ""
+    say(f"warning: {path} is {_size(st.st_size)}{sparse}; it is copied into the build context in full")
+
+
+def _size(n: int) -> str:
+    """A byte count as people read it: 0 B, 100.0 MiB, 2.0 GiB."""
+    if n < 1024:
+        return f"{n} B"
+    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while value >= 1024 and len(units) > 1:
+        value, units = value / 1024, units[1:]
+    return f"{value:.1f} {units[0]}"
 
 
 def write(rendered: Rendered, dest: Path, framework_src: Path | None = None) -> Path:
@@ -53,10 +111,7 @@ def write(rendered: Rendered, dest: Path, framework_src: Path | None = None) -> 
     previous context as it was; only files a render wrote are replaced or removed.
     """
     dest = Path(dest)
-    src = Path(framework_src) if framework_src else paths.framework_src_dir()
-    if not src.is_dir():
-        raise UserError(f"framework source {src} is not a directory")
-    check_tree(src)
+    src = check_source(framework_src)
     for rel in rendered.files:
         outputdir.safe_relative(rel)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import yaml
 
 from builder import contract, cuda_arch, grammar
-from builder.errors import CatalogError, Problem
+from builder.errors import CatalogError, Problem, UserError
 # Every field's grammar is in builder/grammar.py (whole-string matches); these names are
 # the ones other modules import from here.
 from builder.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, shown
@@ -193,26 +194,114 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
 
+class _Duplicate(yaml.YAMLError):
+    """Keys given twice in one file (PyYAML lets the last win, silently): every one of them."""
+
+    def __init__(self, found: list[tuple[str, int, int]]):
+        super().__init__(f"{len(found)} duplicate keys")
+        self.found = found  # (dotted key path, line, line of the first)
+
+
+def _duplicate_keys(loader: _Loader, node: yaml.Node, path: str = "") -> list[tuple[str, int, int]]:
+    """Every key a mapping in NODE gives twice, with its key path and both lines."""
+    found: list[tuple[str, int, int]] = []
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += _duplicate_keys(loader, item, f"{path}[{i}]")
+    elif isinstance(node, yaml.MappingNode):
+        first: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = _key_of(loader, key_node)
+            where = f"{path}.{key}" if path else str(key)
+            if key is not None and key in first:
+                found.append((where, key_node.start_mark.line + 1, first[key]))
+            elif key is not None:
+                first[key] = key_node.start_mark.line + 1
+            found += _duplicate_keys(loader, value_node, where)
+    return found
+
+
+def _key_of(loader: _Loader, node: yaml.Node) -> Any:
+    """A scalar key as the mapping will hold it ('1' and 1 differ, 1 and 0x1 do not); None
+    for merge keys (<<) and keys that are not scalars (construction reports those)."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:merge":
+        return None
+    key = loader.construct_object(node)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def _parse(path: Path) -> Any:
-    """The YAML document of one catalog file; OSError, UnicodeDecodeError, YAMLError or
-    ValueError (too big) when it cannot be had."""
-    with path.open("rb") as f:
+    """The YAML document of one catalog file; OSError, UnicodeDecodeError, YAMLError
+    (_Duplicate: keys given twice) or ValueError (too big) when it cannot be had."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a fifo swapped in: no hang
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
         raise ValueError(f"larger than {MAX_FILE_BYTES // 1024} KiB; a catalog file is a page of YAML")
     loader = _Loader(data.decode("utf-8"))
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        duplicates = _duplicate_keys(loader, node)
+        if duplicates:
+            raise _Duplicate(duplicates)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
+def _catalog_files(directory: Path) -> list[Path]:
+    """The *.yaml files of a catalog directory, each a regular file (a link to one is
+    fine): a fifo would block the read for ever, a device would be read as YAML."""
+    if not directory.exists():
+        raise UserError(f"catalog directory {directory} does not exist")
+    if directory.is_file():
+        raise UserError(f"catalog {directory} is a file, not a directory of release files")
+    if not directory.is_dir():
+        raise UserError(f"catalog {directory} is not a directory")
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise UserError(f"catalog directory {directory} holds no release files (*.yaml)")
+    special = []
+    for path in files:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue  # a dangling link: reported by the read, with the other problems
+        if not stat.S_ISREG(mode):
+            special.append((path.name, _kind(mode)))
+    if len(special) == 1:
+        raise UserError(f"catalog {directory}: {special[0][0]} is {special[0][1]}, not a regular file")
+    if special:
+        raise UserError(f"catalog {directory}: {', '.join(f'{n} ({k})' for n, k in special)} are not regular files")
+    return files
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str, dict]]:
     raw: dict[str, tuple[str, dict]] = {}
-    for path in sorted(directory.glob("*.yaml")):
+    for path in _catalog_files(directory):
         name = path.name
         try:
             data = _parse(path)
+        except _Duplicate as exc:  # which value was meant is not known: the file is not used
+            problems += [Problem(name, key, f"line {line}: duplicate key (first on line {first}); give each key once")
+                         for key, line, first in exc.found]
+            continue
         except ValueError as exc:  # UnicodeDecodeError is one too
             reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
             problems.append(Problem(name, "", f"cannot read: {reason}"))
@@ -645,8 +734,6 @@ def load(directory: Path | str = RELEASES_DIR) -> Catalog:
     """Load, resolve and validate every release; raise CatalogError listing every problem."""
     directory = Path(directory)
     problems: list[Problem] = []
-    if not directory.is_dir():
-        raise CatalogError([Problem(str(directory), "", "catalog directory does not exist")])
     raw = _read_files(directory, problems)
     done: dict[str, dict | None] = {}
     releases: dict[str, Release] = {}

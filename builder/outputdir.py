@@ -6,6 +6,11 @@ stages the new files inside the directory, then removes the listed files the new
 no longer has, and moves the new ones in; a file or directory that is not listed (the
 user's) is never deleted or overwritten: a name clash is refused before anything moves.
 Renders into one directory serialize on an flock of the directory itself (no lock file).
+
+The marker is a file in a directory the user owns, so what it names is trusted only
+inside the directory: plain relative paths, reached one directory at a time with
+O_NOFOLLOW (dir_fd walking). A symlink planted on the way is never followed: a removal
+leaves it (and what it points to) alone and says so, a write through it is refused.
 """
 from __future__ import annotations
 
@@ -14,16 +19,22 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from builder.errors import UserError
+from builder import grammar
+from builder.errors import UserError, say
 
 MARKER = ".builder-context"
 STAGING_PREFIX = ".builder-staging-"
+# A directory inside the output, opened without following a symlink in its place.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# The marker is a page of JSON (a file list); a bigger one is not ours.
+MAX_MARKER_BYTES = 16 * 1024 * 1024
 
 
 def oserror_text(exc: OSError) -> str:
@@ -65,31 +76,61 @@ def locked(dest: Path) -> Iterator[Path]:
 
 def safe_relative(rel: str) -> str:
     """A path inside the output directory: relative, no '..', no empty parts."""
-    parts = rel.split("/")
-    if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in rel:
+    if not _is_plain_relative(rel):
         raise UserError(f"refusing to write '{rel}': not a plain path inside the output directory")
     return rel
 
 
 def owned_files(dest: Path) -> set[str]:
     """The files a previous render wrote into DEST; refuses a non-empty DEST that no
-    render wrote, or whose marker is from an older builder (it lists no files)."""
+    render wrote, or whose marker is from an older builder (it lists no files), or whose
+    marker names a path that is not plainly inside DEST."""
     marker = dest / MARKER
     entries = [p for p in dest.iterdir() if not p.name.startswith(STAGING_PREFIX)] if dest.is_dir() else []
     if not entries:
         return set()
-    if not marker.is_file() or marker.is_symlink():
+    data = _read_marker(marker)
+    if data is None:
         raise UserError(f"output {dest} is not empty and was not written by `builder render`; "
                         "choose another directory")
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-        files = data["files"]
+        files = json.loads(data)["files"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise ValueError
     except (ValueError, KeyError, TypeError):
         raise UserError(f"output {dest} was written by an older `builder render` that did not record its "
                         "files; remove it or choose another directory") from None
-    return {safe_relative(f) for f in files}
+    for rel in files:
+        if not _is_plain_relative(rel):
+            raise UserError(f"the marker {marker} names {grammar.shown(rel)}, not a plain path inside the "
+                            "directory; remove the directory or choose another")
+    return set(files)
+
+
+def _read_marker(marker: Path) -> bytes | None:
+    """The marker's bytes, or None when it is not a regular file (never read through a
+    link, never blocking on a fifo)."""
+    try:
+        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = f.read(MAX_MARKER_BYTES + 1)
+    return b"" if len(data) > MAX_MARKER_BYTES else data  # too big: not JSON, refused as not ours
+
+
+def _is_plain_relative(rel: str) -> bool:
+    """Relative, no '..', '.' or empty parts, no NUL, a name the file system can take."""
+    parts = rel.split("/")
+    if rel.startswith("/") or "\0" in rel or any(p in ("", ".", "..") for p in parts):
+        return False
+    try:
+        os.fsencode(rel)
+    except UnicodeEncodeError:  # a lone surrogate from JSON's \ud800: no file has that name
+        return False
+    return True
 
 
 def _files_under(root: Path) -> list[str]:
@@ -103,8 +144,17 @@ def _files_under(root: Path) -> list[str]:
 
 def _write_marker(dest: Path, files: set[str] | list[str], header: dict) -> None:
     tmp = dest / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps({**header, "files": sorted(files)}, indent=0) + "\n", encoding="utf-8")
+    _write_new(tmp, json.dumps({**header, "files": sorted(files)}, indent=0) + "\n")
     os.replace(tmp, dest / MARKER)
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write PATH as a new file: whatever was planted under that name (a symlink to a
+    host file) is removed, never written through."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _check_clashes(dest: Path, new: list[str], previous: set[str]) -> None:
@@ -123,18 +173,80 @@ def _check_clashes(dest: Path, new: list[str], previous: set[str]) -> None:
                             "move it or choose another directory")
 
 
-def _remove_owned(dest: Path, rel: str) -> None:
-    """Remove one file a render wrote, then its parents that this left empty (not DEST)."""
-    path = dest / rel
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    parent = path.parent
-    while parent != dest:
-        try:
-            parent.rmdir()
-        except OSError:
-            break  # not empty: something else (perhaps the user's) is still there
-        parent = parent.parent
+class _Blocked(UserError):
+    """A part of a path inside DEST is a symlink or not a directory (REL: that part);
+    its callers turn it into a warning (removal) or a refusal naming the rendered file."""
+
+    def __init__(self, rel: str):
+        super().__init__(f"{rel} is a symlink or not a directory")
+        self.rel = rel
+
+
+@contextmanager
+def _parent_dirs(dest: Path, rel: str, create: bool = False) -> Iterator[list[int]]:
+    """Open DEST, then each directory on the way to REL's parent with O_NOFOLLOW relative
+    to the one before: fds[i] holds parts[i]. Nothing outside DEST can be reached (a link
+    on the way raises _Blocked instead of being followed). CREATE makes missing ones."""
+    parts = rel.split("/")
+    fds = [os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for i, name in enumerate(parts[:-1]):
+            try:
+                fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(name, dir_fd=fds[-1])
+                fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _Blocked("/".join(parts[:i + 1])) from None
+                raise
+        yield fds
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _remove_owned(dest: Path, rel: str) -> str | None:
+    """Remove one file a render wrote (a symlink itself, never its target), then its
+    parents that this left empty (not DEST). Returns the part of REL that is a symlink
+    or a file where the render had a directory: left alone, nothing removed through it."""
+    parts = rel.split("/")
+    try:
+        with _parent_dirs(dest, rel) as fds:
+            try:
+                if not stat.S_ISDIR(os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False).st_mode):
+                    os.unlink(parts[-1], dir_fd=fds[-1])
+            except FileNotFoundError:
+                pass
+            for i in range(len(fds) - 1, 0, -1):  # fds[i] is parts[i-1], inside fds[i-1]
+                try:
+                    os.rmdir(parts[i - 1], dir_fd=fds[i - 1])
+                except OSError:
+                    break  # not empty: something else (perhaps the user's) is still there
+    except FileNotFoundError:
+        return None  # already gone
+    except _Blocked as blocked:
+        return blocked.rel
+    return None
+
+
+def _move_in(dest: Path, staging: Path, rel: str) -> None:
+    """Move one staged file to DEST/REL, creating its directories, never through a link."""
+    parts = rel.split("/")
+    try:
+        with _parent_dirs(dest, rel, create=True) as fds:
+            try:
+                mode = os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                mode = 0
+            if stat.S_ISDIR(mode):
+                raise UserError(f"{dest / rel} is a directory where the render puts a file; move it away")
+            os.replace(staging / rel, parts[-1], dst_dir_fd=fds[-1])
+    except _Blocked as blocked:
+        raise UserError(f"{dest / blocked.rel} is in the way of the rendered {rel} and was not written by "
+                        "`builder render`; move it or choose another directory") from None
 
 
 def install(dest: Path, staging: Path, previous: set[str], header: dict) -> list[str]:
@@ -147,14 +259,17 @@ def install(dest: Path, staging: Path, previous: set[str], header: dict) -> list
     # of ours unlisted (and nothing of the user's listed).
     _write_marker(dest, previous | set(new), header)
     keep = set(new)
+    blocked = set()
     for rel in sorted(previous - keep, reverse=True):
-        _remove_owned(dest, rel)
+        where = _remove_owned(dest, rel)
+        if where is not None:
+            blocked.add(where)
+    for where in sorted(blocked):  # the user's now: what is behind it stays (and is not listed)
+        what = "a symlink" if os.path.islink(dest / where) else "not a directory"
+        say(f"warning: {dest / where} is {what}, not a directory of the render; left alone, "
+            "nothing removed through it")
     for rel in new:
-        target = dest / rel
-        if target.is_dir() and not target.is_symlink():
-            raise UserError(f"{target} is a directory where the render puts a file; move it away")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging / rel, target)
+        _move_in(dest, staging, rel)
     _write_marker(dest, new, header)
     return new
 
@@ -169,7 +284,7 @@ def write_atomic(path: Path, text: str) -> None:
     """Replace one file in one step (a concurrent reader sees the old or the new text)."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        _write_new(tmp, text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -256,3 +256,60 @@ def test_unquoted_release_name_is_caught(make_catalog):
 def test_malformed_yaml_names_file_and_line(make_catalog):
     problems = _problems(make_catalog, {"30.01.yaml": GOOD.replace("python: \"3.10\"", "python: [3.10")})
     assert len(problems) == 1 and problems[0].startswith("30.01.yaml: line ") and "malformed YAML" in problems[0]
+
+
+def _one_line_refusal(capsys, code):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_a_fifo_in_the_catalog_is_one_line_not_a_hang(make_catalog):
+    """Reading a fifo blocks until a writer comes: `builder releases` hung for ever."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    directory = make_catalog({"30.01.yaml": GOOD})
+    os.mkfifo(directory / "pipe.yaml")
+    result = subprocess.run([sys.executable, "-m", "builder.cli", "releases"], capture_output=True, text=True,
+                            timeout=30, cwd=Path(__file__).resolve().parents[2],
+                            env={**os.environ, "BUILDER_CATALOG": str(directory)})
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0] == f"error: catalog {directory}: pipe.yaml is a fifo, not a regular file"
+
+
+def test_duplicate_keys_are_problems_naming_file_line_and_key(make_catalog):
+    """YAML lets the last of two equal keys win: a second `release:` made 30.01.yaml another release."""
+    twice = GOOD + 'release: "30.02"\n'
+    nested = GOOD.replace('"30.01"', '"30.03"').replace('{version: "2.14.1"}', '{version: "2.14.1", version: "2.15.0"}')
+    other = GOOD.replace('"30.01"', '"30.04"').replace("parent: _common", "parent: nope")
+    problems = _problems(make_catalog, {"30.01.yaml": twice, "30.03.yaml": nested, "30.04.yaml": other})
+    assert "30.01.yaml: release: line 15: duplicate key (first on line 1); give each key once" in problems, problems
+    assert ("30.03.yaml: variants.tf2-py3.framework.version: line 14: duplicate key (first on line 14); "
+            "give each key once") in problems, problems
+    assert "30.04.yaml: parent: unknown parent 'nope'" in problems  # every problem at once
+    assert len(problems) == 3, problems
+
+
+def test_a_catalog_that_is_a_file_says_so(tmp_path, monkeypatch, capsys):
+    from builder import cli
+
+    (tmp_path / "21.08.yaml").write_text(GOOD)
+    monkeypatch.setenv("BUILDER_CATALOG", str(tmp_path / "21.08.yaml"))
+    line = _one_line_refusal(capsys, cli.main(["releases"]))
+    assert line == f"error: catalog {tmp_path / '21.08.yaml'} is a file, not a directory of release files"
+    monkeypatch.setenv("BUILDER_CATALOG", str(tmp_path / "nowhere"))
+    line = _one_line_refusal(capsys, cli.main(["releases"]))
+    assert line == f"error: catalog directory {tmp_path / 'nowhere'} does not exist"
+
+
+def test_an_empty_catalog_directory_is_refused(tmp_path, monkeypatch, capsys):
+    from builder import cli
+
+    (tmp_path / "README").write_text("no releases here")
+    monkeypatch.setenv("BUILDER_CATALOG", str(tmp_path))
+    line = _one_line_refusal(capsys, cli.main(["releases"]))
+    assert line == f"error: catalog directory {tmp_path} holds no release files (*.yaml)"

@@ -100,6 +100,66 @@ def test_paths_outside_the_output_are_refused(tmp_path, rel):
     assert not (tmp_path / "out").exists() and not (tmp_path / "escape").exists()
 
 
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_a_rerender_deletes_nothing_through_a_symlinked_directory(tmp_path, capsys):
+    """A rendered directory replaced by a link: its files are not the render's to delete."""
+    a = _tree(tmp_path / "A", {"VERSION": "1", "sub/old.txt": "a", "sub/deeper/old2.txt": "b"})
+    b = _tree(tmp_path / "B", {"VERSION": "2"})
+    victim = _tree(tmp_path / "victim", {"old.txt": "keep", "deeper/old2.txt": "keep too"})
+    out = tmp_path / "out"
+    buildcontext.write(ctx(Dockerfile="a"), out, a)
+    shutil.rmtree(out / "tensorflow-source" / "sub")
+    os.symlink(victim, out / "tensorflow-source" / "sub")
+    buildcontext.write(ctx(Dockerfile="b"), out, b)
+    assert (victim / "old.txt").read_text() == "keep" and (victim / "deeper" / "old2.txt").read_text() == "keep too"
+    assert os.readlink(out / "tensorflow-source" / "sub") == str(victim)  # left alone, and said so
+    assert f"{out / 'tensorflow-source' / 'sub'} is a symlink" in capsys.readouterr().err
+    assert not any(f.startswith("tensorflow-source/sub/") for f in marker(out)["files"])
+
+
+def test_a_marker_naming_a_file_through_a_symlink_deletes_nothing(tmp_path):
+    """The marker is the user's file too: what it names is only trusted inside the directory."""
+    elsewhere = _tree(tmp_path / "elsewhere", {"secret.txt": "host file"})
+    out = tmp_path / "out"
+    buildcontext.write(ctx(Dockerfile="a"), out)
+    data = marker(out)
+    data["files"] += ["evil/secret.txt", "evil"]
+    (out / outputdir.MARKER).write_text(json.dumps(data))
+    os.symlink(elsewhere, out / "evil")
+    buildcontext.write(ctx(Dockerfile="b"), out)
+    assert (elsewhere / "secret.txt").read_text() == "host file"
+
+
+@pytest.mark.parametrize("rel", ["../outside.txt", "/etc/passwd", "a/\0b", "a/../../b", "./x", "a//b", "",
+                                 "lone-\ud800"])
+def test_a_marker_naming_a_path_outside_the_directory_is_refused(tmp_path, rel):
+    out = tmp_path / "out"
+    buildcontext.write(ctx(Dockerfile="a"), out)
+    data = marker(out)
+    (out / outputdir.MARKER).write_text(json.dumps({**data, "files": data["files"] + [rel]}))
+    (tmp_path / "outside.txt").write_text("keep")
+    with pytest.raises(UserError, match=r"marker .* names .*not a plain path inside the directory"):
+        buildcontext.write(ctx(Dockerfile="b"), out)
+    assert (out / "Dockerfile").read_text() == "a" and (tmp_path / "outside.txt").read_text() == "keep"
+
+
+def test_a_symlink_in_place_of_the_markers_temporary_file_is_not_written_through(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("host file")
+    out = tmp_path / "out"
+    buildcontext.write(ctx(Dockerfile="a"), out)
+    os.symlink(victim, out / f"{outputdir.MARKER}.tmp")
+    buildcontext.write(ctx(Dockerfile="b"), out)
+    assert victim.read_text() == "host file" and (out / "Dockerfile").read_text() == "b"
+    assert marker(out)["files"]
+
 def test_a_failed_staging_leaves_the_previous_context_and_no_staging(tmp_path, monkeypatch):
     out = tmp_path / "out"
     buildcontext.write(ctx(Dockerfile="a"), out)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder import paths
-from builder.errors import UserError
+from builder.errors import UserError, say
 from builder.grammar import SIZE
 
 DEFAULT_PORT = 8742
@@ -45,9 +45,12 @@ def parse_size(text: str, what: str = "size") -> int:
 
 def nginx_string(value: str, what: str) -> str:
     """VALUE as one nginx.conf string: double-quoted, `\\` and `"` escaped; `$` (nginx
-    would expand it as a variable) and control characters refused."""
+    would expand it as a variable), control characters and undecodable bytes (a non-UTF-8
+    path from argv: nginx.conf is written as UTF-8) refused."""
     if re.search(r"[\x00-\x1f\x7f$]", value):
         raise UserError(f"{what} {value[:80]!r} holds '$' or a control character, which nginx.conf cannot hold")
+    if re.search(r"[\ud800-\udfff]", value):
+        raise UserError(f"{what} {value[:80]!r} holds undecodable bytes (not UTF-8), which nginx.conf cannot hold")
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -306,8 +309,8 @@ def serve(server: CacheServer, detach: bool = False) -> str:
         raise UserError(f"--dir {server.directory}: cannot create it ({exc.strerror})") from None
     credentials = server.write_htpasswd()
     if credentials:
-        print(f"compile cache: writes from other machines need the credential in {credentials} "
-              "(reads are open; builds on this machine write without it)", file=sys.stderr, flush=True)
+        say(f"compile cache: writes from other machines need the credential in {credentials} "
+            "(reads are open; builds on this machine write without it)")
     conf = server.state / "nginx.conf"
     conf.write_text(conf_text)
     server.save()
@@ -340,8 +343,7 @@ def serve(server: CacheServer, detach: bool = False) -> str:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    print(f"compile cache serving {server.data} at {server.url} (max {server.max_size >> 20} MiB)",
-          file=sys.stderr, flush=True)
+    say(f"compile cache serving {server.data} at {server.url} (max {server.max_size >> 20} MiB)")
 
     try:
         while not stop["now"] and nginx.poll() is None:

@@ -16,7 +16,7 @@ import typer
 from builder.cli_cache import cache_app
 from builder.errors import UserError, say
 from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, QUIET,
-                             RELEASE, RUNTIME, SBOM, SIGN,
+                             RELEASE, RUNTIME, SBOM, SIGN, TRIES,
                              with_build_settings, with_registry_credentials, with_render_options)
 
 app = typer.Typer(
@@ -68,7 +68,7 @@ def render(
     check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
 ) -> None:
     """Render Dockerfiles and build contexts from the catalog."""
-    from builder import plan as pl, run
+    from builder import buildcontext, plan as pl, run
 
     pl.check_render_args(release, variant, render, all_, check)
     if all_:
@@ -77,6 +77,7 @@ def render(
         return
     dockerfile = run.run_render(_catalog().get(release), variant, render, output)
     if dockerfile is not None:  # no -o: the one Dockerfile on stdout
+        buildcontext.check_source(render["framework_src"])  # copied by -o and build: the same checks
         print(dockerfile, end="")
 
 
@@ -106,7 +107,7 @@ def base(
     """Build (or find) the offline CUDA base of a release: debootstrap + Debian's CUDA toolkit."""
     from builder import plan as pl, run
 
-    plan = pl.plan_base(_catalog(), release, rebuild)
+    plan = pl.plan_base(_catalog(), release, rebuild, settings.backend)
     if print_recipe:
         print(plan.recipe.dockerfile(), end="")
         say(f"tag: {plan.tag}")
@@ -164,7 +165,7 @@ def build(
         release, variant, all_variants, **{**render, "env": tuple(render["env"] or ())}, tags=tuple(tag or ()),
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
         insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle), builders=builders,
-        sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime))
+        sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime, backend=settings.backend))
     run.run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
 
 
@@ -230,7 +231,7 @@ def derive(
     from builder import plan as pl, run
 
     plan = pl.plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
-                          compile_cache, no_cache, test=not no_test, sbom=sbom_)
+                          compile_cache, no_cache, test=not no_test, sbom=sbom_, backend=settings.backend)
     run.run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
 
 
@@ -242,17 +243,17 @@ def push(
     tag: Optional[str] = typer.Option(None, "--tag", help="Tag in the registry (default: the image's)."),
     credentials=None,
     insecure_registry: bool = INSECURE_REGISTRY,
-    tries: int = typer.Option(4, "--tries", help="Attempts for transient failures (backoff between)."),
+    tries: int = TRIES,
     as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
     sign: Optional[Path] = SIGN,
     key_password_env: str = KEY_PASSWORD_ENV,
 ) -> None:
     """Push IMAGE to a registry, verify the digest through the registry API, print REF@DIGEST."""
-    from builder import plan as pl, run
+    from builder import plan as pl, run, supply_chain
 
     plan = pl.plan_push(image, registry, tag, tries, insecure_registry, sign, key_password_env)
-    run.run_push(plan, _engine(), credentials(), quiet=quiet, as_json=as_json)
+    run.run_push(plan, supply_chain.ready_to_sign(_engine(), plan), credentials(), quiet=quiet, as_json=as_json)
 
 
 @app.command()
@@ -261,8 +262,9 @@ def sbom(image: str = typer.Argument(..., help="Local image (one the builder mad
     """The image's SBOM (CycloneDX JSON): syft's packages plus the parts compiled in the image."""
     from builder import supply_chain
 
-    text = json.dumps(supply_chain.sbom_of(_engine(), image), indent=2)
-    output.write_text(text + "\n") if output else print(text)
+    text = supply_chain.run_sbom(_engine, image, output)
+    if text is not None:  # no -o: on stdout
+        print(text)
 
 
 @app.command()

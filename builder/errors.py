@@ -12,6 +12,10 @@ three kinds, each with its exit code; the CLI's one handler prints `report()` an
         Reported                     already reported in full (a summary): nothing more printed
       Interrupted         128+N      SIGINT/SIGTERM arrived; cleanup ran, no tag moved
 
+Every report is made of escaped lines (`lines()`, `escape()` below) and printed by `say()`:
+no path, key or value a message quotes can break its line or reach the terminal as a
+control character.
+
 The root is a BaseException, like KeyboardInterrupt: no library `except Exception` can
 turn an interrupt into a retry, nor a user error into an "internal error"; only the CLI's
 handler and explicit `except UserError` clauses catch them. cuda_arch.ArchError stays a
@@ -32,9 +36,7 @@ class BuilderError(BaseException):
     exit_code = 1
 
     def report(self) -> str:
-        from builder.grammar import one_line
-
-        return f"error: {one_line(str(self))}"  # a value quoted in the message cannot break the line
+        return lines(f"error: {self}")  # a value quoted in the message cannot break the line
 
 
 class UserError(BuilderError):
@@ -96,7 +98,7 @@ class CatalogError(UserError):
         super().__init__(first + more)
 
     def report(self) -> str:
-        return "\n".join(["error: invalid release catalog:", *(f"  {p}" for p in self.problems)])
+        return lines("error: invalid release catalog:", *(f"  {p}" for p in self.problems))
 
 
 class PatchError(UserError):
@@ -107,7 +109,9 @@ class PatchError(UserError):
         self.details = details
 
     def report(self) -> str:
-        return "\n".join([super().report(), *(f"  {line}" for line in self.details.splitlines())])
+        # the hunks keep their own lines (split on newlines only); each is escaped
+        hunks = self.details.split("\n") if self.details else []
+        return lines(f"error: {self}", *(f"  {line}" for line in hunks))
 
 
 # How a full disk shows up: the kernel's ENOSPC, apt's own check, quotas.
@@ -130,18 +134,18 @@ class BuildError(BuildFailure):
         return 2 if self.disk_full else 1  # a full disk is the user's to fix
 
     def report(self) -> str:
-        lines = [f"build failed: {self.message}"]
+        shown = [f"build failed: {self.message}"]
         if self.disk_full:
-            lines.append("the engine ran out of disk space: free some (docker system prune, or remove old "
+            shown.append("the engine ran out of disk space: free some (docker system prune, or remove old "
                          "images) and build again; no tag was moved")
         if self.step:
-            lines.append(f"failing step: {self.step}")
+            shown.append(f"failing step: {self.step}")
         if self.tail:
-            lines.append("last lines of its output:")
-            lines += [f"  | {line}" for line in self.tail]
+            shown.append("last lines of its output:")
+            shown += [f"  | {line}" for line in self.tail]
         if self.log_path:
-            lines.append(f"full log: {self.log_path}")
-        return "\n".join(lines)
+            shown.append(f"full log: {self.log_path}")
+        return lines(*shown)
 
 
 class PushError(BuildFailure):
@@ -169,11 +173,45 @@ def register_secret(value: str | None) -> None:
 
 
 def say(message: str) -> None:
-    """A message line on stderr, credentials redacted. Undecodable argv bytes come back as
-    lone surrogates: shown escaped, never a crash."""
+    """A message on stderr, credentials redacted; the one printer of messages and errors.
+    An error (`error: ...`) is one line unless it is a report made of lines(): every
+    newline in it is escaped too. Other messages keep their newlines as line breaks. Every
+    other control character is escaped (escape()): no value a message quotes can drive the
+    terminal, and undecodable argv bytes never crash it."""
     import sys
 
-    print(redact(message).encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr, flush=True)
+    text = redact(message)
+    one_line = text.startswith("error: ") and not isinstance(message, Lines)
+    print(escape(text) if one_line else escape_block(text), file=sys.stderr, flush=True)
+
+
+# --- escaping ------------------------------------------------------------------------
+# Every path, key and value a message shows reaches the terminal through escape(): each
+# character Python would not print as itself (C0 and C1 controls, DEL, line and paragraph
+# separators, lone surrogates from undecodable bytes, invisible format characters) becomes
+# its escape, as repr writes it (\n, \x1b, \udcff). A report is built from lines() of
+# escaped lines, so a message spans exactly the lines its report gives it.
+
+def escape(text: str) -> str:
+    """TEXT on one line with no control character: each unprintable character escaped."""
+    text = text if isinstance(text, str) else str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def escape_block(text: str) -> str:
+    """TEXT with its newlines kept as line breaks and every other control escaped."""
+    return "\n".join(escape(line) for line in text.split("\n"))
+
+
+class Lines(str):
+    """A report made of escaped lines: its newlines are its own."""
+
+
+def lines(*shown: str) -> Lines:
+    """A report of these lines, each escaped: a newline inside one cannot start another."""
+    return Lines("\n".join(escape(line) for line in shown))
 
 
 def redact(text: str) -> str:

@@ -37,6 +37,10 @@ KEY_PASSWORD_ENV = typer.Option("COSIGN_PASSWORD", "--key-password-env",
                                 help="Environment variable holding the --sign key's password.")
 RUNTIME = typer.Option(False, "--runtime", help="Also build the runtime image (no compiler, no CUDA toolkit), "
                        "tagged TAG-runtime; derive from the devel image.")
+# The numbers are builder.registry's MAX_TRIES, BACKOFF and BACKOFF_CAP (not imported here, so
+# that `builder --help` stays fast; test_hostile_input.py checks that they agree).
+TRIES = typer.Option(4, "--tries", help="Attempts for transient failures, at most 10; the waits between them "
+                                        "double from 2 s and are capped at 60 s.")
 SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged.")
 
 # name -> (annotation, option): the build-settings group.
@@ -139,6 +143,8 @@ def _with_group(group: dict[str, tuple[Any, Any]], param: str, make: Callable[[d
 
 
 def _settings_reader(values: dict) -> Callable[[], Any]:
+    from builder.plan import BackendAsks
+
     def read():
         from builder.buildsettings import from_options
 
@@ -149,6 +155,8 @@ def _settings_reader(values: dict) -> Callable[[], Any]:
                             compression=values["compression"])
 
     read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
+    # what only BuildKit does: the plan refuses it on the legacy builder before settings are read
+    read.backend = BackendAsks(values["layer_cache"], values["builder"], values["compression"])
     return read
 
 

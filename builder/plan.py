@@ -47,13 +47,57 @@ def check_compile_cache(url: str | None) -> None:
                        "credentials (see `builder cache serve --help`)")
 
 
+# --- the build backend --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BackendAsks:
+    """What the build-settings options ask of the build backend: each only BuildKit does."""
+
+    layer_cache: str | None = None   # --layer-cache: BuildKit's registry cache
+    builder: str | None = None       # --builder: another buildx builder
+    compression: str = "gzip"        # --compression zstd: BuildKit's exporter
+
+
+def chosen_backend() -> tuple[str, str]:
+    """The backend builds will use, as buildkit_engine.connect() chooses it but without the
+    engine (BUILDER_BACKEND, then whether the Docker CLI has buildx); for the legacy
+    builder, why it is the one."""
+    from builder import buildkit_engine as bk
+
+    if bk.backend_wanted() == "legacy":
+        return "legacy", "BUILDER_BACKEND=legacy"
+    if not bk.buildx_version():
+        return "legacy", "docker buildx is not installed"
+    return "buildkit", ""
+
+
+def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
+    """Options the legacy builder cannot honour are refused here, in the plan, so that
+    --dry-run and --print refuse them too and nothing (a base pulled, the settings server
+    started) happens first. BUILDERS: --builders, one bake each (the legacy builder has no bake)."""
+    from builder.buildx import COMPRESSIONS
+
+    only_buildkit = {"--layer-cache": asks.layer_cache, "--builder": asks.builder,
+                     f"--compression {asks.compression}": asks.compression in set(COMPRESSIONS) - {"gzip"},
+                     "--builders": builders}
+    asked = [option for option, wanted in only_buildkit.items() if wanted]
+    if asks.builder and builders:
+        raise UserError("--builder and --builders exclude each other: give the builders with --builders A,B")
+    if not asked:
+        return
+    backend, why = chosen_backend()
+    if backend != "buildkit":
+        raise UserError(f"{asked[0]} needs the BuildKit backend (docker buildx); builds here use the legacy "
+                        f"builder ({why}; `builder doctor` says more)")
+
+
 def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
                    gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
                    base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = (),
                    allow_ptx_jit: bool = False) -> RenderOptions:
     return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
                          base=base, repository=repo, baked_ca=baked_ca, allow_ptx_jit=allow_ptx_jit,
-                         offline_base_image=BaseRecipe(release.offline).tag if release is not None else None)
+                         offline_base_image=BaseRecipe.for_release(release).tag if release is not None else None)
 
 
 def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str, str]]]:
@@ -108,6 +152,7 @@ class BuildArgs:
     sign: Path | None = None        # --sign KEY: sign what --push pushed
     key_password_env: str = "COSIGN_PASSWORD"
     runtime: bool = False           # --runtime: also the runtime image of each variant
+    backend: BackendAsks = BackendAsks()  # --layer-cache, --builder, --compression
 
 
 @dataclass(frozen=True)
@@ -172,6 +217,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
             raise UserError("--runtime builds one variant's runtime image: give --variant, not --all")
     if args.builders is not None and not args.all_variants:
         raise UserError("--builders spreads the variants of --all over builders: for one image use --builder NAME")
+    check_backend(args.backend, args.builders)
     from builder import builders
 
     spread = builders.parse(args.builders) if args.builders is not None else ()
@@ -203,9 +249,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
                           args.baked_ca, args.allow_ptx_jit)
     planned = []
     for v in variants:  # every render problem is reported before anything is built
-        rendered = render(rel, v, opts)
-        if args.runtime:
-            runtime.render(rel, v, opts)  # its problems too, before anything is built
+        rendered = render(rel, v, opts)  # a layered release's render holds its runtime stage too
         image = rendered.meta["image"]
         planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
@@ -247,9 +291,10 @@ class DerivePlan:
 def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches: list[Path] = (),
                 apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
                 compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
-                sbom: bool = False) -> DerivePlan:
+                sbom: bool = False, backend: BackendAsks = BackendAsks()) -> DerivePlan:
     from builder.derive import DeriveSpec, parse_nvbuild_args
 
+    check_backend(backend)
     spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
                       apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
     spec.validate()
@@ -273,11 +318,11 @@ class PushPlan:
 
 def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4, insecure: bool = False,
               sign: Path | None = None, key_password_env: str = "COSIGN_PASSWORD") -> PushPlan:
-    from builder.registry import target_ref
+    from builder.registry import check_tries, target_ref
 
-    if tries < 1:
-        raise UserError("--tries must be at least 1")
-    return PushPlan(image, target_ref(image, registry, tag), tries, insecure, sign, check_password_env(key_password_env))
+    check_ref(image, "IMAGE", image_id=True)  # before the engine is asked for it
+    return PushPlan(image, target_ref(image, registry, tag), check_tries(tries), insecure, sign,
+                    check_password_env(key_password_env))
 
 
 def check_password_env(name: str) -> str:
@@ -299,9 +344,10 @@ class BasePlan:
         return self.recipe.tag
 
 
-def plan_base(catalog: Catalog, release: str, rebuild: bool = False) -> BasePlan:
+def plan_base(catalog: Catalog, release: str, rebuild: bool = False, backend: BackendAsks = BackendAsks()) -> BasePlan:
     rel = catalog.get(release)
-    return BasePlan(rel.name, BaseRecipe(rel.offline), rebuild)
+    check_backend(backend)
+    return BasePlan(rel.name, BaseRecipe.for_release(rel), rebuild)
 
 
 def parse_capabilities(text: str | None, what: str = "--cuda-cc") -> list[str]:

@@ -30,7 +30,7 @@ from builder import contract, grammar, push_mounts
 from builder import engine as engines
 from builder.contract import split_ref
 from builder.engine import Engine, EngineError, Progress, signals_raise
-from builder.errors import BuildFailure, PushError, UserError, redact, register_secret
+from builder.errors import BuildFailure, PushError, UserError, register_secret, say
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
                        r"(?<![\w:.])50[0234](?!\d)|service unavailable|bad gateway|no such host|server gave HTTP response",
@@ -44,6 +44,12 @@ MANIFEST_TYPES = ", ".join([
     "application/vnd.oci.image.index.v1+json",
 ])
 CERTS_D = Path("/etc/docker/certs.d")
+# `push --tries`: attempts for transient failures, and the longest wait between two. The
+# waits double from BACKOFF (2, 4, 8 ... s) up to BACKOFF_CAP: at most about 5 minutes of
+# waiting in all, so a registry that stays down fails the push instead of holding it for days.
+MAX_TRIES = 10
+BACKOFF = 2.0
+BACKOFF_CAP = 60.0
 
 
 @dataclass
@@ -87,6 +93,22 @@ def target_ref(image: str, registry: str, tag: str | None) -> str:
 
 def registry_host(ref: str) -> str:
     return ref.split("/", 1)[0]
+
+
+def remote_reference(ref: str, what: str) -> contract.Reference:
+    """REF as an image in a registry, checked before the registry is asked: Docker's
+    grammar, a registry named (Docker Hub's default is never implied: its first component
+    would be looked up as a host), a sha256 digest when it has one."""
+    give = "give REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:DIGEST"
+    why = contract.reference_problem(ref)
+    if why:
+        raise UserError(f"{what} {grammar.shown(ref)} {why}: {give}")
+    parsed = contract.parse_reference(ref)
+    if parsed.registry is None:
+        raise UserError(f"{what} {grammar.shown(ref)} names no registry: {give}")
+    if parsed.digest and not contract.SHA256_DIGEST.fullmatch(parsed.digest):
+        raise UserError(f"{what} {grammar.shown(ref)}: the digest must be sha256:<64 hex digits>")
+    return parsed
 
 
 def credentials_from(username: str | None, username_env: str | None, password_env: str | None,
@@ -290,9 +312,22 @@ def layer_compression(manifest: bytes) -> dict[str, int]:
     return counts
 
 
+def check_tries(tries: int) -> int:
+    """`--tries`: 1 to MAX_TRIES."""
+    if not 1 <= tries <= MAX_TRIES:
+        raise UserError(f"--tries {tries}: at most {MAX_TRIES} and at least 1 (the waits between tries double "
+                        f"from {BACKOFF:.0f} s up to {BACKOFF_CAP:.0f} s)")
+    return tries
+
+
+def backoff_wait(attempt: int, backoff: float = BACKOFF) -> float:
+    """Seconds to wait after failed ATTEMPT (1, 2, ...): doubling, never over BACKOFF_CAP."""
+    return min(backoff * 2 ** min(attempt - 1, 32), BACKOFF_CAP)
+
+
 class Pusher:
-    def __init__(self, engine: Engine, tries: int = 4, backoff: float = 2.0, quiet: bool = False):
-        self.engine, self.tries, self.backoff, self.quiet = engine, tries, backoff, quiet
+    def __init__(self, engine: Engine, tries: int = 4, backoff: float = BACKOFF, quiet: bool = False):
+        self.engine, self.tries, self.backoff, self.quiet = engine, check_tries(tries), backoff, quiet
 
     def login(self, host: str, creds: Credentials, transport: Transport | None = None) -> None:
         """Fail fast, with one line, on a wrong password (nothing is stored)."""
@@ -384,9 +419,9 @@ class Pusher:
                         if not exc.transient or attempt >= self.tries:
                             tries = f" after {attempt} tries" if attempt > 1 else ""
                             raise PushError(f"push of {ref} failed{tries}: {str(exc).splitlines()[0]}") from None
-                        wait = self.backoff * 2 ** (attempt - 1)
-                        print(redact(f"push: attempt {attempt} failed ({str(exc).splitlines()[0]}); "
-                                     f"retrying in {wait:.0f}s"), file=sys.stderr, flush=True)
+                        wait = backoff_wait(attempt, self.backoff)
+                        say(f"push: attempt {attempt} failed ({(str(exc).splitlines() or [''])[0]}); "
+                            f"retrying in {wait:.0f}s")
                         time.sleep(wait)
                 result.attempts, result.layers_mounted = attempt, mounted
                 served, manifest = served_manifest(ref, creds, transport)

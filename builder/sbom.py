@@ -144,17 +144,38 @@ def kept_scan(engine, image: str, source_name: str, store: Path | None) -> dict:
     return paths.kept_json(kept, lambda: syft_scan(engine, image, source_name))
 
 
+def run_in(engine, image: str, command: list[str], what: str, name: str | None = None) -> tuple[int, str]:
+    """engine.run_capture(IMAGE, COMMAND) (stdout only), where the engine's refusal to start
+    the container is one line naming NAME (default IMAGE): an image with no `cat` or shell
+    (FROM scratch, with a builder image's labels or not) makes dockerd refuse, and docker-py
+    raise its APIError."""
+    try:
+        return engine.run_capture(image, command, stdout_only=True)
+    except Exception as exc:  # any engine's refusal; never an interrupt or a UserError (BaseExceptions)
+        text = str(getattr(exc, "explanation", None) or exc).strip()
+        why = " ".join(text.split()) or type(exc).__name__
+        why = why if len(why) <= 160 else "..." + why[-160:]  # dockerd's chain ends with the cause
+        raise UserError(f"{name or image}: cannot {what} ({why}): not an image the builder made") from None
+
+
+def read_build_info(engine, image: str, name: str | None = None) -> dict:
+    """IMAGE's build-info.json (nvbuild.sh writes it into every builder image), or one line
+    saying why IMAGE (called NAME in the message) has none."""
+    name = name or image
+    code, info = run_in(engine, image, ["cat", BUILD_INFO], f"read {BUILD_INFO}", name)
+    if code != 0:
+        raise UserError(f"{name}: no {BUILD_INFO} (not an image the builder made)")
+    try:
+        return json.loads(info)
+    except ValueError:
+        raise UserError(f"{name}: {BUILD_INFO} is not JSON") from None
+
+
 def make(engine, image: str, name: str | None = None, scans: Path | None = None) -> dict:
     """The SBOM of IMAGE (a builder image: it must hold build-info.json), named NAME; syft's
     scans kept in SCANS (kept_scan)."""
-    code, info = engine.run_capture(image, ["cat", BUILD_INFO], stdout_only=True)
-    if code != 0:
-        raise UserError(f"{image}: no {BUILD_INFO} (not an image the builder made)")
-    _, lock = engine.run_capture(image, ["cat", HOROVOD_LOCK], stdout_only=True)
-    try:
-        build_info = json.loads(info)
-    except ValueError:
-        raise UserError(f"{image}: {BUILD_INFO} is not JSON") from None
+    build_info = read_build_info(engine, image, name)
+    _, lock = run_in(engine, image, ["cat", HOROVOD_LOCK], f"read {HOROVOD_LOCK}", name)
     labels = engine.image_labels(image)
     doc = merge(kept_scan(engine, image, name or image, scans), compiled_components(build_info, lock), labels)
     # syft scanned a directory (the container's /): the subject is the image. A document of

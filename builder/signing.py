@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -84,6 +85,69 @@ def _http_flag(access: Access, verify: bool) -> list[str]:
     if not access.plain_http:
         return []
     return ["--allow-insecure-registry"] if verify else ["--allow-http-registry"]
+
+
+MAX_PUBLIC_KEY = 64 << 10
+PUBLIC_KEY_TYPES = ("PUBLIC KEY", "RSA PUBLIC KEY")  # what cosign's UnmarshalPEMToPublicKey takes
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]{1,64})-----\r?\n(.*?)-----END \1-----", re.S)
+
+
+def check_public_key(key: Path) -> None:
+    """KEY is a public key as cosign reads one: a PEM block (text before it is skipped, as
+    Go's pem.Decode does) of type PUBLIC KEY (DER SubjectPublicKeyInfo) or RSA PUBLIC KEY
+    (PKCS#1). Checked before any registry is asked; cosign still judges the key itself."""
+    if not key.exists():
+        raise UserError(f"--key {key}: no such file")
+    if not key.is_file():
+        raise UserError(f"--key {key}: not a file")
+    try:
+        with open(key, "rb") as f:
+            data = f.read(MAX_PUBLIC_KEY + 1)
+    except OSError as exc:
+        raise UserError(f"--key {key}: cannot read it ({exc.strerror})") from None
+    if len(data) > MAX_PUBLIC_KEY:
+        raise UserError(f"--key {key}: larger than {MAX_PUBLIC_KEY >> 10} KiB, not a public key")
+    block = _PEM_BLOCK.search(data.decode("ascii", "replace"))
+    if block is None:
+        raise UserError(f"--key {key}: not a PEM public key (a cosign .pub file: -----BEGIN PUBLIC KEY----- ...)")
+    kind = block[1]
+    if kind not in PUBLIC_KEY_TYPES:
+        raise UserError(f"--key {key}: its PEM block is {kind}, not a public key (give the key pair's .pub file)")
+    try:
+        der = base64.b64decode("".join(block[2].split()), validate=True)
+    except ValueError:
+        raise UserError(f"--key {key}: the {kind} block is not base64") from None
+    if not _is_key_der(der, kind):
+        raise UserError(f"--key {key}: the {kind} block is not a DER public key")
+
+
+def _der_element(data: bytes, pos: int) -> tuple[int, int, int] | None:
+    """(tag, content start, content end) of the DER element at POS; None when malformed."""
+    if pos + 2 > len(data):
+        return None
+    tag, length, pos = data[pos], data[pos + 1], pos + 2
+    if length & 0x80:
+        size = length & 0x7F
+        if not 0 < size <= 4 or pos + size > len(data):
+            return None
+        length, pos = int.from_bytes(data[pos:pos + size], "big"), pos + size
+    return (tag, pos, pos + length) if pos + length <= len(data) else None
+
+
+def _is_key_der(der: bytes, kind: str) -> bool:
+    """One SEQUENCE, the whole of DER, of (SEQUENCE algorithm, BIT STRING key) for a
+    SubjectPublicKeyInfo or (INTEGER modulus, INTEGER exponent) for PKCS#1."""
+    outer = _der_element(der, 0)
+    if outer is None or outer[0] != 0x30 or outer[2] != len(der):
+        return False
+    tags, pos = [], outer[1]
+    while pos < outer[2]:
+        element = _der_element(der, pos)
+        if element is None:
+            return False
+        tags.append(element[0])
+        pos = element[2]
+    return tags == ([0x02, 0x02] if kind == "RSA PUBLIC KEY" else [0x30, 0x03])
 
 
 def check_key(key: Path, password_env: str) -> str:

@@ -15,10 +15,15 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from builder import paths, provenance, sbom, signing
 from builder.errors import UserError
 from builder.signing import VerifyError
+
+if TYPE_CHECKING:
+    from builder.engine import Engine
+    from builder.plan import PushPlan
 
 LOCKS = "/opt/tensorflow/locks"
 
@@ -31,23 +36,67 @@ def kept_path(image_id: str) -> Path:
 
 
 def sbom_of(engine, image: str) -> dict:
-    """IMAGE's SBOM (made by sbom.make, kept per image id)."""
+    """IMAGE's SBOM (made by sbom.make, kept per image id); IMAGE must be a builder image
+    (its labels are checked before any container of it runs)."""
+    from builder.inspect import labels_of
+
     image_id = engine.image_id(image)
     if image_id is None:
         raise UserError(f"no image '{image}' in the engine")
+    labels_of(engine, image)
     kept = kept_path(image_id)
     return paths.kept_json(kept, lambda: sbom.make(engine, image_id, image, scans=kept.parent / "scans"))
 
 
 def provenance_of(engine, image: str) -> dict:
     """IMAGE's provenance predicate: its labels, its lock files' digests, its patches."""
-    code, out = engine.run_capture(image, ["sh", "-c", f"sha256sum {LOCKS}/*"], stdout_only=True)
+    code, out = sbom.run_in(engine, image, ["sh", "-c", f"sha256sum {LOCKS}/*"], f"read {LOCKS}")
     files = dict((path, sha) for sha, path in re.findall(r"^([0-9a-f]{64})\s+(\S+)$", out, re.M)) if code == 0 else {}
-    code, info = engine.run_capture(image, ["cat", sbom.BUILD_INFO], stdout_only=True)
-    build_info = json.loads(info) if code == 0 else {}
+    build_info = sbom.read_build_info(engine, image)
     patches = [*((build_info.get("extension") or {}).get("patches") or []),
                *((build_info.get("horovod") or {}).get("patches") or [])]
     return provenance.predicate(engine.image_labels(image), files, patches)
+
+
+def ready_to_sign(engine: Engine, plan: PushPlan) -> Engine:
+    """ENGINE, once what `push --sign` attaches is made, before anything is pushed: the
+    image's SBOM (kept, so signing after the push reuses it) and its provenance. An image
+    that is not a builder image, or a missing syft, is one line now instead of an unsigned
+    image in the registry. Nothing to do without --sign."""
+    if plan.sign:
+        sbom_of(engine, plan.image)
+        provenance_of(engine, plan.image)
+    return engine
+
+
+def run_sbom(connect: Callable[[], Engine], image: str, output: Path | None) -> str | None:
+    """`builder sbom`: IMAGE's SBOM as JSON, written to OUTPUT (None returned) or returned.
+    The reference and OUTPUT are checked before the engine is asked anything."""
+    from builder.plan import check_ref
+
+    check_ref(image, "IMAGE", image_id=True)
+    if output is not None:
+        check_output(output)
+    text = json.dumps(sbom_of(connect(), image), indent=2)
+    if output is None:
+        return text
+    try:
+        output.write_text(text + "\n")
+    except OSError as exc:
+        raise UserError(f"-o {output}: cannot write it ({exc.strerror})") from None
+    return None
+
+
+def check_output(path: Path) -> None:
+    """`sbom -o PATH`: a file can be written there."""
+    import os
+
+    if path.is_dir():
+        raise UserError(f"-o {path} is a directory")
+    if not path.absolute().parent.is_dir():
+        raise UserError(f"-o {path}: {path.absolute().parent} is not a directory")
+    if not os.access(path.absolute().parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"-o {path}: not writable")
 
 
 def sign_pushed(engine, image: str, pinned: str, key: Path, password: str, access: signing.Access) -> None:
@@ -65,9 +114,8 @@ def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     thing that does not check out."""
     from builder import registry as reg
 
-    if not key.is_file():
-        raise UserError(f"--key {key}: no such file")
-    host = reg.registry_host(ref)
+    host = reg.remote_reference(ref, "REF").registry  # the reference and the key first: no network yet
+    signing.check_public_key(key)
     transport = reg.probe(host, insecure, action="read")
     creds = reg.allowed_credentials(transport, creds or reg.config_credentials(host))
     access = signing.Access(transport.scheme == "http", creds.username if creds else None,

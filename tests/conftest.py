@@ -16,6 +16,8 @@ import time
 import pytest
 
 WATCHED = ("/var/lib/docker", "/tmp")
+ENGINE_ROOT = WATCHED[0]
+MODULE_DISK_SHOWN = 1e9  # a module whose peak stayed below this is not listed
 DOCKERD_PID = "/var/run/docker.pid"
 DOCKERD_WARN = 4 << 30  # bytes of resident memory
 DISK_WARN = float(os.environ.get("TEST_DISK_WARN", 8e9))  # bytes free: a release build and its export need about this much
@@ -66,6 +68,10 @@ class Watch(threading.Thread):
         self.test = "(collection)"
         self.lock = threading.Lock()
         self.in_test: dict[str, int] = {}  # the running test's least free disk / largest rss
+        self.module = ""
+        # per test module: free disk on the engine's data root when its first test started,
+        # and the least seen while it ran (the peak it used above its start)
+        self.module_disk: dict[str, list[int]] = {}
 
     def sample(self) -> None:
         with self.lock:
@@ -76,6 +82,9 @@ class Watch(threading.Thread):
                 if path not in lowest or free < lowest[path][0]:
                     lowest[path] = (free, self.test)
                 self.in_test[path] = min(self.in_test.get(path, free), free)
+                if path == ENGINE_ROOT and self.module in self.module_disk:
+                    seen = self.module_disk[self.module]
+                    seen[1] = min(seen[1], free)
             rss = dockerd_rss()
             if rss is not None:
                 if rss > engine_peak[0]:
@@ -90,6 +99,10 @@ class Watch(threading.Thread):
     def start_test(self, nodeid: str) -> None:
         with self.lock:
             self.test, self.in_test = nodeid, {}
+            self.module = nodeid.split("::")[0]
+            free = _free(ENGINE_ROOT)
+            if free is not None and self.module not in self.module_disk:
+                self.module_disk[self.module] = [free, free]
 
     def end_test(self) -> dict[str, int]:
         self.sample()
@@ -149,6 +162,10 @@ def pytest_runtest_logfinish(nodeid, location) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:
     for path, (free, nodeid) in sorted(lowest.items()):
         terminalreporter.write_line(f"least free disk on {path}: {free / 1e9:.1f} GB, during {nodeid}")
+    for module, (start, low) in watch.module_disk.items():
+        if start - low >= MODULE_DISK_SHOWN:
+            terminalreporter.write_line(f"disk used above its start by {module}: {(start - low) / 1e9:.1f} GB at "
+                                        f"its peak ({start / 1e9:.1f} GB free when it started)")
     if engine_peak[0]:
         terminalreporter.write_line(f"dockerd's largest resident memory: {engine_peak[0] / 2**30:.1f} GiB, "
                                     f"during {engine_peak[1]}")

@@ -1,13 +1,17 @@
 """Run the conformance suite (pytest in a child process) against an image. The builder
 names the suite's container, so an interrupt (SIGINT/SIGTERM) stops pytest and removes
-the container even when pytest cannot tear down itself."""
+the container even when pytest cannot tear down itself. pytest's temporary directories
+(and whatever its tests put in TMPDIR) live in one directory of the builder's, removed
+on every exit: pytest keeps its own (pytest-of-USER) for later runs to look at."""
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -90,16 +94,26 @@ def run(image: str, extra: list[str], select: str | None = None, stdout=None,
     """Run the suite; return pytest's exit code. On an interrupt pytest is stopped (SIGINT,
     so it tears down; killed after 15 s), its container removed, and Interrupted re-raised."""
     container = container or f"builder-conformance-{uuid.uuid4().hex[:12]}"
-    # Its own session: a terminal's Ctrl-C reaches the builder, which stops pytest in order.
     n = 1 if cmd else workers()
-    proc = subprocess.Popen(cmd or command(image, extra, select, container, n), stdout=stdout,
-                            start_new_session=True)
+    tmp = tempfile.mkdtemp(prefix="builder-test-")
     try:
-        return proc.wait()
-    except (Interrupted, KeyboardInterrupt):
-        _stop(proc)
-        remove_container(container_names(container, n))
-        raise
+        # Its own session: a terminal's Ctrl-C reaches the builder, which stops pytest in order.
+        proc = subprocess.Popen(cmd or command(image, extra, select, container, n), stdout=stdout,
+                                start_new_session=True, env=temporary_env(tmp))
+        try:
+            return proc.wait()
+        except (Interrupted, KeyboardInterrupt):
+            _stop(proc)
+            remove_container(container_names(container, n))
+            raise
+    finally:  # after pytest has ended or been stopped: nothing writes there any more
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def temporary_env(tmp: str) -> dict[str, str]:
+    """The environment with every temporary file of pytest and its tests under TMP:
+    pytest's basetemp root (PYTEST_DEBUG_TEMPROOT wins over TMPDIR there) and TMPDIR."""
+    return {**os.environ, "TMPDIR": tmp, "PYTEST_DEBUG_TEMPROOT": tmp}
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -109,5 +123,8 @@ def _stop(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        try:  # its whole session (xdist's workers too), so that none writes on into its TMPDIR
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait()

@@ -30,15 +30,16 @@ COPY register-gpu-wheels /usr/local/bin/
 # $flags is empty, or where the distribution manages its own Python (Debian 12 and later):
 # --break-system-packages, and --ignore-installed, since Debian's wheel and setuptools have
 # no RECORD file pip could uninstall them by (the lock's own go to /usr/local instead).
-# Two layers, NVIDIA's library wheels and the rest: the engine compresses layers in
-# parallel, and each step holds fewer downloaded wheels at once.
+# The lock in balanced layers (TensorFlow; the largest of NVIDIA's libraries in two
+# groups; the rest): the engine compresses layers in parallel, and each step holds
+# fewer downloaded wheels at once.
 # hadolint ignore=SC2086
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
  && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
  && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
  && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags="--break-system-packages --ignore-installed"; fi \
- && awk '/^[^ #]/ { keep = ($0 ~ /^nvidia-/) == 1 } keep' "$lock" > /tmp/lock-part.txt \
+ && awk '/^[^ #]/ { keep = ($0 ~ /^(tensorflow==)/) == 1 } keep' "$lock" > /tmp/lock-part.txt \
  && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r /tmp/lock-part.txt \
  && rm /tmp/lock-part.txt
 # hadolint ignore=SC2086
@@ -47,7 +48,25 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
  && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
  && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags="--break-system-packages --ignore-installed"; fi \
- && awk '/^[^ #]/ { keep = ($0 ~ /^nvidia-/) == 0 } keep' "$lock" > /tmp/lock-part.txt \
+ && awk '/^[^ #]/ { keep = ($0 ~ /^(nvidia-cudnn-|nvidia-cusparse-)/) == 1 } keep' "$lock" > /tmp/lock-part.txt \
+ && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r /tmp/lock-part.txt \
+ && rm /tmp/lock-part.txt
+# hadolint ignore=SC2086
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+ && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
+ && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
+ && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags="--break-system-packages --ignore-installed"; fi \
+ && awk '/^[^ #]/ { keep = ($0 ~ /^(nvidia-cublas-|nvidia-cusolver-|nvidia-cufft-)/) == 1 } keep' "$lock" > /tmp/lock-part.txt \
+ && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r /tmp/lock-part.txt \
+ && rm /tmp/lock-part.txt
+# hadolint ignore=SC2086
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+ && lock=/opt/tensorflow/locks/requirements-py${py}.txt \
+ && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
+ && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags="--break-system-packages --ignore-installed"; fi \
+ && awk '/^[^ #]/ { keep = ($0 ~ /^(tensorflow==|nvidia-cudnn-|nvidia-cusparse-|nvidia-cublas-|nvidia-cusolver-|nvidia-cufft-)/) == 0 } keep' "$lock" > /tmp/lock-part.txt \
  && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r /tmp/lock-part.txt \
  && rm /tmp/lock-part.txt \
  && chmod 0755 /usr/local/bin/register-gpu-wheels && register-gpu-wheels

@@ -50,7 +50,7 @@ def test_a_release_with_cuda_from_wheels_is_core_devel_and_runtime_stages_of_one
     for absent in ("nvidia-cuda-toolkit", "g++", "build-essential", "python3-dev"):
         assert absent not in apt("core"), absent
     pip = [a for c, a in st["core"] if c == "RUN" and "pip install" in a]
-    assert len(pip) == 2 and "/^nvidia-/) == 1" in pip[0] and "/^nvidia-/) == 0" in pip[1]
+    assert len(pip) == 4 and "register-gpu-wheels" in pip[-1]
     # devel: the toolkit where the base has no nvcc, the toolchain, the compile
     assert "nvidia-cuda-toolkit g++ g++-13" in apt("devel") and "build-essential" in apt("devel")
     assert any("nvbuild.sh" in a for c, a in st["devel"] if c == "RUN")
@@ -103,3 +103,25 @@ def test_the_plan_keeps_the_runtime_request():
     plan = pl.plan_build(CAT, pl.BuildArgs(release="26.11", build_id="b1", runtime=True))
     assert plan.runtime and [v.variant.name for v in plan.variants] == ["tf2-py3"]
     assert not pl.plan_build(CAT, pl.BuildArgs(release="26.11", build_id="b1")).runtime
+
+
+def test_the_wheel_layers_take_every_locked_package_exactly_once():
+    """The core stage's awk programs, run on the release's real lock: each package in one
+    layer, none left out, TensorFlow and the largest NVIDIA libraries apart."""
+    import re
+    import subprocess
+
+    from builder import lock
+
+    rel = CAT.get("26.11")
+    text = render(rel, rel.variants["tf2-py3"], render_options(rel)).dockerfile
+    programs = re.findall(r"awk '([^']*)' \"\$lock\"", text)
+    assert len(programs) == 4
+    for python in lock.pythons_for(rel, rel.variants["tf2-py3"]):
+        path = lock.lock_path(rel.name, "tf2-py3", python)
+        entries = re.findall(r"^([A-Za-z0-9][\w.-]*)==", path.read_text(), re.M)
+        layers = [re.findall(r"^([A-Za-z0-9][\w.-]*)==", subprocess.run(["awk", prog, str(path)], capture_output=True,
+                                                                         text=True, check=True).stdout, re.M)
+                  for prog in programs]
+        assert sorted(sum(layers, [])) == sorted(entries), python
+        assert layers[0] == ["tensorflow"] and "nvidia-cudnn-cu12" in layers[1] and "nvidia-cublas-cu12" in layers[2]

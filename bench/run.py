@@ -29,6 +29,12 @@ because absolute times on a shared 2-core machine mean little on their own):
                 (the default) and with zstd, each then pushed to a local registry:
                 seconds, MB/s, bytes stored, zstd's total against gzip's; plus the
                 release image pushed as it is stored
+  runtime       (--only runtime; it empties the engine's build cache) 26.11 cold to a
+                runtime image: `builder build --release 26.11 --runtime` (devel and
+                runtime, base included) against the plain Dockerfile a user would write
+                instead (`pip install tensorflow[and-cuda]==2.21.0` on the same Debian 13
+                root file system), each from an empty build cache, with the peak disk
+                above the start of each (sampled every second), sizes and the ratio
 """
 from __future__ import annotations
 
@@ -373,6 +379,78 @@ def compression_figures(figure, cache: Path) -> None:
                "the rows above", f"{totals['gzip']:.1f} s with gzip, {totals['zstd']:.1f} s with zstd")
 
 
+PLAIN_2611 = """FROM local/debian-rootfs:trixie
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      ca-certificates python3 python3-pip && rm -rf /var/lib/apt/lists/*
+RUN --mount=type=secret,id=ca PIP_CERT=/run/secrets/ca pip install --no-cache-dir --break-system-packages \\
+      "tensorflow[and-cuda]==2.21.0"
+"""
+
+
+@contextlib.contextmanager
+def disk_peak(path: str = "/var/lib/docker"):
+    """{'peak': bytes used above the start} while the block runs, sampled every second."""
+    import threading
+
+    start = shutil.disk_usage(path).used
+    seen = {"peak": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(1.0):
+            seen["peak"] = max(seen["peak"], shutil.disk_usage(path).used - start)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+        seen["peak"] = max(seen["peak"], shutil.disk_usage(path).used - start)
+
+
+def runtime_figures(figure, cache: Path) -> None:
+    """26.11 cold to a runtime image, the builder against a plain Dockerfile; both start
+    from the same Debian 13 root file system and an empty build cache, gzip layers both."""
+    from builder import catalog
+    from builder.base_recipe import BaseRecipe
+
+    recipe = BaseRecipe.for_release(catalog.load().get("26.11"))
+    if subprocess.run(["docker", "image", "inspect", recipe.rootfs_image], capture_output=True).returncode:
+        sh(["builder", "base", "--release", "26.11", "-q"])  # debootstrap: the root file system both start from
+    repo, plain = "bench/tf2611", "bench/plain2611:x"
+    refs = [f"{repo}:26.11-tf2-py3{s}" for s in ("", "-cold", "-runtime", "-cold-runtime")]
+
+    def empty() -> None:
+        subprocess.run(["docker", "rmi", *refs, plain, recipe.tag], capture_output=True)
+        sh(["docker", "builder", "prune", "-af"])
+
+    empty()
+    with tempfile.TemporaryDirectory(prefix="bench-plain-") as ctx:
+        Path(ctx, "Dockerfile").write_text(PLAIN_2611)
+        cmd = ["docker", "buildx", "build", "--provenance=false", "--sbom=false", "--secret",
+               "id=ca,src=/etc/ssl/certs/ca-certificates.crt", "--output", f"type=docker,name={plain}", ctx]
+        with disk_peak() as plain_disk:
+            t_plain, _ = sh(cmd)
+    plain_size = int(sh(["docker", "image", "inspect", "--format", "{{.Size}}", plain])[1].stdout)
+    figure("26.11 plain Dockerfile, cold", round(t_plain, 1), "s", "docker buildx build (bench/run.py PLAIN_2611)",
+           f"pip install tensorflow[and-cuda]==2.21.0; {plain_size / 1e9:.2f} GB stored; "
+           f"peak disk +{plain_disk['peak'] / 1e9:.1f} GB")
+    empty()
+    build = ["builder", "build", "--release", "26.11", "--runtime", "--base", "offline", "--repo", repo,
+             "--build-id", "cold", "--no-sbom", "-q"]
+    with disk_peak() as ours_disk:
+        t_ours, _ = sh(build)
+    sizes = {r: int(sh(["docker", "image", "inspect", "--format", "{{.Size}}", r])[1].stdout) for r in refs[::2]}
+    figure("26.11 builder, cold to devel + runtime", round(t_ours, 1), "s", " ".join(build),
+           f"base, wheels, toolkit, compile, read-backs; peak disk +{ours_disk['peak'] / 1e9:.1f} GB; stored: devel "
+           f"{sizes[refs[0]] / 1e9:.2f} GB, runtime {sizes[refs[2]] / 1e9:.2f} GB (shared layers counted in each)")
+    figure("26.11 builder against the plain Dockerfile", round(t_ours / t_plain, 2), "", "the rows above",
+           "target <= 1.5")
+    empty()
+
+
 def push_figures(figure, cache: Path) -> None:
     """Push the release image, then a derived one: what does the second upload?"""
     with local_registry() as (host, _):
@@ -499,7 +577,7 @@ def main() -> int:
                          f"measure the existing {IMAGE}")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    unknown = only - {"render", "base", "build", "cnn", "size", "layercache", "compression"}
+    unknown = only - {"render", "base", "build", "cnn", "size", "layercache", "compression", "runtime"}
     if unknown:
         ap.error(f"unknown --only section(s): {', '.join(sorted(unknown))}")
     cache = Path(tempfile.mkdtemp(prefix="bench-cache-"))
@@ -538,6 +616,8 @@ def main() -> int:
         layer_cache_figures(figure, cache)
     if "compression" in only:
         compression_figures(figure, cache)
+    if "runtime" in only:
+        runtime_figures(figure, cache)
     if "size" in only:
         report = image_report(IMAGE)
         figure("image size", round(report["size_bytes"] / 1e9, 2), "GB", "bench/run.py image_report (docker save)",

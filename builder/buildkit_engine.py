@@ -65,7 +65,8 @@ class BuildKitEngine(DockerEngine):
                                        secrets=dict(request.secrets), network=request.network_mode,
                                        no_cache=request.nocache, builder=at.flag,
                                        cache_ref=request.cache_ref, output_file=archive,
-                                       compression=request.compression, target=request.target)
+                                       compression=request.compression, target=request.target,
+                                       contexts=dict(request.contexts))
             result = buildx.build(req, on_event=on_event, known=self._knows if at.here else None, env=at.env)
             # buildx's own record of where it built: BUILDER/NODE/REF
             on_event(buildx.Event("note", "", f"built by {result.metadata.get('buildx.build.ref', '?')}"))

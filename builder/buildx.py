@@ -37,6 +37,7 @@ class BuildxRequest:
     buildargs: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, Path] = field(default_factory=dict)  # id -> file; only ids and paths reach argv
     target: str | None = None
+    contexts: dict[str, str] = field(default_factory=dict)  # --build-context NAME=VALUE
     builder: str | None = None
     network: str | None = None
     no_cache: bool = False
@@ -76,6 +77,8 @@ def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
         cmd += ["--network", req.network]
     if req.target:
         cmd += ["--target", req.target]
+    for name, value in sorted(req.contexts.items()):
+        cmd += ["--build-context", f"{name}={value}"]
     if req.no_cache:
         cmd.append("--no-cache")
     if req.cache_ref:

@@ -66,6 +66,8 @@ class BuildRequest:
     builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
     compression: str = "gzip"     # of the image's layers: zstd is BuildKit only
     target: str | None = None     # the Dockerfile stage to build (a layered release: devel, runtime)
+    # named build contexts (BuildKit only): a stage NAME taken from an image instead of built
+    contexts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

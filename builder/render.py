@@ -268,6 +268,10 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         wheel_layers=_wheel_layers(),
         # where the base has no nvcc (the offline base): Debian's toolkit and host compiler
         toolkit_packages=("nvidia-cuda-toolkit", *HOST_COMPILER.get(release.offline.debian, ("g++", None))[0].split()),
+        # the host compiler nvcc is told to use: the offline base's (Debian's newest g++ is too
+        # new for its nvcc); an upstream base's nvcc takes its distribution's default
+        nvcc_ccbin=(HOST_COMPILER.get(release.offline.debian, ("g++", None))[1]
+                    if base_image == options.offline_base_image else None),
         horovod=release.horovod,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,

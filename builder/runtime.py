@@ -41,9 +41,11 @@ def refs_for(devel_refs: list[str]) -> list[str]:
 
 
 def build(engine: Engine, rendered: Rendered, framework_src: Path | None, settings: buildsettings.BuildSettings,
-          log_path: Path, quiet: bool, buildargs: dict[str, str]) -> str:
+          log_path: Path, quiet: bool, buildargs: dict[str, str], devel_image: str) -> str:
     """Build the runtime stage of RENDERED (the devel image's own render) untagged; returns
-    its id. BUILDARGS are the devel build's (the shared stages then come from its cache)."""
+    its id. BUILDARGS are the devel build's, so core's steps come from its cache (and its
+    layers are shared); on BuildKit the devel stage is DEVEL_IMAGE itself (a named build
+    context), so a cache pruned in between never compiles the extension again."""
     with tempfile.TemporaryDirectory(prefix="builder-runtime-") as tmp:
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
         with buildsettings.deliver(settings, engine.backend) as delivery:
@@ -51,9 +53,18 @@ def build(engine: Engine, rendered: Rendered, framework_src: Path | None, settin
             request = BuildRequest(context=context, buildargs=args, nocache=False,
                                    network_mode=delivery.network_mode(buildargs.get("COMPILE_CACHE") or None),
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets, builder=settings.builder,
-                                   compression=settings.compression, target=STAGE)
+                                   compression=settings.compression, target=STAGE,
+                                   contexts=_devel_context(engine, settings, devel_image))
             label = f"{rendered.release}/{rendered.variant} runtime"
             return engine.build(request, Progress(label, quiet=quiet)).image_id
+
+
+def _devel_context(engine: Engine, settings: buildsettings.BuildSettings, devel_image: str) -> dict[str, str]:
+    """The devel stage as the image just built, where the backend can say so: BuildKit on
+    the engine's own builder (another builder would have to be handed the image first)."""
+    if engine.backend != "buildkit" or settings.builder:
+        return {}
+    return {"devel": f"docker-image://{devel_image}"}
 
 
 def toolchain_found(engine: Engine, image: str) -> list[str]:
@@ -81,7 +92,7 @@ def make(engine: Engine, release: Release, variant: Variant, options: RenderOpti
     devel = devel_refs[0]
     args = {"BASE_IMAGE": base_image, "BUILD_ID": build_id, "DEVEL_IMAGE": devel,
             "COMPILE_CACHE": compile_cache or "", **b.provenance_args()}
-    image_id = build(engine, rendered, framework_src, settings, log_path, quiet, args)
+    image_id = build(engine, rendered, framework_src, settings, log_path, quiet, args, devel)
     found = toolchain_found(engine, image_id)
     if found:
         raise BuildError(f"the runtime image holds a compiler toolchain: {', '.join(found)}",

@@ -91,8 +91,8 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
       python3-wheel \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
- && if find / -xdev \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' -o -name 'libnvidia-ptxjitcompiler.so*' \) \
-         -not -path '*/stubs/*' | grep .; then echo "driver libraries in the image (above)" >&2; exit 1; fi \
+ && if [ -n "$toolkit" ]; then if find / -xdev \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' -o -name 'libnvidia-ptxjitcompiler.so*' \) \
+         -not -path '*/stubs/*' | grep .; then echo "driver libraries in the image (above)" >&2; exit 1; fi; fi \
  && if [ ! -x /usr/local/cuda/bin/nvcc ]; then mkdir -p /usr/local/cuda/bin /usr/local/nvidia \
  && for tool in /usr/bin/nvcc /usr/bin/cuobjdump /usr/bin/nvdisasm /usr/bin/ptxas /usr/bin/fatbinary; do \
       [ -e "$tool" ] && ln -sf "$tool" /usr/local/cuda/bin/; \
@@ -103,6 +103,9 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && libdevice=$(find /usr/lib -name libdevice.10.bc -print -quit) \
  && if [ -z "$libdevice" ]; then echo "no libdevice.10.bc in the toolkit (XLA's GPU compiler needs it)" >&2; exit 1; fi \
  && mkdir -p /usr/local/cuda/nvvm && ln -sfn "$(dirname "$libdevice")" /usr/local/cuda/nvvm/libdevice; fi
+# The toolkit on PATH for nvbuild.sh (the runtime stage keeps core's PATH, without it).
+ENV CUDA_HOME=/usr/local/cuda \
+    PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
@@ -179,11 +182,12 @@ LABEL org.opencontainers.image.title="TensorFlow 26.11-tf2-py3" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       dev.tfbuilder.base-image="${BASE_IMAGE}"
 
-# What nvbuild.sh installed with pip (the extension, Horovod where built), by the
-# distributions' own file lists: every distribution under /usr/local the lock did not name.
+# What nvbuild.sh installed with pip (the extension, Horovod where built, a TensorFlow
+# built from source), by the distributions' own file lists: every one pip installed from a
+# local wheel file (the lock's came from an index).
 FROM devel AS compiled
 COPY collect-compiled /tmp/
-RUN python3 /tmp/collect-compiled /opt/tensorflow/locks /compiled
+RUN python3 /tmp/collect-compiled /compiled
 
 # The runtime image: core (the base, Python and the locked wheels, shared with the devel
 # image layer for layer) plus what nvbuild.sh built; no compiler, no CUDA toolkit.
@@ -224,7 +228,7 @@ EXPOSE 8888
 ENTRYPOINT ["/opt/nvidia/nvidia_entrypoint.sh"]
 
 ARG BASE_IMAGE
-ARG DEVEL_IMAGE=""
+ARG DEVEL_IMAGE=local/tensorflow:26.11-tf2-py3
 ARG BUILD_ID=unknown
 ARG BUILD_REF=unknown
 ARG BUILD_DATE=unknown

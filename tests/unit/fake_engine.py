@@ -159,6 +159,8 @@ class FakeEngine:
                 words = rest.split()
                 stage = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
                 name = re.sub(r"\$\{?(\w+)\}?", lambda m: request.buildargs.get(m[1], m[0]), words[0])
+                if name in request.contexts:  # a named build context stands for the stage or image
+                    name = request.contexts[name].removeprefix("docker-image://")
                 if name in stages:
                     labels, layers, env = (dict(stages[name][0]), list(stages[name][1]), list(stages[name][2]))
                     continue

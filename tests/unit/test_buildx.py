@@ -11,13 +11,14 @@ CAPTURE = (Path(__file__).parent / "data" / "buildx-rawjson-3-steps.txt").read_t
 def test_argv_never_tags_and_passes_secrets_by_file():
     req = buildx.BuildxRequest(Path("/ctx"), buildargs={"B": "2", "A": "1"},
                                secrets={"builder-ca.crt": Path("/run/s/ca.crt")}, target="release",
-                               builder="eng2", network="host", no_cache=True)
+                               builder="eng2", network="host", no_cache=True,
+                               contexts={"devel": "docker-image://r/tf:1", "a": "/x"})
     assert buildx.argv(req, Path("/m.json")) == [
         "docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
         "--metadata-file", "/m.json", "--output", "type=docker,compression=gzip,force-compression=true", "--file", "/ctx/Dockerfile",
         "--builder", "eng2", "--build-arg", "A=1", "--build-arg", "B=2",
         "--secret", "id=builder-ca.crt,src=/run/s/ca.crt", "--network", "host", "--target", "release",
-        "--no-cache", "/ctx"]
+        "--build-context", "a=/x", "--build-context", "devel=docker-image://r/tf:1", "--no-cache", "/ctx"]
     assert not any(a in ("-t", "--tag") for a in buildx.argv(req, Path("/m.json")))
 
 

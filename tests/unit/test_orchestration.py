@@ -262,10 +262,20 @@ def test_runtime_is_built_from_the_tagged_devel_image_checked_then_tagged(engine
     # one layered Dockerfile, its devel stage then its runtime stage, on the same base
     assert [b.target for b in builds] == ["devel", None, "runtime", None]
     assert builds[0].buildargs["BASE_IMAGE"] == builds[2].buildargs["BASE_IMAGE"] == BaseRecipe.for_release(REL_2611).tag
-    assert (builds[0].context / "Dockerfile").name == "Dockerfile"
+    assert builds[2].contexts == {}  # the legacy builder has no named contexts: core and devel from its cache
     runtime = engine_2611.image_labels(f"{devel[0]}-runtime")
     assert runtime[Label.FRAMEWORK_VERSION] == "2.21.0"  # measured in the runtime image (the real label test: integration)
     assert runtime[Label.COVERAGE] == engine_2611.image_labels(devel[0])[Label.COVERAGE] != ""
+
+
+def test_on_buildkit_the_runtime_stage_takes_the_devel_image_itself(engine_2611):
+    """A BuildKit cache pruned between the two builds must not compile the extension again:
+    the devel stage is the devel image just built (a named build context)."""
+    engine_2611.backend = "buildkit"
+    run.run_build(runtime_plan(), lambda: engine_2611, BuildSettings(), out=Captured())
+    builds = [c[1] for c in engine_2611.calls if c[0] == "build"]
+    assert builds[2].target == "runtime"
+    assert builds[2].contexts == {"devel": "docker-image://local/tensorflow:26.11-tf2-py3"}
 
 
 @pytest.mark.parametrize("toolchain,digest,message", [

@@ -125,3 +125,43 @@ def test_the_wheel_layers_take_every_locked_package_exactly_once():
                   for prog in programs]
         assert sorted(sum(layers, [])) == sorted(entries), python
         assert layers[0] == ["tensorflow"] and "nvidia-cudnn-cu12" in layers[1] and "nvidia-cublas-cu12" in layers[2]
+
+
+def test_collect_compiled_takes_what_pip_installed_from_local_wheels_only(tmp_path):
+    """templates/collect-compiled, run on a site directory holding one distribution pip
+    installed from a local wheel (what nvbuild.sh installs: the extension, Horovod, a
+    TensorFlow built from source) and one from an index (the lock's): only the first is
+    copied, every file of its RECORD, under its own absolute path."""
+    import json
+    import subprocess
+    import sys
+
+    from builder import paths
+
+    site = tmp_path / "site"
+
+    def dist(name: str, origin: dict | None) -> None:
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(f"NAME = {name!r}\n")
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        files = [f"{name}/__init__.py", f"{info.name}/METADATA", f"{info.name}/RECORD"]
+        if origin is not None:
+            (info / "direct_url.json").write_text(json.dumps(origin))
+            files.append(f"{info.name}/direct_url.json")
+        (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+
+    dist("tfext", {"url": "file:///tmp/pip/tfext-1.0-cp313-cp313-linux_x86_64.whl", "archive_info": {}})
+    dist("tensorflow", None)                                   # from the index, by the lock
+    dist("editable", {"url": "file:///src", "dir_info": {"editable": True}})
+    dest = tmp_path / "compiled"
+    out = subprocess.run([sys.executable, "-S", str(paths.templates_dir() / "collect-compiled"), str(dest)],
+                         env={"PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    inside = str(site.resolve()).lstrip("/")
+    assert copied == sorted(f"{inside}/{f}" for f in ("tfext/__init__.py", "tfext-1.0.dist-info/METADATA",
+                                                      "tfext-1.0.dist-info/RECORD",
+                                                      "tfext-1.0.dist-info/direct_url.json"))
+    assert "collect-compiled: tfext 1.0" in out.stdout and "tensorflow" not in out.stdout

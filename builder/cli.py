@@ -16,7 +16,7 @@ import typer
 from builder.cli_cache import cache_app
 from builder.errors import UserError, say
 from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, QUIET,
-                             RELEASE, RUNTIME, SBOM, SIGN, TRIES,
+                             RELEASE, RUNTIME, RUNTIME_ONLY, SBOM, SIGN, TRIES,
                              with_build_settings, with_registry_credentials, with_render_options)
 
 app = typer.Typer(
@@ -143,6 +143,7 @@ def build(
     builders: Optional[str] = BUILDERS,
     sbom_: bool = SBOM,
     runtime: bool = RUNTIME,
+    runtime_only: bool = RUNTIME_ONLY,
     render=None,
     tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
@@ -165,7 +166,8 @@ def build(
         release, variant, all_variants, **{**render, "env": tuple(render["env"] or ())}, tags=tuple(tag or ()),
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
         insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle), builders=builders,
-        sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime, backend=settings.backend))
+        sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
+        runtime_only=runtime_only, backend=settings.backend))
     run.run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
 
 

@@ -37,6 +37,9 @@ KEY_PASSWORD_ENV = typer.Option("COSIGN_PASSWORD", "--key-password-env",
                                 help="Environment variable holding the --sign key's password.")
 RUNTIME = typer.Option(False, "--runtime", help="Also build the runtime image (no compiler, no CUDA toolkit), "
                        "tagged TAG-runtime; derive from the devel image.")
+RUNTIME_ONLY = typer.Option(False, "--runtime-only", help="Only the runtime image, tagged TAG-runtime: the devel "
+                            "stage is built but never exported or tagged (faster, less disk; no devel image to "
+                            "derive from or to list CUDA coverage).")
 # The numbers are builder.registry's MAX_TRIES, BACKOFF and BACKOFF_CAP (not imported here, so
 # that `builder --help` stays fast; test_hostile_input.py checks that they agree).
 TRIES = typer.Option(4, "--tries", help="Attempts for transient failures, at most 10; the waits between them "

@@ -152,6 +152,7 @@ class BuildArgs:
     sign: Path | None = None        # --sign KEY: sign what --push pushed
     key_password_env: str = "COSIGN_PASSWORD"
     runtime: bool = False           # --runtime: also the runtime image of each variant
+    runtime_only: bool = False      # --runtime-only: the runtime image, no devel image exported
     backend: BackendAsks = BackendAsks()  # --layer-cache, --builder, --compression
 
 
@@ -185,14 +186,21 @@ class BuildPlan:
     sign: Path | None = None
     key_password_env: str = "COSIGN_PASSWORD"
     runtime: bool = False
+    runtime_only: bool = False  # the devel stage is built inside the runtime image's build only
 
     @property
     def checks(self) -> tuple[str, ...]:
         return ("read-back",)
 
     def dry_run(self, base_image: str, base_kind: str, build_base: bool) -> list[dict]:
+        def tags(v: VariantPlan) -> list[str]:
+            from builder.runtime import refs_for
+
+            runtime = refs_for(list(v.refs)) if self.runtime else []
+            return runtime if self.runtime_only else list(v.refs) + runtime
+
         return [{"release": self.release.name, "variant": v.variant.name, "base": base_image, "base_kind": base_kind,
-                 "build_base": build_base, "tags": list(v.refs), "build_id": self.build_id} for v in self.variants]
+                 "build_base": build_base, "tags": tags(v), "build_id": self.build_id} for v in self.variants]
 
 
 def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> BuildPlan:
@@ -255,7 +263,8 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
                      keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
-                     key_password_env=check_password_env(args.key_password_env), runtime=args.runtime)
+                     key_password_env=check_password_env(args.key_password_env), runtime=args.runtime,
+                     runtime_only=args.runtime_only)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:

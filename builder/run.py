@@ -76,7 +76,14 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     outcomes = []
     for vp in plan.variants:
         try:
-            if baked is not None:
+            if plan.runtime_only:  # one image: the runtime stage, its devel stage never exported
+                from builder import runtime
+
+                refs = runtime.make(engine, plan.release, vp.variant, plan.options, list(vp.refs), choice,
+                                    plan.build_id, plan.framework_src, settings, quiet, plan.compile_cache,
+                                    devel_exported=False, nocache=plan.no_cache)
+                outcome = BuildOutcome(plan.release.name, vp.variant.name, engine.image_id(refs[0]) or "", refs)
+            elif baked is not None:
                 done = baked[vp.variant.name]
                 if done.error:
                     raise done.error
@@ -88,7 +95,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                                           nocache=plan.no_cache, framework_src=plan.framework_src, quiet=quiet,
                                           compile_cache=plan.compile_cache)
             images = [list(outcome.refs)]
-            if plan.runtime:
+            if plan.runtime and not plan.runtime_only:
                 from builder import runtime
 
                 images.append(runtime.make(engine, plan.release, vp.variant, plan.options, list(outcome.refs), choice,

@@ -41,7 +41,8 @@ def refs_for(devel_refs: list[str]) -> list[str]:
 
 
 def build(engine: Engine, rendered: Rendered, framework_src: Path | None, settings: buildsettings.BuildSettings,
-          log_path: Path, quiet: bool, buildargs: dict[str, str], devel_image: str) -> str:
+          log_path: Path, quiet: bool, buildargs: dict[str, str], devel_image: str | None,
+          nocache: bool = False) -> str:
     """Build the runtime stage of RENDERED (the devel image's own render) untagged; returns
     its id. BUILDARGS are the devel build's, so core's steps come from its cache (and its
     layers are shared); on BuildKit the devel stage is DEVEL_IMAGE itself (a named build
@@ -50,7 +51,7 @@ def build(engine: Engine, rendered: Rendered, framework_src: Path | None, settin
         context = buildcontext.write(rendered, Path(tmp) / "context", framework_src)
         with buildsettings.deliver(settings, engine.backend) as delivery:
             args = {**buildargs, "BUILD_SETTINGS": delivery.url or ""}
-            request = BuildRequest(context=context, buildargs=args, nocache=False,
+            request = BuildRequest(context=context, buildargs=args, nocache=nocache,
                                    network_mode=delivery.network_mode(buildargs.get("COMPILE_CACHE") or None),
                                    log_path=log_path, quiet=quiet, secrets=delivery.secrets, builder=settings.builder,
                                    compression=settings.compression, target=STAGE,
@@ -59,10 +60,10 @@ def build(engine: Engine, rendered: Rendered, framework_src: Path | None, settin
             return engine.build(request, Progress(label, quiet=quiet)).image_id
 
 
-def _devel_context(engine: Engine, settings: buildsettings.BuildSettings, devel_image: str) -> dict[str, str]:
+def _devel_context(engine: Engine, settings: buildsettings.BuildSettings, devel_image: str | None) -> dict[str, str]:
     """The devel stage as the image just built, where the backend can say so: BuildKit on
     the engine's own builder (another builder would have to be handed the image first)."""
-    if engine.backend != "buildkit" or settings.builder:
+    if engine.backend != "buildkit" or settings.builder or devel_image is None:
         return {}
     return {"devel": f"docker-image://{devel_image}"}
 
@@ -79,11 +80,14 @@ def toolchain_found(engine: Engine, image: str) -> list[str]:
 
 def make(engine: Engine, release: Release, variant: Variant, options: RenderOptions, devel_refs: list[str],
          base, build_id: str, framework_src: Path | None, settings: buildsettings.BuildSettings, quiet: bool,
-         compile_cache: str | None = None) -> list[str]:
+         compile_cache: str | None = None, devel_exported: bool = True, nocache: bool = False) -> list[str]:
     """The runtime image of a devel image just built on BASE (a build.BaseChoice) and tagged
     DEVEL_REFS: its runtime stage built from the same render, checked (no compiler; what it
     reports matches the catalog like the devel image; the extension is the devel image's
-    file, by digest), labelled, then tagged `<ref>-runtime`."""
+    file, by digest), labelled, then tagged `<ref>-runtime`. Without DEVEL_EXPORTED
+    (--runtime-only) the devel stage is built inside this build and never exported: the
+    checks against the devel image and its coverage label are left out (DEVEL_REFS are the
+    tags it would have: the runtime-of label names the first)."""
     from builder import build as b, paths  # build imports render, which this module's users import first
 
     rendered = render(release, variant, b.options_for(options, release, base))  # as the devel image's
@@ -92,20 +96,27 @@ def make(engine: Engine, release: Release, variant: Variant, options: RenderOpti
     devel = devel_refs[0]
     args = {"BASE_IMAGE": base_image, "BUILD_ID": build_id, "DEVEL_IMAGE": devel,
             "COMPILE_CACHE": compile_cache or "", **b.provenance_args()}
-    image_id = build(engine, rendered, framework_src, settings, log_path, quiet, args, devel)
+    image_id = build(engine, rendered, framework_src, settings, log_path, quiet, args, devel if devel_exported else None,
+                     nocache)
     found = toolchain_found(engine, image_id)
     if found:
         raise BuildError(f"the runtime image holds a compiler toolchain: {', '.join(found)}",
                          step="read-back check", log_path=log_path)
-    devel_labels = dict(engine.inspect(devel)["Config"].get("Labels") or {})
-    library = _extension_library(engine, devel)
-    if library and _digest(engine, devel, library) != _digest(engine, image_id, library):
-        raise BuildError(f"the runtime image's {library} is not the devel image's", step="read-back check",
-                         log_path=log_path)
+    devel_labels: dict[str, str] = {}
+    if devel_exported:
+        devel_labels = dict(engine.inspect(devel)["Config"].get("Labels") or {})
+        library = _extension_library(engine, devel)
+        if library and _digest(engine, devel, library) != _digest(engine, image_id, library):
+            raise BuildError(f"the runtime image's {library} is not the devel image's", step="read-back check",
+                             log_path=log_path)
+        expect_extension = bool(library)
+    else:  # what the devel image's read-back would expect: the source tree has the extension
+        src = Path(framework_src) if framework_src else paths.framework_src_dir()
+        expect_extension = (src / "python" / "tfext" / "__init__.py").is_file()
     # the coverage is the devel image's: the same CUDA binaries (the extension checked above;
     # TensorFlow's come from the same locked wheel), and no cuobjdump here to list them
     labelled = b.verify_and_label(engine, image_id, release, variant, rendered.meta, log_path,
-                                  expect_extension=bool(library),
+                                  expect_extension=expect_extension,
                                   compression=settings.compression, coverage=False,
                                   extra_labels={Label.COVERAGE: devel_labels.get(Label.COVERAGE, "")})
     refs = refs_for(devel_refs)

@@ -170,10 +170,10 @@ class FakeEngine:
                     labels.update(self.store[parent]["labels"])
                     layers += self.store[parent]["layers"]
                     env = list(self.store[parent]["env"])
-            elif word == "LABEL":
+            elif word == "LABEL":  # build arguments given expand in values, as in the engine
                 for pair in shlex.split(rest):
                     key, _, value = pair.partition("=")
-                    labels[key] = value
+                    labels[key] = re.sub(r"\$\{(\w+)\}", lambda m: request.buildargs.get(m[1], m[0]), value)
             elif word in ("RUN", "COPY", "ADD"):
                 layers.append(_digest("layer", request.context, n, rest, sorted(request.buildargs.items())))
         image_id = self.add_image(labels=labels, layers=layers, env=env)

@@ -294,3 +294,22 @@ def test_a_runtime_image_with_a_compiler_or_another_extension_is_not_tagged(engi
         run.run_build(runtime_plan(), lambda: engine_2611, BuildSettings(), out=Captured())
     assert message in str(err.value)
     assert not [c for c in engine_2611.calls if c[0] == "tag" and c[2].endswith("-runtime")]
+
+
+def test_runtime_only_builds_one_image_and_never_exports_the_devel_stage(engine_2611):
+    """--runtime-only: one build of the runtime stage (its devel stage inside it, never an
+    image), read back and labelled, tagged TAG-runtime; no devel tag, no devel comparison."""
+    engine_2611.backend = "buildkit"
+    out = Captured()
+    plan = pl.plan_build(CAT, pl.BuildArgs(release="26.11", build_id="t1", base="offline", runtime=True,
+                                           runtime_only=True))
+    assert [line["tags"] for line in plan.dry_run("b", "offline", False)] == [
+        ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]]
+    run.run_build(plan, lambda: engine_2611, BuildSettings(), out=out)
+    assert out.results == ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]
+    builds = [c[1] for c in engine_2611.calls if c[0] == "build"]
+    assert [b.target for b in builds] == ["runtime", None]  # the image, then its label step
+    assert builds[0].contexts == {}  # the devel stage is built inside, from the render
+    assert not engine_2611.image_id("local/tensorflow:26.11-tf2-py3")
+    labels = engine_2611.image_labels("local/tensorflow:26.11-tf2-py3-runtime")
+    assert labels[Label.FRAMEWORK_VERSION] == "2.21.0" and labels[Label.RUNTIME_OF] == "local/tensorflow:26.11-tf2-py3"

@@ -23,6 +23,12 @@ HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11")
                  "trixie": ("g++ g++-13", "g++-13")}
 # trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.
 EXTRA_DRIVER_PROVIDES = {"trixie": ("libcuda-12.4-1",)}
+
+
+def host_compiler(debian: str) -> tuple[list[str], str | None]:
+    """(the host compiler's packages, the g++ nvcc must be told to use or None) for a suite."""
+    packages, ccbin = HOST_COMPILER.get(debian, ("g++", None))
+    return packages.split(), ccbin
 # gpu_wheels components that must all be there for TensorFlow to load every CUDA library
 # from NVIDIA's wheels (26.11): then the toolkit is needed only to compile, and the
 # release has a runtime image that shares the devel image's Python layers.
@@ -51,13 +57,13 @@ class BaseRecipe:
         return f"{ROOTFS_REPOSITORY}:{self.offline.debian}"
 
     def _render(self, recipe_id: str) -> str:
-        packages, ccbin = HOST_COMPILER.get(self.offline.debian, ("g++", None))
+        packages, ccbin = host_compiler(self.offline.debian)
         from builder.render import template_env
 
         env = template_env()
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,
-                               host_compiler_packages=packages.split(), nvcc_ccbin=ccbin, recipe_id=recipe_id,
+                               host_compiler_packages=packages, nvcc_ccbin=ccbin, recipe_id=recipe_id,
                                bare=self.bare,
                                extra_provides=EXTRA_DRIVER_PROVIDES.get(self.offline.debian, ()))
         return env.get_template("base/Dockerfile.j2").render(base=base)

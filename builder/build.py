@@ -114,13 +114,18 @@ def finish_variant(engine: Engine, release: Release, variant: Variant, meta: dic
                    log_path: Path, framework_src: Path | None, seconds: float = 0.0,
                    compression: str = "gzip") -> BuildOutcome:
     """A built, untagged variant image: read back, labelled, then tagged REFS."""
-    src = Path(framework_src) if framework_src else paths.framework_src_dir()
     image_id = verify_and_label(engine, image_id, release, variant, meta, log_path,
-                                expect_extension=(src / "python" / "tfext" / "__init__.py").is_file(),
+                                expect_extension=has_extension(framework_src),
                                 compression=compression)
     for ref in refs:
         engine.tag(image_id, ref)
     return BuildOutcome(release.name, variant.name, image_id, refs, seconds)
+
+
+def has_extension(framework_src: Path | None) -> bool:
+    """Whether the source tree carries the extension (its image must then hold it)."""
+    src = Path(framework_src) if framework_src else paths.framework_src_dir()
+    return (src / "python" / "tfext" / "__init__.py").is_file()
 
 
 def verify_and_label(engine: Engine, image_id: str, release: Release, variant: Variant, meta: dict,

@@ -43,16 +43,15 @@ def sync_all(catalog: Catalog, root: Path, output: Path | None = None, check: bo
                 buildcontext.write(rendered, output / rel.name / v.name)
                 result.written += 1
                 continue
-            texts = [(path, rendered.dockerfile)]  # a layered release's holds its runtime stage
-            for where, text in texts:
-                current = where.read_text(encoding="utf-8") if where.exists() else None
-                if current != text:
-                    if check:
-                        result.drift.append(str(where.relative_to(root)))
-                    else:
-                        where.parent.mkdir(parents=True, exist_ok=True)
-                        outputdir.write_atomic(where, text)
-                        result.written += 1
+            text = rendered.dockerfile  # a layered release's holds its runtime stage
+            current = path.read_text(encoding="utf-8") if path.exists() else None
+            if current != text:
+                if check:
+                    result.drift.append(str(path.relative_to(root)))
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    outputdir.write_atomic(path, text)
+                    result.written += 1
     result.expected = len(expected)
     # Only Dockerfiles of releases this catalog knows can be stale: a private catalog
     # (BUILDER_CATALOG) with a subset of the releases leaves the others alone.

@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from builder import contract, cuda_arch, grammar, lock, paths, quoting
-from builder.base_recipe import HOST_COMPILER, cuda_from_wheels
+from builder.base_recipe import cuda_from_wheels, host_compiler
 from builder.catalog import Release, Variant
 from builder.contract import InImage, Label, compile_cache_mount, settings_mounts
 from builder.errors import UserError
@@ -31,11 +31,12 @@ TOOLCHAIN_PACKAGES = (
     "python3-pip", "python3-setuptools", "python3-wheel",
     "python-is-python3",  # `python` as in NVIDIA's images: `docker run IMAGE python -c ...`
 )
-# A layered release's locked wheels, one layer per group and one for the rest: the engine
-# compresses layers in parallel (one core each), so four balanced layers export about
-# twice as fast as one on two cores (26.11's 6.4 GB: TensorFlow 1.9 GB; cuDNN + cuSPARSE
-# 1.6; cuBLAS + cuSOLVER + cuFFT 1.6; NCCL and the rest 1.3). Names are the lock's,
-# matched at the start of a line: a prefix ends in '-', a whole name in '=='.
+# A layered release's locked wheels, one layer per group and one for the rest (26.11's
+# 6.4 GB: TensorFlow 1.9 GB; cuDNN + cuSPARSE 1.6; cuBLAS + cuSOLVER + cuFFT 1.6; NCCL and
+# the rest 1.3): each step holds fewer downloaded wheels at once, and a change to one group
+# leaves the others' layers cached. Measured: no faster to export than two layers (the
+# engine's export is not bound by compressing them one at a time; docs/PERFORMANCE.md).
+# Names are the lock's, matched at the start of a line: a prefix ends in '-', a whole name in '=='.
 WHEEL_LAYERS = (
     ("tensorflow==",),
     ("nvidia-cudnn-", "nvidia-cusparse-"),
@@ -237,6 +238,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         raise UserError(f"--repo {grammar.shown(repository)} {why}")
     image_ref = f"{repository}:{variant.tag}"
     base_image, base_description = base_image_for(release, options)
+    compiler_packages, ccbin = host_compiler(release.offline.debian)
     year = 2000 + int(release.name.split(".")[0]) if release.name.split(".")[0].isdigit() else 2021
     # What was asked for. What the image really holds (framework version, libraries,
     # coverage) is read back from the built image and labelled by the builder afterwards.
@@ -267,11 +269,10 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         layered=cuda_from_wheels(release),
         wheel_layers=_wheel_layers(),
         # where the base has no nvcc (the offline base): Debian's toolkit and host compiler
-        toolkit_packages=("nvidia-cuda-toolkit", *HOST_COMPILER.get(release.offline.debian, ("g++", None))[0].split()),
+        toolkit_packages=("nvidia-cuda-toolkit", *compiler_packages),
         # the host compiler nvcc is told to use: the offline base's (Debian's newest g++ is too
         # new for its nvcc); an upstream base's nvcc takes its distribution's default
-        nvcc_ccbin=(HOST_COMPILER.get(release.offline.debian, ("g++", None))[1]
-                    if base_image == options.offline_base_image else None),
+        nvcc_ccbin=ccbin if base_image == options.offline_base_image else None,
         horovod=release.horovod,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,

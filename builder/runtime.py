@@ -110,9 +110,8 @@ def make(engine: Engine, release: Release, variant: Variant, options: RenderOpti
             raise BuildError(f"the runtime image's {library} is not the devel image's", step="read-back check",
                              log_path=log_path)
         expect_extension = bool(library)
-    else:  # what the devel image's read-back would expect: the source tree has the extension
-        src = Path(framework_src) if framework_src else paths.framework_src_dir()
-        expect_extension = (src / "python" / "tfext" / "__init__.py").is_file()
+    else:  # what the devel image's read-back would expect
+        expect_extension = b.has_extension(framework_src)
     # the coverage is the devel image's: the same CUDA binaries (the extension checked above;
     # TensorFlow's come from the same locked wheel), and no cuobjdump here to list them
     labelled = b.verify_and_label(engine, image_id, release, variant, rendered.meta, log_path,

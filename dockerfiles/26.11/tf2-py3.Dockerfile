@@ -31,8 +31,8 @@ COPY register-gpu-wheels /usr/local/bin/
 # --break-system-packages, and --ignore-installed, since Debian's wheel and setuptools have
 # no RECORD file pip could uninstall them by (the lock's own go to /usr/local instead).
 # The lock in balanced layers (TensorFlow; the largest of NVIDIA's libraries in two
-# groups; the rest): the engine compresses layers in parallel, and each step holds
-# fewer downloaded wheels at once.
+# groups; the rest): each step holds fewer downloaded wheels at once, and a change to
+# one group leaves the others' layers cached.
 # hadolint ignore=SC2086
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') \

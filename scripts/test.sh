@@ -4,7 +4,7 @@
 #   bash scripts/test.sh --quick    the development loop: the drift checks of the committed
 #                                   Dockerfiles and locks, then the unit tests on two
 #                                   workers; no engine needed (a few minutes)
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow"`.
+# Extra arguments go to pytest (one session over tests/), e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -15,12 +15,25 @@ if [ "$quick" = 1 ]; then
   builder lock --check
   set +e
   python3 -m pytest tests/unit -n 2 -p no:cacheprovider "$@"
+  rc=$?
+elif [ "$#" = 0 ]; then
+  # Everything, in two sessions: the unit tests on two workers (a minute), then the
+  # integration tests (one engine, built images shared through session fixtures) within
+  # what is left of the run's time budget (tests/conftest.py).
+  start=$SECONDS
+  bash scripts/setup.sh
+  set +e
+  python3 -m pytest tests/unit -n 2
+  unit=$?
+  TEST_TIME_BUDGET=$(( ${TEST_TIME_BUDGET:-4500} - (SECONDS - start) )) python3 -m pytest tests/integration
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$unit" != 0 ]; then rc=$unit; fi
 else
   bash scripts/setup.sh
   set +e
   python3 -m pytest tests "$@"
+  rc=$?
 fi
-rc=$?
 set -e
 if [ "$rc" = 5 ]; then
   echo "test.sh: pytest collected no tests" >&2

@@ -98,9 +98,47 @@ def cache_dir(tmp_path_factory):
     return d
 
 
+# The 21.08 offline base, built in the background while the 26.11 module tests its images
+# (test_release_2611.py starts it once its build is done, when its disk peak has passed):
+# apt downloads and the export overlap the containers it runs, about 3 minutes a run.
+_base_build: dict = {}  # "proc": the Popen, then "done": its CompletedProcess
+
+
+def start_offline_base() -> None:
+    """`builder base --release 21.08` in the background (once); `offline_base` takes it."""
+    if not _base_build:
+        import tempfile
+
+        # files, not pipes: nobody reads them until it ends, and a full pipe would stall it
+        _base_build["out"] = [tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")]
+        _base_build["proc"] = subprocess.Popen(["builder", "base", "--release", "21.08", "-q"], text=True,
+                                               stdout=_base_build["out"][0], stderr=_base_build["out"][1])
+
+
+def wait_offline_base(timeout: float = 3600) -> subprocess.CompletedProcess | None:
+    """The background base build's result (None when none was started)."""
+    if "proc" in _base_build and "done" not in _base_build:
+        proc = _base_build["proc"]
+        proc.wait(timeout=timeout)
+        for f in _base_build["out"]:
+            f.seek(0)
+        out, err = (f.read() for f in _base_build["out"])
+        _base_build["done"] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return _base_build.get("done")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_background_build_outlives_the_run():
+    yield
+    proc = _base_build.get("proc")
+    if proc and proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 @pytest.fixture(scope="session")
 def offline_base(cache_dir):
-    out = builder("base", "--release", "21.08", "-q")
+    out = wait_offline_base() or builder("base", "--release", "21.08", "-q")
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 

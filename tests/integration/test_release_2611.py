@@ -17,7 +17,7 @@ import pytest
 from builder import catalog
 from builder.base_recipe import BaseRecipe
 
-from .conftest import BUILD_ID, builder, docker, image_id, labels
+from .conftest import BUILD_ID, builder, docker, image_id, labels, start_offline_base, wait_offline_base
 
 REPO = "itest/tf2611"
 FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
@@ -55,10 +55,12 @@ def images(cache_dir):
                       *FAST_EXPORT, "--no-sbom", "-q")
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.split() == refs
+        start_offline_base()  # the 21.08 tests' base, built while this module's tests run
         yield refs[0], refs[2]
     finally:  # by name: a build that failed halfway has tagged some of them
         for ref in [*refs, f"{REPO}:jit", recipe.tag, recipe.rootfs_image]:
             docker("rmi", ref)
+        wait_offline_base()  # the prune below keeps no build's steps from under it
         # BuildKit's snapshots of these builds' steps: 20 GB and more, which nothing else uses
         docker("builder", "prune", "-af")
 

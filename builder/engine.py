@@ -495,18 +495,26 @@ def legacy_dockerfile(context: Path) -> Iterator[str]:
         os.unlink(name)
 
 
-def config_credentials(host: str) -> tuple[str, str] | None:
-    """(user, password) the user's Docker client config (or its credential helper) holds
-    for registry HOST; None when it holds none or cannot be read. Client-side: no engine."""
+def config_credentials(host: str) -> tuple[str, str, str] | None:
+    """(user, password, identity token) the user's Docker client config holds for registry
+    HOST, resolved as the docker CLI resolves it: the host's credential helper
+    (`credHelpers`), then `credsStore`, then `auths`; a helper's user `<token>` and an
+    `identitytoken` entry are identity tokens. None when it holds none or cannot be read.
+    Client-side: no engine."""
     try:
         from docker import auth
 
         found = auth.resolve_authconfig(auth.load_config(), host)
     except Exception:
         return None
+    if not isinstance(found, dict):
+        return None
+    token = found.get("IdentityToken") or found.get("identitytoken")
+    if isinstance(token, str) and token:
+        return found.get("Username") or found.get("username") or "<token>", "", token
     for user_key, password_key in (("Username", "Password"), ("username", "password")):
-        if found and found.get(user_key) and found.get(password_key):
-            return found[user_key], found[password_key]
+        if found.get(user_key) and found.get(password_key):
+            return found[user_key], found[password_key], ""
     return None
 
 

@@ -9,6 +9,7 @@ three kinds, each with its exit code; the CLI's one handler prints `report()` an
       BuildFailure        exit 1     the engine, a registry or a check failed the work
         BuildError                   a failed image build (exit 2 when the disk is full)
         PushError                    a failed push (transient ones are retried)
+        Unverified        exit 3     pushed (the engine says so), but not read back from the registry
         Reported                     already reported in full (a summary): nothing more printed
       Interrupted         128+N      SIGINT/SIGTERM arrived; cleanup ran, no tag moved
 
@@ -53,9 +54,22 @@ class BuildFailure(BuilderError):
     exit_code = 1
 
 
+class Unverified(BuildFailure):
+    """The engine pushed the image and the registry took it, but reading it back failed:
+    the image is published (the message names it with the engine's digest), unverified.
+    Exit code 3, so a CI job can tell a live image from a failed push."""
+
+    exit_code = 3
+
+
 class Reported(BuildFailure):
     """A failure already reported in full (e.g. the summary of `build --all`): the handler
-    prints nothing more and exits 1."""
+    prints nothing more and exits 1 (or EXIT_CODE: 3 when what was reported were
+    published but unverified pushes)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
 
     def report(self) -> str:
         return ""

@@ -17,6 +17,10 @@ from typing import Callable
 
 from builder.errors import UserError
 
+# The engine's trust per registry (HOST[:PORT]/ca.crt, client.cert, client.key): the builder's
+# own registry requests and cosign trust the same.
+CERTS_D = Path("/etc/docker/certs.d")
+
 
 def project_root() -> Path:
     env = os.environ.get("BUILDER_HOME")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from builder import paths
+from builder.errors import PushError, UserError
 
 LEDGER_NAME = "pushed-layers.jsonl"
 KEEP_LINES = 2000  # the newest pushes; older lines are dropped when the ledger is rewritten
@@ -97,23 +98,25 @@ def sources(host: str, repo: str, diff_ids: list[str], path: Path | None = None)
     return {blob: source for blob, source in found.items() if blob not in there}
 
 
-Request = Callable[[str, str, dict[str, str]], tuple[int, dict[str, str], bytes]]
+# (method, path, scopes, headers) -> (status, headers, body): registry_auth.Session.request
+Request = Callable[[str, str, tuple[str, ...], dict[str, str]], tuple[int, dict[str, str], bytes]]
 
 
-def mount(request: Request, repo: str, blobs: dict[str, str], headers: dict[str, str]) -> int:
-    """Mount BLOBS (digest -> source repository) into REPO through REQUEST(method, path,
-    headers); how many the registry mounted. A connection failure stops the mounting (the
-    push that follows reports it)."""
+def mount(request: Request, repo: str, blobs: dict[str, str]) -> int:
+    """Mount BLOBS (digest -> source repository) into REPO through REQUEST, authorized for
+    pushing to REPO and pulling from the source; how many the registry mounted. A
+    connection failure stops the mounting (the push that follows reports it)."""
     mounted = 0
     for digest, source in sorted(blobs.items()):
         query = urllib.parse.urlencode({"mount": digest, "from": source})
+        scopes = (f"repository:{repo}:pull,push", f"repository:{source}:pull")
         try:
-            status, answer, _ = request("POST", f"/v2/{repo}/blobs/uploads/?{query}", headers)
+            status, answer, _ = request("POST", f"/v2/{repo}/blobs/uploads/?{query}", scopes, {})
             if status == 201:
                 mounted += 1
             elif status == 202 and answer.get("location"):  # an upload opened instead: cancel it
                 location = urllib.parse.urlsplit(answer["location"])
-                request("DELETE", location.path + (f"?{location.query}" if location.query else ""), headers)
-        except (OSError, http.client.HTTPException):
-            break
+                request("DELETE", location.path + (f"?{location.query}" if location.query else ""), scopes, {})
+        except (OSError, http.client.HTTPException, PushError, UserError):
+            break  # a mount is an optimisation: the push uploads what was not mounted
     return mounted

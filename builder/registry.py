@@ -16,7 +16,6 @@ they are never printed or logged.
 """
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import re
@@ -24,41 +23,36 @@ import ssl
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from builder import contract, grammar, push_mounts
+from builder.registry_auth import Credentials, Session, parse_challenge, scope
 from builder import engine as engines
 from builder.contract import split_ref
+from builder.paths import CERTS_D
 from builder.engine import Engine, EngineError, Progress, signals_raise
-from builder.errors import BuildFailure, PushError, UserError, register_secret, say
+from builder.errors import BuildFailure, PushError, Unverified, UserError, register_secret, say
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
                        r"(?<![\w:.])50[0234](?!\d)|service unavailable|bad gateway|no such host|server gave HTTP response",
                        re.IGNORECASE)
-AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied|(?<![\w:.])401(?!\d)",
+AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied|insufficient_scope|"
+                  r"authorization failed|(?<![\w:.])40[13](?!\d)",
                   re.IGNORECASE)  # a status code, never part of a port or address (127.0.0.1:40113)
+# The engine on the containerd image store fetches registry tokens trusting the system CA
+# bundle only, not certs.d: a token service with a private CA fails there alone.
+TOKEN_TLS = re.compile(r"fetch (?:oauth|anonymous) token.*(?:x509|certificate)", re.IGNORECASE | re.S)
 MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.oci.image.index.v1+json",
 ])
-CERTS_D = Path("/etc/docker/certs.d")
 # `push --tries`: attempts for transient failures, and the longest wait between two. The
 # waits double from BACKOFF (2, 4, 8 ... s) up to BACKOFF_CAP: at most about 5 minutes of
 # waiting in all, so a registry that stays down fails the push instead of holding it for days.
 MAX_TRIES = 10
 BACKOFF = 2.0
 BACKOFF_CAP = 60.0
-
-
-@dataclass
-class Credentials:
-    username: str
-    password: str = field(repr=False)
-
-    def auth_config(self) -> dict:
-        return {"username": self.username, "password": self.password}
 
 
 @dataclass
@@ -139,12 +133,16 @@ def credentials_from(username: str | None, username_env: str | None, password_en
 
 
 def config_credentials(host: str) -> Credentials | None:
-    """What the user's Docker config (or its credential helper) holds for the registry."""
+    """What the user's Docker config holds for the registry, resolved as docker resolves
+    it (credHelpers, credsStore, auths); an identity token is kept as one."""
     found = engines.config_credentials(host)
     if not found:
         return None
-    register_secret(found[1])
-    return Credentials(*found)
+    user, secret, token = found
+    for value in (secret, token):
+        if value:
+            register_secret(value)
+    return Credentials(user, secret, token)
 
 
 @dataclass(frozen=True)
@@ -156,13 +154,15 @@ class Transport:
     verified: bool  # TLS with a certificate the engine trusts: the only way credentials travel
 
 
-def _ssl_context(host: str, verify: bool = True) -> ssl.SSLContext:
+def _ssl_context(host: str, verify: bool = True, registry: str | None = None) -> ssl.SSLContext:
     """Trust what the engine trusts for this registry: the system bundle plus
-    /etc/docker/certs.d/HOST/ca.crt (and its client certificate, when there is one)."""
+    /etc/docker/certs.d/HOST/ca.crt (and its client certificate, when there is one). For
+    REGISTRY's token service at HOST, the registry's CA as well, as the engine trusts it."""
     context = ssl.create_default_context()
     d = CERTS_D / host
-    if (d / "ca.crt").is_file():
-        context.load_verify_locations(cafile=str(d / "ca.crt"))
+    for ca in {d / "ca.crt", CERTS_D / (registry or host) / "ca.crt"}:
+        if ca.is_file():
+            context.load_verify_locations(cafile=str(ca))
     if (d / "client.cert").is_file() and (d / "client.key").is_file():
         context.load_cert_chain(str(d / "client.cert"), str(d / "client.key"))
     if not verify:
@@ -174,22 +174,38 @@ def _ssl_context(host: str, verify: bool = True) -> ssl.SSLContext:
 MAX_MANIFEST = 4 << 20  # registries refuse larger manifests (Distribution's limit)
 
 
-def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
-             timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+def _send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None,
+          verify: bool = True, timeout: float = 30, registry: str | None = None) -> tuple[int, dict[str, str], bytes]:
     """One request, no redirects followed (urllib would carry Authorization along to
-    wherever a redirect points, plain HTTP included): status, headers, body."""
-    if transport.scheme == "https":
+    wherever a redirect points, plain HTTP included): status, headers, body. REGISTRY:
+    the registry whose token service HOST is."""
+    if scheme == "https":
         conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-            transport.host, timeout=timeout, context=_ssl_context(transport.host, transport.verified))
+            host, timeout=timeout, context=_ssl_context(host, verify, registry))
     else:
-        conn = http.client.HTTPConnection(transport.host, timeout=timeout)
+        conn = http.client.HTTPConnection(host, timeout=timeout)
     try:
-        conn.request(method, path, headers=headers)
+        conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
-        body = response.read(MAX_MANIFEST)
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+        data = response.read(MAX_MANIFEST)
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
     finally:
         conn.close()
+
+
+def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
+             timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """One request to the registry itself, with no authorization of ours."""
+    return _send(method, transport.scheme, transport.host, path, headers, None, transport.verified, timeout)
+
+
+def session(transport: Transport, creds: Credentials | None) -> Session:
+    """Requests to the registry with the authorization it asks for (registry_auth.py): its
+    token service is verified as strictly as the registry was reached."""
+    def send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None):
+        return _send(method, scheme, host, path, headers, body, transport.verified, registry=transport.host)
+
+    return Session(transport.host, transport.scheme, transport.verified, creds, send)
 
 
 def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
@@ -244,21 +260,20 @@ def check_before_build(host: str, creds: Credentials | None, insecure: bool) -> 
         pass
 
 
-def basic(creds: Credentials) -> str:
-    return "Basic " + base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
-
-
-def basic_auth_refused(transport: Transport, creds: Credentials) -> bool:
-    """Does the registry itself refuse CREDS (HTTP Basic, over verified TLS only)? Asked when
-    the engine's login fails with a reason it does not name: Docker 26 falls back to plain
-    HTTP on a loopback registry after the 401 and reports that attempt's "400 Bad Request"."""
+def credentials_refused(transport: Transport, creds: Credentials) -> bool:
+    """Does the registry itself (or its token service) refuse CREDS? Over verified TLS only.
+    Asked when the engine's login fails with a reason it does not name: Docker 26 falls
+    back to plain HTTP on a loopback registry after the 401 and reports that attempt's
+    "400 Bad Request"."""
     if not transport.verified:
         return False
     try:
-        status, headers, _ = _request(transport, "GET", "/v2/", {"Authorization": basic(creds)}, timeout=15)
-    except (OSError, http.client.HTTPException):
+        status, _, _ = session(transport, creds).request("GET", "/v2/")
+    except UserError:
+        return True  # the token service refused them
+    except (OSError, http.client.HTTPException, PushError):
         return False
-    return status == 401 and headers.get("www-authenticate", "").lower().startswith("basic")
+    return status == 401
 
 
 def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -> str:
@@ -266,22 +281,34 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
     return served_manifest(ref, creds, transport)[0]
 
 
+def check_token_service(transport: Transport, creds: Credentials) -> None:
+    """The engine hands CREDS to whatever token service the registry names: one over plain
+    HTTP would get them in clear, so the push is refused before the engine is given them."""
+    try:
+        status, headers, _ = _request(transport, "GET", "/v2/", {}, timeout=15)
+    except (OSError, http.client.HTTPException):
+        return  # the push reports connection trouble itself
+    challenge = parse_challenge(headers.get("www-authenticate", "")) if status == 401 else None
+    realm = challenge.params.get("realm", "") if challenge and challenge.scheme == "bearer" else ""
+    if realm.lower().startswith("http://"):
+        raise UserError(f"registry {transport.host} sends clients to a token service over plain HTTP "
+                        f"({grammar.shown(realm[:120])}): credentials are only sent over TLS; push anonymously "
+                        "if it allows that, or have its token service served over HTTPS")
+
+
 def served_manifest(ref: str, creds: Credentials | None, transport: Transport) -> tuple[str, bytes]:
     """What the registry serves for REF: its manifest's digest and the manifest itself."""
     host = registry_host(ref)
     path, tag = split_ref(ref[len(host) + 1:])
-    headers = {"Accept": MANIFEST_TYPES}
-    if creds:
-        if not transport.verified:  # allowed_credentials() keeps this from happening
-            raise RuntimeError("credentials over an unverified transport")
-        headers["Authorization"] = basic(creds)
     try:
-        status, response, body = _request(transport, "GET", f"/v2/{path}/manifests/{tag}", headers)
+        status, response, body = session(transport, creds).request(
+            "GET", f"/v2/{path}/manifests/{tag}", (scope(path, "pull"),), {"Accept": MANIFEST_TYPES})
     except (OSError, http.client.HTTPException) as exc:
         raise PushError(f"cannot read {ref} back from the registry: {exc}") from None
-    if status == 401:
+    if status in (401, 403):
         if creds:
-            raise UserError(f"registry {host} refused the credentials when reading {ref} back")
+            who = "the identity token" if creds.identity_token else f"user '{creds.username}'"
+            raise UserError(f"registry {host} refuses {who} the pull of {path} (reading {ref} back)")
         if transport.verified:
             raise UserError(f"registry {host} wants credentials to read {ref} back: give --username-env/--password-env, "
                             "--password-stdin or `docker login` it")
@@ -330,12 +357,15 @@ class Pusher:
         self.engine, self.tries, self.backoff, self.quiet = engine, check_tries(tries), backoff, quiet
 
     def login(self, host: str, creds: Credentials, transport: Transport | None = None) -> None:
-        """Fail fast, with one line, on a wrong password (nothing is stored)."""
+        """Fail fast, with one line, on a wrong password (nothing is stored). An identity
+        token is not a password: the push carries it to the engine, which trades it."""
+        if creds.identity_token:
+            return
         try:
             self.engine.login(creds.username, creds.password, host)
         except EngineError as exc:
             text = str(exc)
-            if AUTH.search(text) or (transport and basic_auth_refused(transport, creds)):
+            if AUTH.search(text) or (transport and credentials_refused(transport, creds)):
                 raise UserError(f"registry {host} refused the credentials for user '{creds.username}'") from None
             if TRANSIENT.search(text):
                 return  # the push retries and reports connection trouble itself
@@ -351,6 +381,11 @@ class Pusher:
             for chunk in stream:
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("error") or chunk.get("errorDetail", {}).get("message") or "").strip()
+                    if TOKEN_TLS.search(message):
+                        raise UserError(f"the engine could not verify the certificate of {registry_host(ref)}'s token "
+                                        "service: on the containerd image store dockerd trusts only the system CA "
+                                        "bundle for tokens (not certs.d): add the CA to it (update-ca-certificates) "
+                                        "and restart dockerd")
                     if AUTH.search(message):
                         raise UserError(f"registry {registry_host(ref)} refused the push of {ref}: "
                                         f"{message.splitlines()[0]}")
@@ -407,6 +442,7 @@ class Pusher:
                             transport = probe(host, insecure)
                             creds = allowed_credentials(transport, creds)
                             if creds:
+                                check_token_service(transport, creds)
                                 self.login(host, creds, transport)
                             mounted = self._mount_known_layers(ref, diff_ids, creds, transport)
                         if not tagged:
@@ -424,11 +460,13 @@ class Pusher:
                             f"retrying in {wait:.0f}s")
                         time.sleep(wait)
                 result.attempts, result.layers_mounted = attempt, mounted
-                served, manifest = served_manifest(ref, creds, transport)
+                served, manifest = self._read_back(result, creds, transport)
                 if served != result.digest:
                     raise PushError(f"the registry serves {served} for {ref}, but the engine pushed {result.digest}")
                 result.compression = layer_compression(manifest)
                 push_mounts.record(host, split_ref(ref[len(host) + 1:])[0], manifest, diff_ids)
+        except Unverified:
+            raise  # published: the registry tag stays what the engine pushed, and so does ours
         except BaseException:
             if tagged:
                 self._restore(ref, previous)
@@ -441,6 +479,16 @@ class Pusher:
         return result
 
     @staticmethod
+    def _read_back(result: PushResult, creds: Credentials | None, transport: Transport) -> tuple[str, bytes]:
+        """The served manifest; a push the engine completed but that cannot be read back is
+        reported as published and unverified (exit 3), never as a failed push."""
+        try:
+            return served_manifest(result.ref, creds, transport)
+        except (UserError, PushError) as exc:
+            raise Unverified(f"published {result.pinned} (the engine's digest), but could not read it back "
+                             f"to verify it: {str(exc).splitlines()[0]}") from None
+
+    @staticmethod
     def _mount_known_layers(ref: str, diff_ids: list[str], creds: Credentials | None, transport: Transport) -> int:
         """Mount into REF's repository the layers earlier pushes left in other repositories
         of its registry (the containerd store would upload them again); how many."""
@@ -449,8 +497,7 @@ class Pusher:
         blobs = push_mounts.sources(host, repo, diff_ids)
         if not blobs:
             return 0
-        headers = {"Authorization": basic(creds)} if creds else {}
-        return push_mounts.mount(lambda method, path, h: _request(transport, method, path, h), repo, blobs, headers)
+        return push_mounts.mount(session(transport, creds).request, repo, blobs)
 
     def _restore(self, ref: str, previous: str | None) -> None:
         try:

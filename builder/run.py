@@ -18,7 +18,7 @@ from builder.build import BuildOutcome
 from builder.buildsettings import BuildSettings
 from builder.engine import Engine
 from builder.catalog import Release
-from builder.errors import BuildError, BuildFailure, Reported, UserError, say
+from builder.errors import BuildError, BuildFailure, Reported, Unverified, UserError, say
 from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan, plan_push, render_options
 
 
@@ -74,6 +74,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     if baked is None:
         b.prepare_base(engine, plan.release, choice, settings, quiet)
     outcomes = []
+    unverified: list[Unverified] = []  # published, not read back: the others are still pushed
     for vp in plan.variants:
         try:
             if plan.runtime_only:  # one image: the runtime stage, its devel stage never exported
@@ -107,7 +108,11 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                     make_sbom(engine, refs[0], out)
                 if plan.push_to:
                     for ref in refs:
-                        run_push(plan_push_of(ref, plan), engine, creds, quiet=quiet, out=out)
+                        try:
+                            run_push(plan_push_of(ref, plan), engine, creds, quiet=quiet, out=out)
+                        except Unverified as exc:
+                            out.say(exc.report())
+                            unverified.append(exc)
         except BuildError as exc:
             if not plan.keep_going:
                 raise
@@ -122,6 +127,8 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                                                     f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}"))
         if failed:
             raise Reported(f"{len(failed)} of {len(outcomes)} variants failed")
+    if unverified:
+        raise Reported(f"{len(unverified)} pushed image(s) published but not verified (above)", exit_code=3)
     return outcomes
 
 
@@ -174,14 +181,18 @@ def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False,
         from builder import signing
 
         password = signing.unlock(plan.sign, plan.key_password_env)
-    result = reg.Pusher(engine, tries=plan.tries, quiet=quiet).push(plan.image, plan.ref, creds, plan.insecure)
+    try:
+        result = reg.Pusher(engine, tries=plan.tries, quiet=quiet).push(plan.image, plan.ref, creds, plan.insecure)
+    except Unverified as exc:
+        if not plan.sign:
+            raise
+        raise Unverified(f"{exc}; not signed (the signature names a verified digest)") from None
     if plan.sign:
         from builder import signing, supply_chain
 
         transport = reg.probe(reg.registry_host(plan.ref), plan.insecure)
         creds = reg.allowed_credentials(transport, creds)
-        access = signing.Access(transport.scheme == "http", creds.username if creds else None,
-                                creds.password if creds else None, transport.host)
+        access = signing.Access.to(transport, creds)
         out.say(f"signing {result.pinned} and attaching its SBOM and provenance")
         supply_chain.sign_pushed(engine, plan.image, result.pinned, plan.sign, password, access)
     out.result(reg.write_report(result) if as_json else result.pinned)

@@ -18,14 +18,16 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from builder.errors import UserError, redact
+from builder.paths import CERTS_D
 
 SBOM_TYPE = "cyclonedx"
 PROVENANCE_TYPE = "slsaprovenance"
@@ -40,11 +42,27 @@ class VerifyError(UserError):
 @dataclass(frozen=True)
 class Access:
     """How cosign reaches the registry: plain HTTP (the test registry on loopback, or
-    --insecure-registry) and the credentials, if any."""
+    --insecure-registry) and the credentials, if any (cosign speaks the registry's token
+    protocol itself, given them in a Docker config of its own)."""
     plain_http: bool = False
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     host: str = ""  # the registry the credentials are for (the Docker config's key)
+    identity_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def to(cls, transport, creds) -> "Access":
+        """Access to the registry behind TRANSPORT (registry.probe) with CREDS (allowed over it)."""
+        return cls(transport.scheme == "http", creds.username if creds else None, creds.password if creds else None,
+                   transport.host, creds.identity_token if creds else None)
+
+    def docker_config(self) -> dict | None:
+        if self.identity_token:
+            return {"auths": {self.host: {"identitytoken": self.identity_token}}}
+        if self.username and self.password:
+            auth = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+            return {"auths": {self.host: {"auth": auth}}}
+        return None
 
 
 def cosign() -> str:
@@ -61,11 +79,19 @@ def _environment(access: Access, key_password: str | None = None) -> Iterator[di
     if key_password is not None:
         env["COSIGN_PASSWORD"] = key_password
     with tempfile.TemporaryDirectory(prefix="tfbuilder-cosign-") as tmp:
-        if access.username and access.password:
-            os.chmod(tmp, 0o700)
-            auth = base64.b64encode(f"{access.username}:{access.password}".encode()).decode()
-            (Path(tmp) / "config.json").write_text(json.dumps({"auths": {access.host: {"auth": auth}}}))
+        os.chmod(tmp, 0o700)
+        config = access.docker_config()
+        if config:
+            (Path(tmp) / "config.json").write_text(json.dumps(config))
             env["DOCKER_CONFIG"] = tmp
+        ca = CERTS_D / access.host / "ca.crt"
+        if access.host and not access.plain_http and ca.is_file():
+            # cosign (Go) trusts the system bundle only: the registry's CA, which the engine
+            # trusts from certs.d, is added for it as the builder's own requests add it
+            bundle = Path(tmp) / "ca-bundle.crt"
+            system = Path(ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt")
+            bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + b"\n" + ca.read_bytes())
+            env["SSL_CERT_FILE"] = str(bundle)
         yield env
 
 

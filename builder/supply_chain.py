@@ -118,8 +118,7 @@ def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     signing.check_public_key(key)
     transport = reg.probe(host, insecure, action="read")
     creds = reg.allowed_credentials(transport, creds or reg.config_credentials(host))
-    access = signing.Access(transport.scheme == "http", creds.username if creds else None,
-                            creds.password if creds else None, transport.host)
+    access = signing.Access.to(transport, creds)
     digest = reg.manifest_digest(ref, creds, transport) if "@" not in ref else ref.split("@", 1)[1]
     pinned = f"{ref.split('@', 1)[0]}@{digest}" if "@" in ref else f"{_repo(ref)}@{digest}"
     signing.verify_signature(pinned, key, access)

@@ -25,8 +25,10 @@ def _answers(env: dict) -> bool:
 
 
 @contextmanager
-def second_engine(config: dict, start_timeout: float = 60, in_host_netns: bool = False):
-    """Yields the environment (DOCKER_HOST) of a fresh dockerd configured with CONFIG."""
+def second_engine(config: dict, start_timeout: float = 60, in_host_netns: bool = False,
+                  daemon_env: dict[str, str] | None = None):
+    """Yields the environment (DOCKER_HOST) of a fresh dockerd configured with CONFIG
+    (DAEMON_ENV: more of dockerd's own environment, e.g. SSL_CERT_FILE)."""
     root = Path(tempfile.mkdtemp(prefix="tfb-e2-", dir="/tmp"))  # short: unix socket paths are limited
     netns = f"tfb-{uuid.uuid4().hex[:8]}"
     if in_host_netns:
@@ -48,7 +50,8 @@ def second_engine(config: dict, start_timeout: float = 60, in_host_netns: bool =
     proc = subprocess.Popen([*enter, "dockerd",
                              "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
                              "--exec-root", str(root / "x"), "--pidfile", str(root / "pid"),
-                             "-H", env["DOCKER_HOST"]], stdout=log, stderr=subprocess.STDOUT)
+                             "-H", env["DOCKER_HOST"]], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(daemon_env or {})})
     try:
         deadline = time.monotonic() + start_timeout
         while not _answers(env):

@@ -96,6 +96,23 @@ class Registry:
 
 
 @contextmanager
+def token_registry(root: Path, users: dict[str, str], policy, **service_kw):
+    """A TLS registry in token mode with its token service (token_service.py), both
+    trusted by the engine and the builder through certs.d: yields (registry, service)."""
+    from .token_service import TokenService
+
+    reg = Registry(root, tls=True)
+    service = TokenService(root / "token-service", root, users, policy, **service_kw)
+    config = root / "config.yml"
+    config.write_text(config.read_text() + "\n".join(service.registry_auth_config()) + "\n")
+    try:
+        yield reg.start(), service
+    finally:
+        reg.cleanup()
+        service.stop()
+
+
+@contextmanager
 def running(root: Path, **kw) -> Iterator[Registry]:
     """A started registry under ROOT (Registry's options), cleaned up afterwards."""
     reg = Registry(root, **kw).start()

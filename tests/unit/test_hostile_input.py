@@ -43,7 +43,7 @@ def no_network(monkeypatch):
     def never(*args, **kwargs):
         pytest.fail("the registry was asked before the input was checked")
 
-    for name in ("probe", "_request", "manifest_digest", "served_manifest", "check_before_build"):
+    for name in ("probe", "_request", "_send", "session", "manifest_digest", "served_manifest", "check_before_build"):
         monkeypatch.setattr(registry, name, never)
     for name in ("verify_signature", "verify_attestation", "sign_and_attest"):
         monkeypatch.setattr(signing, name, never)

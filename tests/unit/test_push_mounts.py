@@ -73,8 +73,8 @@ class Registry:
     def __init__(self, holds: dict[str, str], fail_after: int | None = None):
         self.holds, self.fail_after, self.requests = holds, fail_after, []
 
-    def __call__(self, method: str, path: str, headers: dict[str, str]):
-        self.requests.append((method, path, headers.get("Authorization")))
+    def __call__(self, method: str, path: str, scopes: tuple[str, ...], headers: dict[str, str]):
+        self.requests.append((method, path, scopes))
         if self.fail_after is not None and len(self.requests) > self.fail_after:
             raise ConnectionRefusedError("registry went away")
         if method == "DELETE":
@@ -86,21 +86,24 @@ class Registry:
         return 202, {"location": "http://r:5000/v2/team/derived/blobs/uploads/u-1?_state=s"}, b""
 
 
-def test_mounts_are_made_declined_uploads_cancelled_and_credentials_sent():
+def test_mounts_are_made_declined_uploads_cancelled_each_with_the_scopes_it_needs():
     registry = Registry({GA: "ml/tensorflow"})
-    mounted = push_mounts.mount(registry, "team/derived", {GA: "ml/tensorflow", GB: "ml/gone"},
-                                {"Authorization": "Basic x"})
+    mounted = push_mounts.mount(registry, "team/derived", {GA: "ml/tensorflow", GB: "ml/gone"})
     assert mounted == 1
     assert [r[0] for r in registry.requests] == ["POST", "POST", "DELETE"]
     assert registry.requests[0][1] == f"/v2/team/derived/blobs/uploads/?mount={GA.replace(':', '%3A')}" \
                                       "&from=ml%2Ftensorflow"
     assert registry.requests[2][1] == "/v2/team/derived/blobs/uploads/u-1?_state=s"  # the opened upload, cancelled
-    assert {r[2] for r in registry.requests} == {"Basic x"}
+    # a token registry grants a mount only with push to the target and pull from the source
+    assert [r[2] for r in registry.requests] == [
+        ("repository:team/derived:pull,push", "repository:ml/tensorflow:pull"),
+        ("repository:team/derived:pull,push", "repository:ml/gone:pull"),
+        ("repository:team/derived:pull,push", "repository:ml/gone:pull")]
 
 
 def test_a_registry_that_goes_away_stops_the_mounting_without_an_error():
     registry = Registry({GA: "a", GB: "a", GC: "a"}, fail_after=1)
-    assert push_mounts.mount(registry, "b", {GA: "a", GB: "a", GC: "a"}, {}) == 1
+    assert push_mounts.mount(registry, "b", {GA: "a", GB: "a", GC: "a"}) == 1
     assert len(registry.requests) == 2  # the failing one, and nothing after it
 
 

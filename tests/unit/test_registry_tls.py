@@ -28,7 +28,8 @@ class Registry:
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Authorization
         self.manifests: dict[str, str] = {}
         self.serve_digest: str | None = None  # a registry that serves another digest
-        self.basic: str | None = None  # set: /v2/ wants exactly this Authorization
+        self.read_status: int | None = None   # set: manifests are answered with this status
+        self.basic: str | None = None  # set: every path wants exactly this Authorization
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,7 +38,7 @@ class Registry:
 
             def _answer(self, body: bool) -> None:
                 outer.requests.append((self.command, self.path, self.headers.get("Authorization")))
-                if self.path == "/v2/" and outer.basic and self.headers.get("Authorization") != outer.basic:
+                if outer.basic and self.headers.get("Authorization") != outer.basic:
                     self.send_response(401)  # htpasswd auth, as Docker's registry answers it
                     self.send_header("WWW-Authenticate", 'Basic realm="Registry Realm"')
                     self.send_header("Content-Length", "0")
@@ -49,6 +50,11 @@ class Registry:
                     self.end_headers()
                     if body:
                         self.wfile.write(b"{}")
+                    return
+                if outer.read_status:
+                    self.send_response(outer.read_status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 digest = outer.serve_digest or outer.manifests.get(self.path)
                 if digest is None:
@@ -178,12 +184,13 @@ def test_untrusted_certificate_is_refused_before_anything_is_sent(tls_registry, 
 def test_a_ca_in_certs_d_is_trusted_and_the_digest_is_read_back_over_tls(tls_registry, certs_d):
     (certs_d / tls_registry.host).mkdir()
     (certs_d / tls_registry.host / "ca.crt").write_bytes(tls_registry.ca.read_bytes())
+    tls_registry.basic = CREDS.basic()
     p, engine = pusher(tls_registry, tls_registry.ca)
     ref = f"{tls_registry.host}/ml/img:1"
     result = p.push("local/img:1", ref, CREDS)
     assert result.digest == engine.pushed[ref]
     assert [c[0] for c in moves(engine)] == ["login", "tag", "push"]
-    # The read-back authenticated (over verified TLS) with the user's credentials.
+    # The read-back authenticated (over verified TLS) with the user's credentials, once asked.
     assert ("GET", "/v2/ml/img/manifests/1", "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode()) \
         in tls_registry.requests
 
@@ -266,7 +273,7 @@ def test_a_login_error_the_engine_does_not_name_is_asked_of_the_registry(tls_reg
 
     (certs_d / tls_registry.host).mkdir()
     (certs_d / tls_registry.host / "ca.crt").write_bytes(tls_registry.ca.read_bytes())
-    tls_registry.basic = reg.basic(CREDS)
+    tls_registry.basic = CREDS.basic()
     docker26 = EngineError(f"login attempt to http://{tls_registry.host}/v2/ failed with status: 400 Bad Request")
     p, engine = pusher(tls_registry, tls_registry.ca)
     engine.fail["login"] = docker26
@@ -288,3 +295,19 @@ def test_verify_is_told_to_read_not_to_push(plain_registry):
     with pytest.raises(UserError) as err:
         reg.probe(plain_registry.host, action="read")
     assert "pass --insecure-registry to read from it" in str(err.value) and "push" not in str(err.value)
+
+
+@pytest.mark.parametrize("status", [503, 401])
+def test_a_push_that_cannot_be_read_back_is_published_and_unverified_exit_3(plain_registry, certs_d, status):
+    """The engine pushed and the registry took it: never reported as a failed push only."""
+    from builder.errors import Unverified
+
+    plain_registry.read_status = status
+    p, engine = pusher(plain_registry)
+    ref = f"{plain_registry.host}/ml/img:1"
+    with pytest.raises(Unverified) as exc:
+        p.push("local/img:1", ref, None, insecure=True)
+    message = str(exc.value)
+    assert message.startswith(f"published {ref}@{engine.pushed[ref]} (the engine's digest), but could not read it back")
+    assert exc.value.exit_code == 3 and "\n" not in message
+    assert engine.tags.get(ref)  # published: the local name stays with what was pushed

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from typing import Iterator
@@ -39,9 +40,11 @@ def make_ca_and_cert(d: Path) -> tuple[Path, Path, Path]:
 
 class Registry:
     def __init__(self, root: Path, tls: bool = False, user: str | None = None, password: str | None = None,
-                 storage: Path | None = None):
+                 storage: Path | None = None, token: dict | None = None):
         """`storage` shared between two Registry objects makes them two front ends of one
-        registry (say a plain in-cluster endpoint and an authenticated TLS one)."""
+        registry (say a plain in-cluster endpoint and an authenticated TLS one). `token`:
+        the registry in token mode, with a token service of the tests (token_service.py)
+        made with these arguments (users, policy, ...), over TLS when the registry is."""
         self.root, self.tls, self.user, self.password = root, tls, user, password
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
@@ -55,6 +58,12 @@ class Registry:
             trust = CERTS_D / self.host
             trust.mkdir(parents=True, exist_ok=True)
             shutil.copy(self.ca, trust / "ca.crt")
+        self.token_service = None
+        if token is not None:
+            from .token_service import TokenService
+
+            self.token_service = TokenService(root / "token-service", root, tls=tls, **token)
+            lines += self.token_service.registry_auth_config()
         if user:
             hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()
             (root / "htpasswd").write_text(f"{user}:{hashed}\n")
@@ -86,6 +95,8 @@ class Registry:
         image each: the run's disk peak), and remove the local tags pushes made under its
         host (HOST/NS/NAME:TAG): a run leaves no image names behind, only shared layers."""
         self.stop()
+        if self.token_service:
+            self.token_service.stop()
         shutil.rmtree(CERTS_D / self.host, ignore_errors=True)
         shutil.rmtree(self.storage, ignore_errors=True)  # shared storage: whichever front end stops first
         listed = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
@@ -99,17 +110,20 @@ class Registry:
 def token_registry(root: Path, users: dict[str, str], policy, **service_kw):
     """A TLS registry in token mode with its token service (token_service.py), both
     trusted by the engine and the builder through certs.d: yields (registry, service)."""
-    from .token_service import TokenService
-
-    reg = Registry(root, tls=True)
-    service = TokenService(root / "token-service", root, users, policy, **service_kw)
-    config = root / "config.yml"
-    config.write_text(config.read_text() + "\n".join(service.registry_auth_config()) + "\n")
+    reg = Registry(root, tls=True, token={"users": users, "policy": policy, **service_kw})
     try:
-        yield reg.start(), service
+        yield reg.start(), reg.token_service
     finally:
         reg.cleanup()
-        service.stop()
+
+
+def anyone_may_push(who: str | None, name: str) -> set[str]:
+    """A registry in token mode that hands everyone pull and push tokens (and its catalog),
+    as some in-house registries do: the token conversation without credentials."""
+    return {"pull", "push", "*"}
+
+
+ANONYMOUS_TOKENS = {"users": {}, "policy": anyone_may_push}
 
 
 @contextmanager
@@ -122,11 +136,25 @@ def running(root: Path, **kw) -> Iterator[Registry]:
         reg.cleanup()
 
 
+def api(reg: Registry, path: str, scope: str = "", accept: str = "application/json", method: str = "GET",
+        headers: dict[str, str] | None = None):
+    """GET (or METHOD) /v2/PATH of a plain-HTTP registry, as a client of its own would:
+    with an anonymous token for SCOPE where it is in token mode. The response (a context)."""
+    import json
+
+    url = f"http://{reg.host}/v2/{path}"
+    h = {"Accept": accept, **(headers or {})}
+    if reg.token_service:
+        query = urllib.parse.urlencode([("service", "itest-registry"), ("scope", scope)])
+        with urllib.request.urlopen(f"{reg.token_service.realm}?{query}", timeout=30) as r:
+            h["Authorization"] = f"Bearer {json.load(r)['token']}"
+    return urllib.request.urlopen(urllib.request.Request(url, headers=h, method=method), timeout=30)
+
+
 def registry_manifest(reg: Registry, name: str, tag: str) -> dict:
     """The manifest a plain-HTTP registry serves (Docker's or OCI's types), read through its API."""
     import json
 
-    req = urllib.request.Request(f"http://{reg.host}/v2/{name}/manifests/{tag}", headers={"Accept": ", ".join([
-        "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])})
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with api(reg, f"{name}/manifests/{tag}", f"repository:{name}:pull", ", ".join([
+            "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])) as r:
         return json.load(r)

@@ -16,7 +16,6 @@ could not download anything, so the rebuild could not pass by building again."""
 import json
 import os
 import re
-import urllib.request
 import uuid
 
 import pytest
@@ -27,20 +26,19 @@ from tests import two_variants
 
 from .conftest import BUILD_ID, builder, docker
 from .engines import second_engine
-from .registries import Registry, running
+from .registries import ANONYMOUS_TOKENS, Registry, api, running
 
 CACHE_TAG = "21.08-tf2-py3"
 
 
 @pytest.fixture(scope="module")
 def cache_registry(tmp_path_factory):
-    with running(tmp_path_factory.mktemp("layer-cache")) as reg:
+    with running(tmp_path_factory.mktemp("layer-cache"), token=ANONYMOUS_TOKENS) as reg:  # token mode
         yield reg
 
 
 def registry_json(reg: Registry, path: str, accept: str = "application/json") -> dict:
-    req = urllib.request.Request(f"http://{reg.host}/v2/{path}", headers={"Accept": accept})
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with api(reg, path, f"repository:{path.split('/')[0]}:pull", accept) as r:
         return json.load(r)
 
 

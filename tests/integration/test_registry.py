@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from .conftest import builder, docker
-from .registries import Registry, registry_manifest
+from .registries import ANONYMOUS_TOKENS, Registry, api, registry_manifest
 
 USER = "itest"
 PASSWORD = f"pw-{uuid.uuid4().hex}"
@@ -29,7 +29,9 @@ def storage(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def plain_registry(tmp_path_factory, storage):
-    reg = Registry(tmp_path_factory.mktemp("registry-plain"), storage=storage).start()
+    # in token mode, handing out anonymous tokens (the Distribution token protocol, which
+    # Harbor, GitLab and GHCR speak), with an htpasswd TLS front end on the same storage
+    reg = Registry(tmp_path_factory.mktemp("registry-plain"), storage=storage, token=ANONYMOUS_TOKENS).start()
     yield reg
     reg.cleanup()
 
@@ -47,14 +49,16 @@ def creds_env():
 
 
 def api_digest(reg: Registry, name: str, tag: str, auth: bool = False) -> str:
-    scheme = "https" if reg.tls else "http"
-    req = urllib.request.Request(f"{scheme}://{reg.host}/v2/{name}/manifests/{tag}", method="HEAD", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    accept = "application/vnd.docker.distribution.manifest.v2+json"
+    if not reg.tls:  # the plain front end, in token mode: an anonymous token
+        with api(reg, f"{name}/manifests/{tag}", f"repository:{name}:pull", accept, method="HEAD") as r:
+            return r.headers["Docker-Content-Digest"]
+    req = urllib.request.Request(f"https://{reg.host}/v2/{name}/manifests/{tag}", method="HEAD", headers={
+        "Accept": accept})
     if auth:
         import base64
         req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
-    context = ssl.create_default_context(cafile=str(reg.ca)) if reg.tls else None
-    with urllib.request.urlopen(req, context=context, timeout=30) as r:
+    with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=str(reg.ca)), timeout=30) as r:
         return r.headers["Docker-Content-Digest"]
 
 

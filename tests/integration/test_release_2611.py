@@ -17,7 +17,7 @@ import pytest
 from builder import catalog
 from builder.base_recipe import BaseRecipe
 
-from .conftest import BUILD_ID, builder, docker, image_id, labels, start_offline_base, wait_offline_base
+from .conftest import BUILD_ID, builder, docker, image_id, labels, start_offline_base
 
 REPO = "itest/tf2611"
 FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
@@ -38,9 +38,17 @@ NEEDS_DISK = 30e9
 FAST_EXPORT = ("--compression", "zstd")
 
 
+JIT = f"{REPO}:jit"
+built: dict[str, subprocess.CompletedProcess] = {}  # the fixture's builds, for the tests that judge them
+
+
 @pytest.fixture(scope="module")
 def images(cache_dir):
-    """(devel, runtime) of 26.11 tf2-py3: built with the catalog's options, tagged."""
+    """(devel, runtime) of 26.11 tf2-py3: built with the catalog's options, tagged; and the
+    PTX JIT image for Blackwell (JIT). Every image the module reads is built first; then
+    BuildKit's records of the builds are released (their step snapshots, several GB on
+    the containerd store, which nothing reads again) and the 21.08 base is started in the
+    background: the module's disk peak is its build's, never the base's on top of it."""
     import shutil
 
     free = shutil.disk_usage("/var/lib/docker").free
@@ -50,19 +58,23 @@ def images(cache_dir):
     recipe = BaseRecipe.for_release(catalog.load().get("26.11"))
     base = f"{REPO}:26.11-tf2-py3"
     refs = [base, f"{base}-{BUILD_ID}", f"{base}-runtime", f"{base}-{BUILD_ID}-runtime"]
+    released = False
     try:
         out = builder("build", "--release", "26.11", "--repo", REPO, "--build-id", BUILD_ID, "--runtime",
                       *FAST_EXPORT, "--no-sbom", "-q")
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.split() == refs
+        built["jit"] = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--allow-ptx-jit", "--repo", REPO,
+                               "--tag", JIT, "--build-id", f"{BUILD_ID}-jit", *FAST_EXPORT, "--no-sbom", "-q")
+        docker("builder", "prune", "-af")
+        released = True
         start_offline_base()  # the 21.08 tests' base, built while this module's tests run
         yield refs[0], refs[2]
     finally:  # by name: a build that failed halfway has tagged some of them
-        for ref in [*refs, f"{REPO}:jit", recipe.tag, recipe.rootfs_image]:
+        for ref in [*refs, JIT, recipe.tag, recipe.rootfs_image]:
             docker("rmi", ref)
-        wait_offline_base()  # the prune below keeps no build's steps from under it
-        # BuildKit's snapshots of these builds' steps: 20 GB and more, which nothing else uses
-        docker("builder", "prune", "-af")
+        if not released:  # a failed build: its records, which nothing else uses, go now
+            docker("builder", "prune", "-af")
 
 
 def run_py(image: str, code: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -170,14 +182,13 @@ def test_blackwell_is_refused_at_plan_time_and_built_with_the_ptx_jit_opt_in(ima
     refused = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--dry-run")
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "CUDA 12.8" in refused.stderr and "--allow-ptx-jit" in refused.stderr
-    out = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--allow-ptx-jit", "--repo", REPO,
-                  "--tag", f"{REPO}:jit", "--build-id", f"{BUILD_ID}-jit", *FAST_EXPORT, "--no-sbom", "-q")
+    out = built["jit"]  # built with the others (the fixture), before BuildKit's records were released
     assert out.returncode == 0, out.stderr[-3000:]
     assert "will run by PTX JIT" in out.stderr
-    table = builder("inspect", f"{REPO}:jit", "--coverage")
+    table = builder("inspect", JIT, "--coverage")
     rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
     assert "PTX JIT compute_90" in rows["12.0"] and "none" not in rows["12.0"], table.stdout
     # the extension: SASS for 9.0, the toolkit's newest, and its PTX; nothing else compiled
     assert " ".join(rows["9.0"].split()[-2:]) == "SASS sm_90"  # the last column: the extension
-    assert labels(f"{REPO}:jit")["dev.tfbuilder.cuda-compute-capabilities"] == "9.0"  # what was compiled
-    assert image_id(f"{REPO}:jit") != image_id(images[0])
+    assert labels(JIT)["dev.tfbuilder.cuda-compute-capabilities"] == "9.0"  # what was compiled
+    assert image_id(JIT) != image_id(images[0])

@@ -6,21 +6,20 @@ the push before anything is uploaded."""
 import json
 import os
 import subprocess
-import urllib.request
 
 import pytest
 
 from builder import catalog
 
 from .conftest import builder, docker, labels
-from .registries import registry_manifest, running
+from .registries import ANONYMOUS_TOKENS, api, registry_manifest, running
 
 PASSWORD = "itest-key-pw-4712"
 
 
 @pytest.fixture(scope="module")
 def signing_registry(tmp_path_factory):
-    with running(tmp_path_factory.mktemp("signing-registry")) as reg:
+    with running(tmp_path_factory.mktemp("signing-registry"), token=ANONYMOUS_TOKENS) as reg:  # token mode
         yield reg
 
 
@@ -71,7 +70,7 @@ def test_a_signed_push_verifies_and_a_retagged_image_or_another_key_does_not(
     out = builder("push", release_image, "--registry", f"{host}/ml", "--insecure-registry", "--sign", str(key),
                   "--key-password-env", "TFB_NO_SUCH_VAR", "-q")
     assert out.returncode == 2 and "TFB_NO_SUCH_VAR, which is not set" in out.stderr
-    assert "ml/tensorflow" not in urllib.request.urlopen(f"http://{host}/v2/_catalog").read().decode()
+    assert "ml/tensorflow" not in api(signing_registry, "_catalog", "registry:catalog:*").read().decode()
 
     out = builder("push", release_image, "--registry", f"{host}/ml", "--insecure-registry", "--sign", str(key),
                   "--key-password-env", "TFB_KEY_PW", "-q", env=env)
@@ -79,7 +78,7 @@ def test_a_signed_push_verifies_and_a_retagged_image_or_another_key_does_not(
     pinned = out.stdout.strip()
     ref, digest = pinned.split("@")
     assert PASSWORD not in out.stdout + out.stderr
-    tags = json.load(urllib.request.urlopen(f"http://{host}/v2/ml/tensorflow/tags/list"))["tags"]
+    tags = json.load(api(signing_registry, "ml/tensorflow/tags/list", "repository:ml/tensorflow:pull"))["tags"]
     sig = digest.replace(":", "-")
     assert f"{sig}.sig" in tags and f"{sig}.att" in tags  # cosign's tag scheme, beside the image
 

@@ -80,6 +80,7 @@ class TokenService:
     policy: Policy
     refresh_tokens: dict[str, str] = field(default_factory=dict)   # identity token -> user
     lifetimes: dict[str, int] = field(default_factory=dict)       # user -> seconds (default 300)
+    tls: bool = True  # False: the token service over plain HTTP (a registry reached without TLS)
     issued: list[Issued] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
 
@@ -88,7 +89,6 @@ class TokenService:
         self._key = serialization.load_pem_private_key(signer_key.read_bytes(), password=None)
         self._x5c = [base64.b64encode(load_pem_x509_certificate(signer_crt.read_bytes())
                                       .public_bytes(serialization.Encoding.DER)).decode()]
-        cert, key = issue_server_cert(self.ca_dir, "token-server")
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -134,10 +134,13 @@ class TokenService:
                 self.wfile.write(body)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(cert), str(key))
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.realm = f"https://127.0.0.1:{self.httpd.server_address[1]}/token"
+        if self.tls:
+            cert, key = issue_server_cert(self.ca_dir, "token-server")
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(cert), str(key))
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if self.tls else "http"
+        self.realm = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/token"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def _basic_user(self, header: str | None) -> tuple[str | None | bool, str]:
@@ -154,11 +157,12 @@ class TokenService:
         for s in scopes:
             kind, _, rest = s.partition(":")
             name, _, actions = rest.rpartition(":")
-            if kind != "repository" or not name:
+            if kind not in ("repository", "registry") or not name:
                 continue
-            allowed = sorted(set(actions.split(",")) & self.policy(who, name))
+            # the registry's own resources (registry:catalog:*) are asked of the policy as "registry:NAME"
+            allowed = sorted(set(actions.split(",")) & self.policy(who, name if kind == "repository" else s[:-2]))
             if allowed:
-                granted.append({"type": "repository", "name": name, "actions": allowed})
+                granted.append({"type": kind, "name": name, "actions": allowed})
         self.issued.append(Issued(who, list(scopes), granted, grant))
         lifetime = self.lifetimes.get(who or "", 300)
         now = int(time.time())

@@ -313,3 +313,31 @@ def test_runtime_only_builds_one_image_and_never_exports_the_devel_stage(engine_
     assert not engine_2611.image_id("local/tensorflow:26.11-tf2-py3")
     labels = engine_2611.image_labels("local/tensorflow:26.11-tf2-py3-runtime")
     assert labels[Label.FRAMEWORK_VERSION] == "2.21.0" and labels[Label.RUNTIME_OF] == "local/tensorflow:26.11-tf2-py3"
+
+
+def test_a_push_published_but_not_verified_leaves_no_other_ref_unpushed_and_exits_3(engine, monkeypatch):
+    """`build --push`: the engine pushed the first tag but it could not be read back; the
+    second tag is still pushed, each is reported, and the run ends with exit 3 (published),
+    not 1 (failed)."""
+    from builder import registry as reg
+    from builder.errors import Reported, Unverified
+
+    pushed: list[str] = []
+
+    def push(self, image, ref, creds, insecure=False):
+        pushed.append(ref)
+        if len(pushed) == 1:
+            raise Unverified(f"published {ref}@sha256:{'1' * 64} (the engine's digest), but could not read it back "
+                             "to verify it: HTTP 503")
+        return reg.PushResult(ref, "sha256:" + "2" * 64)
+
+    monkeypatch.setattr(reg, "check_before_build", lambda *a: None)
+    monkeypatch.setattr(reg.Pusher, "push", push)
+    out = Captured()
+    with pytest.raises(Reported) as exc:
+        run.run_build(build_plan(push_to="registry.example:5000/ml"), lambda: engine, BuildSettings(), out=out)
+    assert exc.value.exit_code == 3
+    assert pushed == ["registry.example:5000/ml/tensorflow:21.08-tf2-py3",
+                      "registry.example:5000/ml/tensorflow:21.08-tf2-py3-t1"]
+    assert any(m.startswith("error: published registry.example:5000/ml/tensorflow:21.08-tf2-py3@") for m in out.messages)
+    assert f"registry.example:5000/ml/tensorflow:21.08-tf2-py3-t1@sha256:{'2' * 64}" in out.results

@@ -103,6 +103,13 @@ def test_two_builds_of_the_same_tag_end_with_one_consistent_image(release_image,
     env = json.loads(docker("image", "inspect", "--format", "{{json .Config.Env}}", scratch_tag).stdout)
     winner = lab["com.nvidia.build.id"].split("-")[1]
     assert f"RACE_MARKER={winner}" in env and f"NVIDIA_BUILD_ID=same-{winner}" in env
+    # the loser's image, which the winner's tag left without a name (the builder never
+    # deletes an image that was tagged: it may be someone's), is this test's to remove
+    loser = "2" if winner == "1" else "1"
+    left = docker("images", "-q", "--no-trunc", "--filter", f"label=com.nvidia.build.id=same-{loser}").stdout.split()
+    assert len(left) <= 1, left
+    for image in left:
+        assert docker("rmi", image).returncode == 0
 
 
 BRIDGE = "tfbtiny0"

@@ -152,6 +152,7 @@ class Transport:
     host: str
     scheme: str     # "https" or "http"
     verified: bool  # TLS with a certificate the engine trusts: the only way credentials travel
+    challenge: str = ""  # what GET /v2/ answered in WWW-Authenticate over verified TLS (a 401's)
 
 
 def _ssl_context(host: str, verify: bool = True, registry: str | None = None) -> ssl.SSLContext:
@@ -214,8 +215,8 @@ def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
     certificate or a plain-HTTP registry without the flag is the user's to fix (exit 2);
     ACTION (push, read) says what the flag would let them do."""
     try:
-        _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=15)
-        return Transport(host, "https", True)
+        status, headers, _ = _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=15)
+        return Transport(host, "https", True, headers.get("www-authenticate", "") if status == 401 else "")
     except ssl.SSLCertVerificationError as exc:
         if insecure:
             return Transport(host, "https", False)
@@ -281,14 +282,11 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
     return served_manifest(ref, creds, transport)[0]
 
 
-def check_token_service(transport: Transport, creds: Credentials) -> None:
-    """The engine hands CREDS to whatever token service the registry names: one over plain
-    HTTP would get them in clear, so the push is refused before the engine is given them."""
-    try:
-        status, headers, _ = _request(transport, "GET", "/v2/", {}, timeout=15)
-    except (OSError, http.client.HTTPException):
-        return  # the push reports connection trouble itself
-    challenge = parse_challenge(headers.get("www-authenticate", "")) if status == 401 else None
+def check_token_service(transport: Transport) -> None:
+    """The engine hands the credentials to whatever token service the registry names (in
+    the challenge probe() was answered with): one over plain HTTP would get them in clear,
+    so the push is refused before the engine is given them."""
+    challenge = parse_challenge(transport.challenge)
     realm = challenge.params.get("realm", "") if challenge and challenge.scheme == "bearer" else ""
     if realm.lower().startswith("http://"):
         raise UserError(f"registry {transport.host} sends clients to a token service over plain HTTP "
@@ -442,7 +440,7 @@ class Pusher:
                             transport = probe(host, insecure)
                             creds = allowed_credentials(transport, creds)
                             if creds:
-                                check_token_service(transport, creds)
+                                check_token_service(transport)
                                 self.login(host, creds, transport)
                             mounted = self._mount_known_layers(ref, diff_ids, creds, transport)
                         if not tagged:

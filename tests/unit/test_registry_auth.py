@@ -153,7 +153,7 @@ def test_an_identity_token_is_the_refresh_token_of_an_oauth2_post():
 
 
 def test_no_secret_reaches_a_plain_http_realm_or_an_unverified_registry():
-    fake = Fake({None: {PULL}}, challenge=f'Bearer realm="http://auth.example/token",service="r"')
+    fake = Fake({None: {PULL}}, challenge='Bearer realm="http://auth.example/token",service="r"')
     assert session(fake, ALICE).request("GET", MANIFEST, (PULL,))[0] == 200   # an anonymous token
     assert fake.to_realm()[0][1] == "http" and "Authorization" not in fake.to_realm()[0][4]
     with pytest.raises(RuntimeError):
@@ -231,15 +231,17 @@ def test_a_helpers_token_user_is_an_identity_token(tmp_path, monkeypatch):
 
 
 def test_a_push_with_credentials_to_a_registry_whose_token_service_is_plain_http_is_refused(monkeypatch):
-    """The engine would hand the password to that realm in clear: refused before it gets it."""
+    """The engine would hand the password to that realm in clear: refused before it gets it,
+    from the challenge probe() was answered with (no second request)."""
     from builder import registry
 
-    challenge = {"www-authenticate": 'Bearer realm="http://auth.example/token",service="r"'}
-    monkeypatch.setattr(registry, "_request", lambda *a, **k: (401, challenge, b""))
+    answers = {"https": 'Bearer realm="http://auth.example/token",service="r"'}
+    monkeypatch.setattr(registry, "_request", lambda *a, **k: (401, {"www-authenticate": answers["https"]}, b""))
+    transport = registry.probe(HOST)
+    assert transport == registry.Transport(HOST, "https", True, answers["https"])
+    monkeypatch.setattr(registry, "_request", lambda *a, **k: pytest.fail("asked the registry again"))
     with pytest.raises(UserError) as exc:
-        registry.check_token_service(registry.Transport(HOST, "https", True), ALICE)
+        registry.check_token_service(transport)
     assert "token service over plain HTTP" in str(exc.value) and "\n" not in str(exc.value)
-    https = {"www-authenticate": f'Bearer realm="{REALM}",service="r"'}
-    monkeypatch.setattr(registry, "_request", lambda *a, **k: (401, https, b""))
-    registry.check_token_service(registry.Transport(HOST, "https", True), ALICE)  # no error
-
+    registry.check_token_service(registry.Transport(HOST, "https", True, f'Bearer realm="{REALM}",service="r"'))
+    registry.check_token_service(registry.Transport(HOST, "https", True))  # a registry that asked for nothing

@@ -24,15 +24,16 @@ HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11")
 # trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.
 EXTRA_DRIVER_PROVIDES = {"trixie": ("libcuda-12.4-1",)}
 
+# gpu_wheels components that must all be there for TensorFlow to load every CUDA library
+# from NVIDIA's wheels (26.11): then the toolkit is needed only to compile, and the
+# release has a runtime image that shares the devel image's Python layers.
+RUNTIME_WHEELS = ("cuda_runtime", "cublas", "cufft", "curand", "cusolver", "cusparse", "cudnn")
+
 
 def host_compiler(debian: str) -> tuple[list[str], str | None]:
     """(the host compiler's packages, the g++ nvcc must be told to use or None) for a suite."""
     packages, ccbin = HOST_COMPILER.get(debian, ("g++", None))
     return packages.split(), ccbin
-# gpu_wheels components that must all be there for TensorFlow to load every CUDA library
-# from NVIDIA's wheels (26.11): then the toolkit is needed only to compile, and the
-# release has a runtime image that shares the devel image's Python layers.
-RUNTIME_WHEELS = ("cuda_runtime", "cublas", "cufft", "curand", "cusolver", "cusparse", "cudnn")
 
 
 def cuda_from_wheels(release: Release) -> bool:

@@ -497,8 +497,8 @@ def legacy_dockerfile(context: Path) -> Iterator[str]:
 
 def config_credentials(host: str) -> tuple[str, str, str] | None:
     """(user, password, identity token) the user's Docker client config holds for registry
-    HOST, resolved as the docker CLI resolves it: the host's credential helper
-    (`credHelpers`), then `credsStore`, then `auths`; a helper's user `<token>` and an
+    HOST, resolved as docker-py resolves it: the host's credential helper (`credHelpers`)
+    or, without one, `credsStore`; else `auths`; a helper's user `<token>` and an
     `identitytoken` entry are identity tokens. None when it holds none or cannot be read.
     Client-side: no engine."""
     try:

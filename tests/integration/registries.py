@@ -145,7 +145,9 @@ def api(reg: Registry, path: str, scope: str = "", accept: str = "application/js
     url = f"http://{reg.host}/v2/{path}"
     h = {"Accept": accept, **(headers or {})}
     if reg.token_service:
-        query = urllib.parse.urlencode([("service", "itest-registry"), ("scope", scope)])
+        from .token_service import SERVICE
+
+        query = urllib.parse.urlencode([("service", SERVICE), ("scope", scope)])
         with urllib.request.urlopen(f"{reg.token_service.realm}?{query}", timeout=30) as r:
             h["Authorization"] = f"Bearer {json.load(r)['token']}"
     return urllib.request.urlopen(urllib.request.Request(url, headers=h, method=method), timeout=30)

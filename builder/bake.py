@@ -19,11 +19,14 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder import buildx, layer_cache
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release
-from builder.render import Rendered
+
+if TYPE_CHECKING:
+    from builder.render import Rendered
 
 BAKE_FILE = "docker-bake.json"
 

@@ -2,8 +2,8 @@
 base when it has to be built, as one `docker buildx bake` (builder/bake.py's definition
 with the run's secrets, layer caches and provenance arguments), so that independent
 variants build in parallel and the base once. Each variant image then goes through the
-same read-back, labels and tags as a single build (build.finish_variant); the base gets
-its recipe tag. With --builders the variants are spread over several builders, one bake
+same read-back, labels and tags as a single build (image.finish, with the plan's own
+job); the base gets its recipe tag. With --builders the variants are spread over several builders, one bake
 on each, all at once (builder/builders.py); a failed bake fails its own variants only.
 
 The variants are built one by one instead (and the caller says why) where a bake cannot
@@ -12,77 +12,96 @@ do what the build asks: the legacy builder has no bake, buildx 0.13's bake has n
 resolve a base given as an image id."""
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-from builder import bake, buildcontext, builders, buildsettings, paths, urls
-from builder.base import log, make_rootfs, write_context
-from builder.base_recipe import BaseRecipe
-from builder.build import BaseChoice, options_for, provenance_args
+from builder import bake, base, buildcontext, builders, buildsettings, image, paths, urls
+from builder.base import BaseChoice, log, make_rootfs
 from builder.buildkit_engine import IMAGE_ID
 from builder.engine import BakeJob, Engine, Progress
-from builder.errors import BuildError
-from builder.plan import BuildPlan
-from builder.render import render
+from builder.errors import BuildError, UserError
+
+if TYPE_CHECKING:
+    from builder.plan import BuildPlan
 
 
 @dataclass(frozen=True)
 class Baked:
     image_id: str  # untagged, not yet read back ("" when its bake failed)
-    meta: dict     # the rendered variant's metadata (what the read-back checks)
     log_path: Path
     error: BuildError | None = None  # its bake's failure (the other builders' variants go on)
 
 
-def why_not(plan: BuildPlan, engine: Engine, base: BaseChoice) -> str | None:
+def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings: buildsettings.BuildSettings,
+                  quiet: bool, say: Callable[[str], None]) -> dict[str, Baked] | None:
+    """--all: every variant (and the base, when it must be built) in one bake, or None
+    (said why) where the variants must be built one by one."""
+    why = why_not(plan, engine, choice)
+    if why and plan.builders:
+        raise UserError(f"--builders: {why}")
+    if why:
+        say(f"--all: building the variants one by one: {why}")
+        return None
+    if len(plan.builders) > 1:
+        base.prepare(engine, choice, plan.recipe, settings, quiet)  # once, here: every builder starts FROM it
+        choice = dataclasses.replace(choice, needs_build=False)
+        say(f"--all: {len(plan.variants)} variant(s) spread over {len(plan.builders)} builders, one bake each")
+    else:
+        say(f"--all: one bake of {len(plan.variants)} variant(s)" + (" and the base" if choice.needs_build else ""))
+    return bake_all(engine, plan, choice, settings, quiet)
+
+
+def why_not(plan: BuildPlan, engine: Engine, choice: BaseChoice) -> str | None:
     """Why this --all build cannot be one bake, or None when it can."""
     if engine.backend != "buildkit":
         return "the legacy builder has no bake"
     if urls.on_loopback(plan.compile_cache):
         return "--compile-cache: a bake cannot reach a compile cache on loopback (buildx 0.13's bake has no network option)"
-    if IMAGE_ID.match(base.image):
+    if IMAGE_ID.match(choice.image):
         return "a base given as an image id cannot be resolved by a bake"
     return None
 
 
-def bake_all(engine, plan: BuildPlan, base: BaseChoice, settings: buildsettings.BuildSettings,
+def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsettings.BuildSettings,
              quiet: bool) -> dict[str, Baked]:
     """Bake every variant of PLAN (and its base, when it must be built); variant -> image."""
-    release = plan.release
-    recipe = BaseRecipe.for_release(release)
-    rendered_all = [render(release, vp.variant, options_for(plan.options, release, base)) for vp in plan.variants]
+    release, recipe = plan.release, plan.recipe
+    rendered_all = [vp.renders[choice.kind] for vp in plan.variants]  # rendered by the plan for this base
     with tempfile.TemporaryDirectory(prefix=f"builder-bake-{release.name}-") as tmp:
         layout = bake.Layout(Path(tmp) / "contexts")
         for rendered in rendered_all:
             buildcontext.write(rendered, layout.variant(rendered), plan.framework_src)
-        if base.needs_build:
+        if choice.needs_build:
             if not engine.image_id(recipe.rootfs_image):
                 make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
-            write_context(recipe, layout.base(release))
+            base.write_context(recipe, layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
             # a compile cache off loopback is reached over the default network, as a single build reaches it
-            args = {**provenance_args(), **({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})}
+            args = {k: v for k, v in plan.buildargs.items() if k != "BUILD_ID"}  # the definition sets BUILD_ID
+            args.update({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})
             run = bake.RunInputs(delivery.secrets, settings.layer_cache, args, plan.no_cache, settings.compression)
             definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
-                                         with_base=base.needs_build)
+                                         with_base=choice.needs_build)
             variants = definition["group"]["default"]["targets"]
             spread = builders.assign(variants, plan.builders or (settings.builder or builders.HERE,))
-            jobs = [BakeJob(definition, targets + ([bake.base_target(release)] if base.needs_build else []),
+            jobs = [BakeJob(definition, targets + ([bake.base_target(release)] if choice.needs_build else []),
                             log_name(release.name, plan.build_id, b if len(spread) > 1 else None),
                             None if b == builders.HERE else b)
                     for b, targets in spread.items()]
             outcomes = engine.bake(jobs, Progress(f"{release.name}/all", quiet=quiet))
-    if base.needs_build and not isinstance(outcomes[0], BuildError):
-        engine.tag(outcomes[0][bake.base_target(release)], recipe.tag)
+    if choice.needs_build and not isinstance(outcomes[0], BuildError):
+        image.finish(engine, base.job(recipe), outcomes[0][bake.base_target(release)])
         log(f"base: tagged {recipe.tag}")
     baked = {}
     for job, outcome in zip(jobs, outcomes):
         for r in rendered_all:
             name = bake.target_name(release.name, r.variant)
             if name in job.targets:
-                baked[r.variant] = (Baked("", r.meta, job.log_path, outcome) if isinstance(outcome, BuildError)
-                                    else Baked(outcome[name], r.meta, job.log_path))
+                baked[r.variant] = (Baked("", job.log_path, outcome) if isinstance(outcome, BuildError)
+                                    else Baked(outcome[name], job.log_path))
     return baked
 
 

@@ -1,6 +1,7 @@
 """Build the offline CUDA base of a release on a machine that cannot pull images:
 debootstrap the Debian suite, import it, then build the recipe's CUDA layer from
 Debian's own archive. The tag is derived from the recipe, so asking again is a no-op.
+Also where a build's base decision (plan.BaseDecision) meets the engine: `choose`.
 """
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from builder import buildsettings, layer_cache, paths
+from builder import buildsettings, image, layer_cache, paths
 from builder.base_recipe import DEFAULT_MIRROR, BaseRecipe
-from builder.engine import BuildRequest, Engine, Progress
+from builder.engine import Engine, ImageStore
 from builder.errors import UserError, redact
+from builder.job import FilesContext, ImageJob
+
+if TYPE_CHECKING:
+    from builder.plan import BaseDecision
 
 
 def log(message: str) -> None:
@@ -47,12 +54,18 @@ def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir:
     return image
 
 
+def job(recipe: BaseRecipe) -> ImageJob:
+    """The offline base's image job: its recipe's Dockerfile and the settings wrapper it
+    copies in; nothing to read back (it holds no framework yet), tagged by its recipe."""
+    context = FilesContext({"Dockerfile": recipe.dockerfile()},
+                           {"with-build-settings": paths.templates_dir() / "with-build-settings"})
+    return ImageJob("base", context, f"base-{recipe.tag.split(':')[-1]}.log",
+                    cache_key=layer_cache.base_name(recipe.tag), refs=(recipe.tag,))
+
+
 def write_context(recipe: BaseRecipe, dest: Path) -> Path:
-    """The recipe's build context: its Dockerfile and the settings wrapper it copies in."""
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "Dockerfile").write_text(recipe.dockerfile())
-    shutil.copy2(paths.templates_dir() / "with-build-settings", dest / "with-build-settings")
-    return dest
+    """The recipe's build context (`builder bake`, a bake that builds the base)."""
+    return image.write_files(job(recipe).context, dest)
 
 
 def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
@@ -61,19 +74,47 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
     settings.validate()
     if not rebuild and engine.image_id(recipe.tag):
         return recipe.tag, False
-    with tempfile.TemporaryDirectory(prefix="builder-base-") as tmp:
-        work = Path(tmp)
-        if rebuild or not engine.image_id(recipe.rootfs_image):
-            make_rootfs(engine, recipe, settings.apt_mirror, work)
-        context = write_context(recipe, work / "context")
-        log_path = paths.logs_dir() / f"base-{recipe.tag.split(':')[-1]}.log"  # where every command logs
-        with buildsettings.deliver(settings, engine.backend) as delivery:
-            request = BuildRequest(context=context, buildargs={"BUILD_SETTINGS": delivery.url or ""},
-                                   network_mode=delivery.network_mode(), log_path=log_path,
-                                   quiet=quiet, secrets=delivery.secrets,
-                                   cache_ref=settings.cache_ref(layer_cache.base_name(recipe.tag)),
-                                   builder=settings.builder, compression=settings.compression)
-            result = engine.build(request, Progress("base", quiet=quiet))
-        engine.tag(result.image_id, recipe.tag)
+    if rebuild or not engine.image_id(recipe.rootfs_image):
+        with tempfile.TemporaryDirectory(prefix="builder-base-") as tmp:
+            make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
+    image.produce(engine, job(recipe), settings, quiet)
     log(f"base: tagged {recipe.tag}")
     return recipe.tag, True
+
+
+@dataclass(frozen=True)
+class BaseChoice:
+    kind: str      # upstream | offline | custom
+    image: str
+    reason: str
+    needs_build: bool = False
+
+
+def choose(engine: ImageStore, decision: BaseDecision, dry_run: bool) -> BaseChoice:
+    """The first of DECISION's options that is here, can be pulled, or is the offline base
+    (built when it is not here); pulls nothing under --dry-run."""
+    tried: list[str] = []
+    for option in decision.options:
+        if option.obtain == "build":
+            present = engine.image_id(option.image) is not None
+            why = "; ".join(tried + [""]) + f"using the {option.description}" if tried else \
+                f"--base offline: {option.description}"
+            return BaseChoice(option.kind, option.image, why + ("" if present else ", to be built"),
+                              needs_build=not present)
+        if engine.image_id(option.image):
+            return BaseChoice(option.kind, option.image, f"{option.description} is present locally"
+                              if option.kind != "custom" else f"--base {option.image}")
+        if not dry_run and engine.pull(option.image):
+            return BaseChoice(option.kind, option.image, f"pulled {option.description}"
+                              if option.kind != "custom" else f"--base {option.image}")
+        tried.append(f"{option.description} is not present locally"
+                     + (" (pull not tried: --dry-run)" if dry_run else " and cannot be pulled"))
+    raise UserError(decision.refusal)
+
+
+def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
+            quiet: bool) -> None:
+    """Build the offline base when CHOICE needs it."""
+    if choice.needs_build:
+        log(f"base: building {choice.image}")
+        ensure_base(engine, recipe, settings, quiet=quiet)

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 from builder import paths
 from builder.catalog import OfflineBase, Release
+from builder.policy import cuda_from_wheels
+from builder.templating import template_env
 
 BASE_REPOSITORY = "local/cuda-base"
 ROOTFS_REPOSITORY = "local/debian-rootfs"
@@ -24,20 +26,10 @@ HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11")
 # trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.
 EXTRA_DRIVER_PROVIDES = {"trixie": ("libcuda-12.4-1",)}
 
-# gpu_wheels components that must all be there for TensorFlow to load every CUDA library
-# from NVIDIA's wheels (26.11): then the toolkit is needed only to compile, and the
-# release has a runtime image that shares the devel image's Python layers.
-RUNTIME_WHEELS = ("cuda_runtime", "cublas", "cufft", "curand", "cusolver", "cusparse", "cudnn")
-
-
 def host_compiler(debian: str) -> tuple[list[str], str | None]:
     """(the host compiler's packages, the g++ nvcc must be told to use or None) for a suite."""
     packages, ccbin = HOST_COMPILER.get(debian, ("g++", None))
     return packages.split(), ccbin
-
-
-def cuda_from_wheels(release: Release) -> bool:
-    return all(w in release.gpu_wheels for w in RUNTIME_WHEELS)
 
 
 @dataclass(frozen=True)
@@ -59,8 +51,6 @@ class BaseRecipe:
 
     def _render(self, recipe_id: str) -> str:
         packages, ccbin = host_compiler(self.offline.debian)
-        from builder.render import template_env
-
         env = template_env()
         base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
                                python=self.offline.python, rootfs_image=self.rootfs_image,

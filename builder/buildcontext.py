@@ -13,10 +13,13 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder import outputdir, paths
 from builder.errors import UserError, say
-from builder.render import Rendered
+
+if TYPE_CHECKING:
+    from builder.render import Rendered
 
 MARKER = outputdir.MARKER
 # Build products of the framework source that never belong in a context.

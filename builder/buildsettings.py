@@ -34,8 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from builder import paths
+from builder import layer_cache, paths, urls
+from builder.contract import SETTINGS_SECRETS, settings_secret_id
+from builder.engine import COMPRESSIONS
 from builder.errors import UserError, redact
+from builder.urls import URL
 
 MAGIC = b"tfbuilder-settings\n"
 # What this machine trusts; builds trust it too unless --no-host-ca.
@@ -57,6 +60,15 @@ def state_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class BackendAsks:
+    """What the build-settings options ask of the build backend: each only BuildKit does."""
+
+    layer_cache: str | None = None   # --layer-cache: BuildKit's registry cache
+    builder: str | None = None       # --builder: another buildx builder
+    compression: str = "gzip"        # --compression zstd: BuildKit's exporter
+
+
+@dataclass(frozen=True)
 class BuildSettings:
     apt_mirror: str | None = None
     pip_index: str | None = None
@@ -67,16 +79,12 @@ class BuildSettings:
 
     def cache_ref(self, name: str) -> str | None:
         """The layer cache's reference for the image called NAME, when there is a cache."""
-        from builder import layer_cache
-
         return layer_cache.ref_for(self.layer_cache, name) if self.layer_cache else None
 
     def __bool__(self) -> bool:  # is there anything to deliver into the build?
         return bool(self.apt_mirror or self.pip_index or self.ca_bundles)
 
     def validate(self) -> None:
-        from builder.urls import URL
-
         for url, what in ((self.apt_mirror, "--apt-mirror"), (self.pip_index, "--pip-index")):
             # Whole-string grammar (credentials, percent-encoded, allowed here: the command
             # line refuses them before they get this far).
@@ -136,13 +144,19 @@ CONTAINER_CGROUP = re.compile(r"/(?:docker/[0-9a-f]{64}|system\.slice/docker-[0-
 _START_LOCK = ".daemon-start"
 
 
+def _cache_repository(repo: str | None) -> str | None:  # from_options' parameter hides the module
+    return layer_cache.check(repo) if repo else None
+
+
+def _check_reachable(repo: str) -> None:
+    layer_cache.check_reachable(repo)
+
+
 def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host_ca: bool = False,
                  credentials=(None, None, None, None), layer_cache: str | None = None,
                  builder: str | None = None, compression: str = "gzip") -> "BuildSettings":
     """The build settings of the shared options; mirror and index credentials come from a
     file or an environment variable (never argv) and are put into the URLs the build sees."""
-    from builder import urls
-
     apt_file, apt_env, pip_file, pip_env = credentials
     given = {}
     for url, what, file, env in ((apt_mirror, "--apt-mirror", apt_file, apt_env),
@@ -158,18 +172,14 @@ def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host
     bundles = list(ca_bundles or ())
     if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
         bundles.append(HOST_CA_BUNDLE)
-    from builder import buildx, layer_cache as lc
-
-    if compression not in buildx.COMPRESSIONS:
-        raise UserError(f"--compression {compression[:20]!r}: use one of {', '.join(buildx.COMPRESSIONS)}")
+    if compression not in COMPRESSIONS:
+        raise UserError(f"--compression {compression[:20]!r}: use one of {', '.join(COMPRESSIONS)}")
     settings = BuildSettings(apt_mirror=given.get("--apt-mirror"), pip_index=given.get("--pip-index"),
-                             ca_bundles=tuple(bundles), layer_cache=lc.check(layer_cache) if layer_cache else None,
+                             ca_bundles=tuple(bundles), layer_cache=_cache_repository(layer_cache),
                              builder=builder, compression=compression)
     settings.validate()
     if settings.layer_cache:
-        lc.check_reachable(settings.layer_cache)
-    if builder is not None:
-        buildx.check_builder(builder)
+        _check_reachable(settings.layer_cache)
     return settings
 
 
@@ -452,8 +462,6 @@ class Delivery:
         settings URL, a compile cache on loopback), else None: the default network, whose
         steps share their cache keys with every other build's (BuildKit keys a RUN by its
         network mode too)."""
-        from builder import urls
-
         return "host" if self.url or urls.on_loopback(compile_cache) else None
 
 
@@ -464,8 +472,6 @@ def deliver(settings: BuildSettings, backend: str) -> Iterator[Delivery]:
     argv; nothing reaches a build argument, so nothing reaches image history). Legacy
     builder: served on loopback (serve())."""
     import tempfile
-
-    from builder.contract import SETTINGS_SECRETS, settings_secret_id
 
     if not settings:
         yield Delivery()

@@ -46,7 +46,6 @@ class BuildxRequest:
     compression: str = "gzip"        # of the image's layers (zstd: every layer, the base's too)
 
 
-COMPRESSIONS = ("gzip", "zstd")
 
 
 def output(dest: Path | None = None, compression: str = "gzip") -> str:

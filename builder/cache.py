@@ -25,6 +25,7 @@ from pathlib import Path
 from builder import paths
 from builder.errors import UserError, say
 from builder.grammar import SIZE
+from builder.urls import read_credentials
 
 DEFAULT_PORT = 8742
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -141,8 +142,6 @@ class CacheServer:
         if object_size > MAX_OBJECT:
             raise UserError(f"--max-object-size {max_object_size} is more than {MAX_OBJECT >> 30}G")
         if credentials_file is not None:
-            from builder.urls import read_credentials
-
             read_credentials(Path(credentials_file), None, "--write")
         return cls(check_directory(directory), port, listen, size, object_size,
                    Path(credentials_file).absolute() if credentials_file else None)
@@ -247,7 +246,6 @@ http {{
         gave none. Returns the file holding USER:PASSWORD for clients."""
         if not self.needs_write_auth:
             return None
-        from builder.urls import read_credentials
 
         source = self.credentials_file or self.generated_credentials
         if self.credentials_file is None and not source.exists():

@@ -118,8 +118,6 @@ class Release:
     horovod_absent: str | None = None
 
     def variant(self, name: str) -> Variant:
-        from builder.errors import UserError
-
         if name not in self.variants:
             raise UserError(f"release {self.name} has no variant {shown(name)} "
                             f"(it has: {', '.join(self.variants)})")
@@ -143,8 +141,6 @@ class Catalog:
     releases: dict[str, Release]
 
     def get(self, name: str) -> Release:
-        from builder.errors import UserError
-
         if name not in self.releases:
             raise UserError(f"unknown release {shown(name)} (known: {', '.join(self.releases)})")
         return self.releases[name]

@@ -1,8 +1,7 @@
 """The `builder` command line: parsing and printing only. Each command turns its options
 into a plan (builder.plan, pure) and hands it to builder.run with an engine; results go to
 stdout, logs and errors to stderr. Every failure is a BuilderError, printed by the one
-handler in builder.entry (one line for user errors, exit code by kind). Heavy modules are
-imported inside the commands so that `builder --help` starts fast.
+handler in builder.entry (one line for user errors, exit code by kind).
 """
 from __future__ import annotations
 
@@ -13,8 +12,18 @@ from typing import List, Optional
 
 import typer
 
+import builder.doctor  # by its full name: `doctor` is a command here
+from builder import describe, entry, supply_chain
+from builder.buildcontext import check_source
+from builder.buildkit_engine import connect
+from builder.catalog import load_selected
 from builder.cli_cache import cache_app
-from builder.errors import UserError, say
+from builder.describe import releases_text
+from builder.errors import say
+from builder.plan import (BuildArgs, baked_ca, check_render_args, parse_capabilities, plan_base, plan_build,
+                          plan_derive, plan_push)
+from builder.run import run_base, run_build, run_derive, run_push, run_tests
+from builder.run_files import run_bake, run_lock, run_render, run_render_all
 from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, QUIET,
                              RELEASE, RUNTIME, RUNTIME_ONLY, SBOM, SIGN, TRIES,
                              with_build_settings, with_registry_credentials, with_render_options)
@@ -30,22 +39,16 @@ app = typer.Typer(
 
 def _catalog():
     """The shipped catalog, or the directory BUILDER_CATALOG names (a private catalog)."""
-    from builder import catalog
-
-    return catalog.load_selected()
+    return load_selected()
 
 
 def _engine():
-    from builder.buildkit_engine import connect
-
     return connect()
 
 
 @app.command()
 def releases(as_json: bool = JSON) -> None:
     """List the releases in the catalog."""
-    from builder.inspect import releases_text
-
     rows = _catalog().summary()
     print(json.dumps(rows, indent=2) if as_json else releases_text(rows))
 
@@ -68,16 +71,14 @@ def render(
     check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
 ) -> None:
     """Render Dockerfiles and build contexts from the catalog."""
-    from builder import buildcontext, plan as pl, run
-
-    pl.check_render_args(release, variant, render, all_, check)
+    check_render_args(release, variant, render, all_, check)
     if all_:
-        if not run.run_render_all(_catalog(), output, check):
+        if not run_render_all(_catalog(), output, check):
             raise typer.Exit(1)
         return
-    dockerfile = run.run_render(_catalog().get(release), variant, render, output)
+    dockerfile = run_render(_catalog().get(release), variant, render, output)
     if dockerfile is not None:  # no -o: the one Dockerfile on stdout
-        buildcontext.check_source(render["framework_src"])  # copied by -o and build: the same checks
+        check_source(render["framework_src"])  # copied by -o and build: the same checks
         print(dockerfile, end="")
 
 
@@ -89,9 +90,7 @@ def lock(
     upgrade: bool = typer.Option(False, "--upgrade", help="Resolve every lock afresh (default: only missing or changed ones, keeping their versions where they fit)."),
 ) -> None:
     """Lock the Python packages of every buildable release variant and Python, with hashes (uv)."""
-    from builder import run
-
-    if not run.run_lock(_catalog(), release, variant, check, upgrade):
+    if not run_lock(_catalog(), release, variant, check, upgrade):
         raise typer.Exit(1)
 
 
@@ -105,14 +104,12 @@ def base(
     quiet: bool = QUIET,
 ) -> None:
     """Build (or find) the offline CUDA base of a release: debootstrap + Debian's CUDA toolkit."""
-    from builder import plan as pl, run
-
-    plan = pl.plan_base(_catalog(), release, rebuild, settings.backend)
+    plan = plan_base(_catalog(), release, rebuild, settings.backend)
     if print_recipe:
         print(plan.recipe.dockerfile(), end="")
         say(f"tag: {plan.tag}")
         return
-    run.run_base(plan, _engine(), settings(), quiet=quiet)
+    run_base(plan, _engine(), settings(), quiet=quiet)
 
 
 @app.command()
@@ -126,9 +123,7 @@ def bake(
     print_: bool = typer.Option(False, "--print", help="Also print the bake definition (JSON) on stdout."),
 ) -> None:
     """Write a release's variants and their offline base as one `docker buildx bake` definition."""
-    from builder import run
-
-    path, text = run.run_bake(_catalog().get(release), variant, render, output, build_id)
+    path, text = run_bake(_catalog().get(release), variant, render, output, build_id)
     print(text if print_ else path, end="" if print_ else "\n")
 
 
@@ -160,15 +155,13 @@ def build(
     quiet: bool = QUIET,
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
-    from builder import plan as pl, run
-
-    plan = pl.plan_build(_catalog(), pl.BuildArgs(
+    plan = plan_build(_catalog(), BuildArgs(
         release, variant, all_variants, **{**render, "env": tuple(render["env"] or ())}, tags=tuple(tag or ()),
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
-        insecure_registry=insecure_registry, baked_ca=pl.baked_ca(bake_ca, settings.ca_bundle), builders=builders,
+        insecure_registry=insecure_registry, baked_ca=baked_ca(bake_ca, settings.ca_bundle), builders=builders,
         sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
         runtime_only=runtime_only, backend=settings.backend))
-    run.run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
+    run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
 
 
 @app.command("test")
@@ -178,9 +171,7 @@ def test_image(
     select: Optional[str] = typer.Option(None, "-k", help="Only tests matching this pytest expression."),
 ) -> None:
     """Run the conformance suite (pytest-testinfra) against a container of IMAGE."""
-    from builder import run
-
-    code = run.run_tests(image, list(tests or []), select, _engine)
+    code = run_tests(image, list(tests or []), select, _engine)
     if code != 0:
         raise typer.Exit(code)
 
@@ -194,18 +185,13 @@ def inspect(
     cuda_cc: Optional[str] = typer.Option(None, "--cuda-cc", help="Also ask about these capabilities (e.g. 9.0,12.0)."),
 ) -> None:
     """What IMAGE holds, read from a container of it: framework, versions, libraries, coverage."""
-    from builder import inspect as insp
-    from builder.plan import parse_capabilities
-
-    print(insp.shown(insp.describe(_engine(), image, parse_capabilities(cuda_cc)), coverage, as_json))
+    print(describe.report_text(describe.describe(_engine(), image, parse_capabilities(cuda_cc)), coverage, as_json))
 
 
 @app.command()
 def doctor() -> None:
     """Check the machine: engine, API version, storage driver, BuildKit, disk, tools, GPU."""
-    from builder import doctor as d
-
-    text, healthy = d.report(d.checks())
+    text, healthy = builder.doctor.report(builder.doctor.checks())
     print(text)
     if not healthy:
         raise typer.Exit(1)
@@ -230,11 +216,9 @@ def derive(
 ) -> None:
     """Derive an image: patch and rebuild the framework with nvbuild.sh, and/or add packages.
     Patches are tried on the parent's source first; the image is tested, then tagged."""
-    from builder import plan as pl, run
-
-    plan = pl.plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
+    plan = plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
                           compile_cache, no_cache, test=not no_test, sbom=sbom_, backend=settings.backend)
-    run.run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
+    run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
 
 
 @app.command()
@@ -252,18 +236,14 @@ def push(
     key_password_env: str = KEY_PASSWORD_ENV,
 ) -> None:
     """Push IMAGE to a registry, verify the digest through the registry API, print REF@DIGEST."""
-    from builder import plan as pl, run, supply_chain
-
-    plan = pl.plan_push(image, registry, tag, tries, insecure_registry, sign, key_password_env)
-    run.run_push(plan, supply_chain.ready_to_sign(_engine(), plan), credentials(), quiet=quiet, as_json=as_json)
+    plan = plan_push(image, registry, tag, tries, insecure_registry, sign, key_password_env)
+    run_push(plan, supply_chain.ready_to_sign(_engine(), plan), credentials(), quiet=quiet, as_json=as_json)
 
 
 @app.command()
 def sbom(image: str = typer.Argument(..., help="Local image (one the builder made)."),
          output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")) -> None:
     """The image's SBOM (CycloneDX JSON): syft's packages plus the parts compiled in the image."""
-    from builder import supply_chain
-
     text = supply_chain.run_sbom(_engine, image, output)
     if text is not None:  # no -o: on stdout
         print(text)
@@ -275,8 +255,6 @@ def verify(ref: str = typer.Argument(..., help="REGISTRY/NAME:TAG (or @DIGEST) t
            key: Path = typer.Option(..., "--key", help="cosign public key."), credentials=None,
            insecure_registry: bool = INSECURE_REGISTRY) -> None:
     """Check REF's signature, SBOM and provenance against KEY (exit 1 on any mismatch)."""
-    from builder import supply_chain
-
     for line in supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()):
         print(line)
 
@@ -286,8 +264,6 @@ app.add_typer(cache_app, name="cache")
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn every expected failure into one line on stderr and an exit code."""
-    from builder import entry
-
     return entry.main(app, argv)
 
 

@@ -9,6 +9,7 @@ import typer
 
 from builder.errors import UserError, say
 from builder.options import CACHE_DIR, JSON, with_cache_server
+from builder import cache
 
 cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)
 
@@ -20,8 +21,6 @@ def cache_serve(
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return."),
 ) -> None:
     """Serve the compile cache; builds use it with --compile-cache URL (printed on stdout)."""
-    from builder import cache
-
     url = cache.serve(server(), detach=detach)
     if detach:
         print(url)
@@ -31,8 +30,6 @@ def cache_serve(
 def cache_stats(directory: Optional[Path] = CACHE_DIR,
                 as_json: bool = JSON) -> None:
     """Size of the cache and its hit rate."""
-    from builder import cache
-
     s = cache.stats(cache.CacheServer.load(directory or cache.default_dir()))
     print(json.dumps(s, indent=2) if as_json else cache.stats_text(s))
 
@@ -40,8 +37,6 @@ def cache_stats(directory: Optional[Path] = CACHE_DIR,
 @cache_app.command("stop")
 def cache_stop(directory: Optional[Path] = CACHE_DIR) -> None:
     """Stop a detached cache server."""
-    from builder import cache
-
     if not cache.stop(cache.CacheServer.load(directory or cache.default_dir())):
         raise UserError("no cache server is running for that directory")
     say("cache server stopped")

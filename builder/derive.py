@@ -13,13 +13,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-from builder import buildsettings, cuda_arch, grammar
+if TYPE_CHECKING:
+    from builder.engine import Runs
+
+from builder import cuda_arch, grammar
 from builder.contract import InImage, Label
-from builder.engine import BuildRequest, Engine, Progress
 from builder.errors import PatchError, UserError
-from builder.render import template_env
-
+from builder.job import Expectation, FilesContext, ImageJob
+from builder.templating import template_env
 
 
 @dataclass
@@ -165,7 +168,7 @@ def patch_records(patches: list[Path]) -> list[dict]:
     return [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in patches]
 
 
-def check_patches(engine: Engine, parent: str, patches: list[Path],
+def check_patches(engine: Runs, parent: str, patches: list[Path],
                   source: str = InImage.SOURCE, setup: str = "") -> None:
     """Apply the patches, in order, to the parent's source in a throwaway container."""
     if not patches:
@@ -191,7 +194,7 @@ def check_patches(engine: Engine, parent: str, patches: list[Path],
                          + (f": {', '.join(hunks)}" if hunks else ""), detail.strip())
 
 
-def check_horovod_patches(engine: Engine, parent: str, patches: list[Path]) -> None:
+def check_horovod_patches(engine: Runs, parent: str, patches: list[Path]) -> None:
     """Horovod patches apply on top of the ones the parent already ships, as in nvbuild.sh."""
     setup = (f"[ -d {InImage.HOROVOD_SOURCE} ] || exit 3; cp -r {InImage.HOROVOD_SOURCE} /tmp/hvd-check "
              f"&& for s in {InImage.HOROVOD_PATCHES}/*.patch; do [ -e \"$s\" ] || continue; "
@@ -199,19 +202,25 @@ def check_horovod_patches(engine: Engine, parent: str, patches: list[Path]) -> N
     check_patches(engine, parent, patches, source="/tmp/hvd-check", setup=setup)
 
 
+def _label_capabilities(spec: DeriveSpec, parent_labels: dict) -> str | None:
+    """The capabilities this derive's --sm compiles, as the image's env and label say
+    them; None when it gives no explicit list."""
+    sm = spec.sm
+    if not sm or sm in ("all", "local"):
+        return None
+    try:
+        archs = cuda_arch.parse(sm)
+        cuda = parent_labels.get(Label.CUDA)
+        if "--allow-ptx-jit" in spec.nvbuild_args and cuda and archs != "local":
+            archs = cuda_arch.compiled(archs, cuda)  # what nvbuild.sh will compile, as the env says
+        return ",".join(archs)  # type: ignore[arg-type]
+    except cuda_arch.ArchError as exc:
+        raise UserError(f"--nvbuild-args --sm: {exc}") from None
+
+
 def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict) -> str:
     """The derived Dockerfile: a pure function of the spec and what the parent says."""
-    sm = spec.sm
-    cuda_cc = None
-    if sm and sm not in ("all", "local"):
-        try:
-            archs = cuda_arch.parse(sm)
-            cuda = parent_labels.get(Label.CUDA)
-            if "--allow-ptx-jit" in spec.nvbuild_args and cuda and archs != "local":
-                archs = cuda_arch.compiled(archs, cuda)  # what nvbuild.sh will compile, as the env says
-            cuda_cc = ",".join(archs)  # type: ignore[arg-type]
-        except cuda_arch.ArchError as exc:
-            raise UserError(f"--nvbuild-args --sm: {exc}") from None
+    cuda_cc = _label_capabilities(spec, parent_labels)
     records = patch_records(spec.patches)
     hvd_records = patch_records(spec.horovod_patches)
     previous = json.loads(parent_labels.get(Label.PATCHES) or "[]")
@@ -234,47 +243,26 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     return template_env().get_template("derived/Dockerfile.j2").render(d=d)
 
 
-def build(engine: Engine, spec: DeriveSpec, parent_ref: str, settings: buildsettings.BuildSettings,
-          compile_cache: str | None, nocache: bool, log_path: Path, quiet: bool) -> str:
-    """Build the derived image untagged and return its id."""
-    info = engine.inspect(parent_ref)
-    dockerfile = render(spec, parent_ref, info["Id"], dict(info["Config"].get("Labels") or {}))
-    with tempfile.TemporaryDirectory(prefix="builder-derive-") as tmp:
-        ctx = Path(tmp)
-        (ctx / "Dockerfile").write_text(dockerfile)
-        if spec.patches:
-            (ctx / "patches").mkdir()
-            for p in spec.patches:
-                shutil.copy2(p, ctx / "patches" / p.name)
-        if spec.horovod_patches:
-            (ctx / "horovod-patches").mkdir()
-            for p in spec.horovod_patches:
-                shutil.copy2(p, ctx / "horovod-patches" / p.name)
-        with buildsettings.deliver(settings, engine.backend) as delivery:
-            request = BuildRequest(context=ctx, buildargs={"BASE_IMAGE": parent_ref,
-                                                           "BUILD_SETTINGS": delivery.url or "",
-                                                           "COMPILE_CACHE": compile_cache or ""},
-                                   nocache=nocache, network_mode=delivery.network_mode(compile_cache),
-                                   log_path=log_path, quiet=quiet, secrets=delivery.secrets,
-                                   cache_ref=settings.cache_ref(log_path.stem),  # derive-<tag>
-                                   builder=settings.builder, compression=settings.compression)
-            result = engine.build(request, Progress("derive", quiet=quiet))
-    return result.image_id
-
-
-def verify_and_label(engine: Engine, catalog, image_id: str, log_path: Path, compression: str = "gzip") -> str:
-    """Read the derived image back (as for a release build) and label it with what it holds."""
-    from builder import build
-
-    info = engine.inspect(image_id)
+def job(spec: DeriveSpec, parent_ref: str, info: dict, catalog, tag: str, log_name: str,
+        compile_cache: str | None, no_cache: bool, test: bool = True) -> ImageJob:
+    """The derived image's job: its Dockerfile rendered from the spec and what the parent
+    (INFO, its engine's inspect) says; the read-back expects what the parent's labels say it
+    was built with, with this derive's own --sm where it gives one."""
     labels = dict(info["Config"].get("Labels") or {})
-    env = dict(e.split("=", 1) for e in info["Config"].get("Env") or [] if "=" in e)
-    release = catalog.get(labels[Label.RELEASE])
-    variant = release.variant(labels[Label.VARIANT])
-    caps = env.get("TF_CUDA_COMPUTE_CAPABILITIES", "")
-    meta = {"cuda_compute_capabilities": [a for a in caps.split(",") if a] if caps != "local" else "local",
-            "toggles": {t: env.get(f"TF_{k}", "0") == "1" for t, k in
-                        (("xla", "ENABLE_XLA"), ("gcp", "NEED_GCP"), ("hdfs", "NEED_HDFS"))}}
-    has_ext, _ = engine.run_capture(image_id, ["test", "-f", InImage.EXTENSION_MARKER])
-    return build.verify_and_label(engine, image_id, release, variant, meta, log_path,
-                                  expect_extension=has_ext == 0, compression=compression)
+    dockerfile = render(spec, parent_ref, info["Id"], labels)
+    try:
+        release = catalog.get(labels[Label.RELEASE])
+        variant = release.variant(labels[Label.VARIANT])
+    except KeyError:
+        raise UserError(f"--from {parent_ref} has no release and variant labels: derive from an image the "
+                        "builder built") from None
+    caps = _label_capabilities(spec, labels) or labels.get(Label.CUDA_COMPUTE_CAPABILITIES, "")
+    expect = Expectation(release, variant, () if caps in ("", "local") else tuple(a for a in caps.split(",") if a),
+                         {t: labels.get(key) == "1" for t, key in (("xla", Label.XLA), ("gcp", Label.GCP),
+                                                                   ("hdfs", Label.HDFS))},
+                         extension=bool(labels.get(Label.EXTENSION)), conformance=test)
+    copies = {f"patches/{p.name}": p for p in spec.patches}
+    copies.update({f"horovod-patches/{p.name}": p for p in spec.horovod_patches})
+    return ImageJob("derive", FilesContext({"Dockerfile": dockerfile}, copies), log_name,
+                    {"BASE_IMAGE": parent_ref, "COMPILE_CACHE": compile_cache or ""}, compile_cache,
+                    cache_key=log_name.removesuffix(".log"), nocache=no_cache, expect=expect, refs=(tag,))

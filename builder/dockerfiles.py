@@ -11,8 +11,8 @@ from typing import Callable
 from builder import buildcontext, outputdir
 from builder.catalog import Catalog, Release
 from builder.errors import UserError
-from builder.plan import buildable_variants, render_options
-from builder.render import Rendered, committed_path, render
+from builder.policy import buildable_variants
+from builder.render import Rendered, committed_path, render, render_options
 
 
 @dataclass

@@ -5,6 +5,11 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from builder import buildkit_probe
+from builder.buildkit_engine import backend_wanted
+from builder.engine import DockerEngine, buildx_version
+from builder.errors import UserError
+
 NAME_WIDTH = 18  # the report's name column
 MIN_FREE_GB = 30  # an offline base (~6 GB) plus a release image and its build cache
 
@@ -26,9 +31,6 @@ def _run(*cmd: str) -> str:
 
 
 def checks() -> list[Check]:
-    from builder.engine import DockerEngine, buildx_version
-    from builder.errors import UserError
-
     result: list[Check] = []
     engine_up = False
     try:
@@ -51,8 +53,6 @@ def checks() -> list[Check]:
                         "Debian 13's docker-buildx)", required=False))
     result.append(build_backend_check(buildx))
     if buildx and engine_up:
-        from builder import buildkit_probe
-
         for feature in buildkit_probe.probe():
             result.append(Check(f"  {feature.name}", feature.works, feature.detail, required=False))
     for tool, why, required in (("debootstrap", "offline bases", True), ("docker-registry", "registry tests", False),
@@ -68,9 +68,6 @@ def checks() -> list[Check]:
 
 def build_backend_check(buildx: str) -> Check:
     """Which builder `builder build` uses (builder/buildkit_engine.connect)."""
-    from builder.buildkit_engine import backend_wanted
-    from builder.errors import UserError
-
     try:
         wanted = backend_wanted()
     except UserError as exc:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from builder.contract import split_ref  # the one reference grammar (image contract)
+from builder import interrupts
+from builder.contract import BUILDER_MOUNT, split_ref  # the one reference grammar (image contract)
 from builder.errors import BuildError, Interrupted, UserError, redact
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -34,14 +35,15 @@ TAIL_LINES = 30
 def signals_raise() -> Iterator[None]:
     """Turn SIGINT and SIGTERM into Interrupted while a long operation runs (the CLI's
     handler, interrupts.py, already does; this covers library use)."""
-    from builder import interrupts
-
     installed = signal.getsignal(signal.SIGINT) is interrupts.handler
     restore = (lambda: None) if installed else interrupts.install()
     try:
         yield
     finally:
         restore()
+
+
+COMPRESSIONS = ("gzip", "zstd")  # of an image's layers (BuildRequest.compression); zstd: BuildKit only
 
 
 @dataclass
@@ -99,31 +101,53 @@ class ImageSummary:
     labels: dict[str, str] = field(default_factory=dict)
 
 
-class Engine(Protocol):
-    """Everything the builder asks of a container engine. DockerEngine is the docker-py
-    one; tests/unit/fake_engine.py the in-memory one (a unit test keeps their method
-    names and signatures equal to these)."""
+class ImageStore(Protocol):
+    """The engine's images: what the read-back, tags, bases and reports need."""
 
     where: str    # how the engine is reached, for messages
-    backend: str  # how build() builds: "buildkit" (secrets, cache mounts) or "legacy"
 
-    def ping(self) -> dict[str, Any]: ...
-    def version(self) -> EngineVersion: ...
-    def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult: ...
-    def bake(self, jobs: list[BakeJob], progress: Progress) -> list[dict[str, str] | BuildError]: ...
     def tag(self, image_id: str, ref: str) -> None: ...
     def remove_image(self, ref: str) -> None: ...
-    def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]: ...
-    def remove_container(self, container: str) -> None: ...
     def inspect(self, ref: str) -> dict[str, Any]: ...
     def image_id(self, ref: str) -> str | None: ...
     def image_labels(self, ref: str) -> dict[str, str]: ...
     def images(self, repository: str | None = None, label: str | None = None) -> list[ImageSummary]: ...
-    def login(self, username: str, password: str, registry: str) -> None: ...
-    def push(self, ref: str, auth: dict[str, str]) -> Iterator[dict[str, Any]]: ...
     def pull(self, ref: str) -> bool: ...
     def import_rootfs(self, tar_path: Path, ref: str) -> str: ...
+
+
+class Runs(Protocol):
+    """Throwaway containers: an image's own report, patch checks, probes."""
+
+    def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
+                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]: ...
+    def remove_container(self, container: str) -> None: ...
+
+
+class Builds(Protocol):
+    """Builds: one at a time (build) or a bake's jobs at once."""
+
+    backend: str  # how build() builds: "buildkit" (secrets, cache mounts) or "legacy"
+
+    def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult: ...
+    def bake(self, jobs: list[BakeJob], progress: Progress) -> list[dict[str, str] | BuildError]: ...
+
+
+class Pushes(Protocol):
+    """Publishing to a registry."""
+
+    def login(self, username: str, password: str, registry: str) -> None: ...
+    def push(self, ref: str, auth: dict[str, str]) -> Iterator[dict[str, Any]]: ...
+
+
+class Engine(ImageStore, Runs, Builds, Pushes, Protocol):
+    """Everything the builder asks of a container engine, by role: a caller names the role
+    it needs (a report needs ImageStore and Runs, never Builds). DockerEngine is the
+    docker-py one; tests/unit/fake_engine.py the in-memory one (a unit test keeps their
+    method names and signatures equal to these)."""
+
+    def ping(self) -> dict[str, Any]: ...
+    def version(self) -> EngineVersion: ...
 
 
 HEARTBEAT_SECONDS = 30.0
@@ -466,8 +490,6 @@ class DockerEngine:
 
 def without_builder_mounts(text: str) -> str:
     """A Dockerfile with the builder's own mounts (settings, compile cache) taken out of its RUN lines."""
-    from builder.contract import BUILDER_MOUNT
-
     return "\n".join(BUILDER_MOUNT.sub("", line) if line.startswith("RUN ") else line
                      for line in text.split("\n"))
 

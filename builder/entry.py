@@ -15,12 +15,11 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from builder.errors import BuilderError, say
+from builder import interrupts
 
 
 def main(app: typer.Typer, argv: list[str] | None = None) -> int:
     """Run APP on ARGV (default: sys.argv) under the one SIGINT/SIGTERM handler; the exit code."""
-    from builder import interrupts
-
     restore_signals = interrupts.install()  # before any work: every cleanup runs on SIGINT/SIGTERM
     try:
         return _main(app, argv)

@@ -20,6 +20,7 @@ from builder.contract import (  # noqa: F401
     DIGEST, IMAGE_ID, NAME_TOTAL_LENGTH_MAX, REFERENCE, REGISTRY, REPOSITORY, SHA256_DIGEST, TAG,
     reference_problem, repository_problem, split_domain, tag_problem,
 )
+from builder.errors import UserError
 
 # --- names and versions of the builder's own vocabulary ---
 # Release names become directory names (dockerfiles/RELEASE/), tags and log file names:
@@ -99,3 +100,12 @@ URL_MAX = 2048
 
 # --- sizes given to `builder cache serve` (512M, 2G, 1.5GiB) ---
 SIZE = re.compile(r"(?P<number>[0-9]{1,12}(?:\.[0-9]{1,6})?)(?P<unit>[KkMmGgTt]?)(?:i?[Bb])?")
+
+
+def check_ref(ref: str, what: str, image_id: bool = False) -> None:
+    """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
+    if image_id and IMAGE_ID.fullmatch(ref):
+        return
+    why = reference_problem(ref)
+    if why:
+        raise UserError(f"{what} {shown(ref)} {why}")

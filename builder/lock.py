@@ -5,8 +5,7 @@ An image installs the real framework from its lock with
 `pip install --no-deps --require-hashes --no-build-isolation -r LOCK` (Debian 11's pip
 20.3.4 reads these files). Each lock's header carries an inputs digest of what the catalog
 asks for; `builder lock --check` compares it without the network, so a catalog edit that
-is not re-locked fails CI. The pure functions here (pythons_for, refusal, requirements,
-...) are what render and build use to decide what can be built.
+is not re-locked fails CI. What can be built at all is policy.py's to say.
 """
 from __future__ import annotations
 
@@ -22,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from builder.catalog import PIN, REQUIREMENT, Catalog, Release, Variant, canonical_name, python_key
+from builder.catalog import PIN, REQUIREMENT, Catalog, Release, Variant, canonical_name
 from builder.errors import UserError
+from builder.policy import pythons_for, why_not_buildable
 
 LOCKS_DIR = Path(__file__).resolve().parent / "locks"
 # Bump when the lock command or file layout changes: every digest changes with it.
@@ -57,55 +57,11 @@ def locks_dir() -> Path:
 
 # --- what the catalog asks for (pure) --------------------------------------------------
 
-def release_pythons(release: Release) -> list[str]:
-    """The Pythons of the release's bases: the upstream image's and the offline base's."""
-    return sorted({release.python, release.offline.python}, key=python_key)
-
-
-def pythons_for(release: Release, variant: Variant) -> list[str]:
-    """The release's Pythons that the variant's framework wheel exists for, sorted."""
-    if not variant.package:
-        return []
-    return [p for p in release_pythons(release) if p in variant.pythons]
-
-
-def _span(pythons: tuple[str, ...] | list[str]) -> str:
-    """'3.5-3.7' for consecutive minor versions, else '3.5, 3.7'."""
-    keys = [python_key(p) for p in pythons]
-    consecutive = all(len(k) == 2 for k in keys) and len({k[0] for k in keys}) == 1 and \
-        [k[1] for k in keys] == list(range(keys[0][1], keys[0][1] + len(keys)))
-    if len(pythons) > 2 and consecutive:
-        return f"{pythons[0]}-{pythons[-1]}"
-    return ", ".join(pythons)
-
-
-def refusal(release: Release, variant: Variant, python: str | None = None) -> str | None:
-    """Why the variant cannot be built here (at all, or for `python`), in one line; None
-    when it can."""
-    where = f"release {release.name} variant {variant.name}"
-    fw = f"{variant.framework_name} {variant.framework_version}"
-    if not variant.package:
-        return f"{where}: the catalog names no wheel for {fw} (framework.package), so there is nothing to install"
-    ours = release_pythons(release)
-    if python is not None and python not in ours:
-        bases = f"{release.python} upstream, {release.offline.python} offline"
-        return f"{where}: Python {python} is not a Python of this release (its bases: {bases})"
-    asked = [python] if python is not None else ours
-    if any(p in variant.pythons for p in asked):
-        return None
-    major_minor = ".".join(variant.framework_version.split(".")[:2])
-    how = f"build it from a {variant.framework_name} {major_minor} source tree (--framework-src)"
-    if variant.api == 1:
-        how += " or on an upstream base with NVIDIA's package index"
-    return (f"{where}: {fw} has no wheel for Python {' or '.join(asked)} "
-            f"(its wheels: {_span(variant.pythons)}); {how}")
-
-
 def requirements(release: Release, variant: Variant) -> list[str]:
     """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
     install_requires (it is built without build isolation) and the compiler cache."""
     if not variant.package:
-        raise UserError(refusal(release, variant) or f"release {release.name} variant {variant.name}: no package")
+        raise UserError(why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package")
     return [f"{variant.package}=={variant.framework_version}", *variant.pins, *release.gpu_wheels.values(),
             *(release.horovod.requires if release.horovod else ()), CCACHE_REQUIREMENT]
 
@@ -183,7 +139,7 @@ def plan(catalog: Catalog, release: str | None = None, variant: str | None = Non
         for v in rel.variants.values():
             if variant and v.name != variant:
                 continue
-            reason = refusal(rel, v)
+            reason = why_not_buildable(rel, v)
             if reason:
                 out.skipped.append(reason)
                 continue
@@ -413,6 +369,6 @@ def write(p: Plan, root: Path | None = None, upgrade: bool = False,
     return written, current, removed
 
 
-def shown(path: Path) -> Path:
+def display_path(path: Path) -> Path:
     """PATH relative to the working directory when it is under it (as messages show it)."""
     return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path

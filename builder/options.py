@@ -15,6 +15,10 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
+from builder import buildx, cache
+from builder.buildsettings import BackendAsks, from_options
+from builder.registry import credentials_from
+
 CUDA_CC = typer.Option(None, "--cuda-cc", help="Compute capabilities: 7.0,8.0 | 70,80 | all | local.")
 BASE = typer.Option("auto", "--base", help="auto | upstream | offline | an image reference.")
 REPO = typer.Option(None, "--repo", help="Image repository (default: the release's).")
@@ -146,16 +150,15 @@ def _with_group(group: dict[str, tuple[Any, Any]], param: str, make: Callable[[d
 
 
 def _settings_reader(values: dict) -> Callable[[], Any]:
-    from builder.plan import BackendAsks
-
     def read():
-        from builder.buildsettings import from_options
-
-        return from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
-                            (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
-                             values["pip_index_credentials_file"], values["pip_index_credentials_env"]),
-                            layer_cache=values["layer_cache"], builder=values["builder"],
-                            compression=values["compression"])
+        settings = from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
+                                (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
+                                 values["pip_index_credentials_file"], values["pip_index_credentials_env"]),
+                                layer_cache=values["layer_cache"], builder=values["builder"],
+                                compression=values["compression"])
+        if settings.builder is not None:  # a builder buildx knows, or one line
+            buildx.check_builder(settings.builder)
+        return settings
 
     read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
     # what only BuildKit does: the plan refuses it on the legacy builder before settings are read
@@ -165,8 +168,6 @@ def _settings_reader(values: dict) -> Callable[[], Any]:
 
 def _credentials_reader(values: dict) -> Callable[[], Any]:
     def read():
-        from builder.registry import credentials_from
-
         return credentials_from(values["username"], values["username_env"], values["password_env"],
                                 values["password_stdin"])
 
@@ -185,8 +186,6 @@ with_registry_credentials = _with_group(REGISTRY_CREDENTIALS, "credentials", _cr
 
 def _server_reader(values: dict) -> Callable[[], Any]:
     def read():
-        from builder import cache
-
         return cache.CacheServer.checked(values["directory"] or cache.default_dir(), values["port"], values["listen"],
                                          values["max_size"], values["max_object_size"],
                                          values["write_credentials_file"])

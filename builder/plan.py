@@ -1,24 +1,30 @@
-"""Plans: what a command will do, as a pure value computed from the catalog and the
-options. Nothing here talks to an engine, a registry or the network, so every plan is
-unit-tested without a daemon and printed by `--dry-run`; `builder.run` carries plans out.
+"""Plans: what a command will do, as a value computed from the catalog, the options and
+the files they name (lock files, CA bundles, the framework source). Nothing here talks to
+an engine, a registry or the network, so every plan is unit-tested without a daemon and
+printed by `--dry-run`. A build's plan is complete: every variant rendered for each base
+it may stand on, the base decision as data, and each image's job (job.ImageJob: build
+arguments, tags, the checks its read-back makes); `builder.run` carries plans out.
 
     catalog + options --plan_*()--> Plan --run.*(plan, engine)--> images, tags, pushes
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from builder import cuda_arch, grammar, lock, urls
+from builder import builders, buildkit_engine, cuda_arch, grammar, paths, policy, provenance, runtime_image, urls
 from builder.base_recipe import BaseRecipe
+from builder.buildsettings import BackendAsks
 from builder.catalog import Catalog, Release, Variant
+from builder.derive import DeriveSpec, parse_nvbuild_args
+from builder.engine import COMPRESSIONS
 from builder.errors import UserError
-from builder.render import RenderOptions, Rendered, check_base_option, render
-
-if TYPE_CHECKING:
-    from builder.derive import DeriveSpec
+from builder.grammar import check_ref
+from builder.job import Expectation, ImageJob, RenderedContext, requested_of
+from builder.registry import check_tries, target_ref
+from builder.render import RenderOptions, Rendered, check_base_option, render, render_options
 
 
 def default_build_id(now: float | None = None) -> str:
@@ -31,15 +37,6 @@ def check_build_id(bid: str) -> None:
                         "(64 at most, not starting with '.' or '-')")
 
 
-def check_ref(ref: str, what: str, image_id: bool = False) -> None:
-    """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
-    if image_id and grammar.IMAGE_ID.fullmatch(ref):
-        return
-    why = grammar.reference_problem(ref)
-    if why:
-        raise UserError(f"{what} {grammar.shown(ref)} {why}")
-
-
 def check_compile_cache(url: str | None) -> None:
     if url:  # it is a build arg: credentials in it would land in docker history and the log
         urls.check_url(url, "--compile-cache", "and a compile-cache URL is a build argument, so they would also land "
@@ -49,24 +46,13 @@ def check_compile_cache(url: str | None) -> None:
 
 # --- the build backend --------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class BackendAsks:
-    """What the build-settings options ask of the build backend: each only BuildKit does."""
-
-    layer_cache: str | None = None   # --layer-cache: BuildKit's registry cache
-    builder: str | None = None       # --builder: another buildx builder
-    compression: str = "gzip"        # --compression zstd: BuildKit's exporter
-
-
 def chosen_backend() -> tuple[str, str]:
     """The backend builds will use, as buildkit_engine.connect() chooses it but without the
     engine (BUILDER_BACKEND, then whether the Docker CLI has buildx); for the legacy
     builder, why it is the one."""
-    from builder import buildkit_engine as bk
-
-    if bk.backend_wanted() == "legacy":
+    if buildkit_engine.backend_wanted() == "legacy":
         return "legacy", "BUILDER_BACKEND=legacy"
-    if not bk.buildx_version():
+    if not buildkit_engine.buildx_version():
         return "legacy", "docker buildx is not installed"
     return "buildkit", ""
 
@@ -75,8 +61,6 @@ def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
     """Options the legacy builder cannot honour are refused here, in the plan, so that
     --dry-run and --print refuse them too and nothing (a base pulled, the settings server
     started) happens first. BUILDERS: --builders, one bake each (the legacy builder has no bake)."""
-    from builder.buildx import COMPRESSIONS
-
     only_buildkit = {"--layer-cache": asks.layer_cache, "--builder": asks.builder,
                      f"--compression {asks.compression}": asks.compression in set(COMPRESSIONS) - {"gzip"},
                      "--builders": builders}
@@ -89,27 +73,6 @@ def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
     if backend != "buildkit":
         raise UserError(f"{asked[0]} needs the BuildKit backend (docker buildx); builds here use the legacy "
                         f"builder ({why}; `builder doctor` says more)")
-
-
-def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
-                   gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
-                   base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = (),
-                   allow_ptx_jit: bool = False) -> RenderOptions:
-    return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
-                         base=base, repository=repo, baked_ca=baked_ca, allow_ptx_jit=allow_ptx_jit,
-                         offline_base_image=BaseRecipe.for_release(release).tag if release is not None else None)
-
-
-def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str, str]]]:
-    """The variants that can be built here, and (name, reason) for the others."""
-    ok, skipped = [], []
-    for v in release.variants.values():
-        reason = lock.refusal(release, v)
-        if reason:
-            skipped.append((v.name, reason))
-        else:
-            ok.append(v)
-    return ok, skipped
 
 
 def check_render_args(release: str | None, variant: str | None, render: dict, all_: bool, check: bool) -> None:
@@ -157,10 +120,52 @@ class BuildArgs:
 
 
 @dataclass(frozen=True)
+class BaseOption:
+    """One base a build may stand on. OBTAIN: "pull" (used when here, else pulled when it
+    can be) or "build" (the offline base: used when here, else built from its recipe)."""
+
+    kind: str  # upstream | offline | custom
+    image: str
+    obtain: str
+    description: str  # for the base line a build prints
+
+
+@dataclass(frozen=True)
+class BaseDecision:
+    """The bases to try, in order (`--base auto`: pull the upstream image, else build the
+    offline base), and the one line when none of them can be had."""
+
+    options: tuple[BaseOption, ...]
+    refusal: str = ""
+
+
+def base_decision(release: Release, base: str) -> BaseDecision:
+    offline = BaseOption("offline", BaseRecipe.for_release(release).tag, "build",
+                         f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})")
+    upstream = BaseOption("upstream", release.upstream_ref, "pull", f"upstream base {release.upstream_ref}")
+    if base == "offline":
+        return BaseDecision((offline,))
+    if base == "auto":
+        return BaseDecision((upstream, offline))
+    if base == "upstream":
+        return BaseDecision((upstream,), f"upstream base {release.upstream_ref} is not present and cannot be pulled "
+                                         "(use --base offline on a machine without registry access)")
+    return BaseDecision((BaseOption("custom", base, "pull", f"--base {base}"),),
+                        f"base image '{base}' does not exist locally and cannot be pulled")
+
+
+@dataclass(frozen=True)
 class VariantPlan:
     variant: Variant
-    rendered: Rendered
-    refs: tuple[str, ...]  # tagged on success, in this order
+    renders: dict[str, Rendered]   # base kind -> the variant rendered for that base
+    refs: tuple[str, ...]          # tagged on success, in this order
+    # base kind -> the images built, in order: devel (unless --runtime-only), then runtime (--runtime)
+    images: dict[str, tuple[ImageJob, ...]]
+
+    @property
+    def rendered(self) -> Rendered:
+        """The render for the first base the decision tries (what --dry-run and notes show)."""
+        return next(iter(self.renders.values()))
 
     @property
     def image(self) -> str:
@@ -175,6 +180,7 @@ class BuildPlan:
     options: RenderOptions
     build_id: str
     base: str  # auto | upstream | offline | an image reference
+    base_decision: BaseDecision
     framework_src: Path | None = None
     no_cache: bool = False
     compile_cache: str | None = None
@@ -187,24 +193,56 @@ class BuildPlan:
     key_password_env: str = "COSIGN_PASSWORD"
     runtime: bool = False
     runtime_only: bool = False  # the devel stage is built inside the runtime image's build only
+    buildargs: dict[str, str] = field(default_factory=dict)  # every variant's: where and when it is built
+    recipe: BaseRecipe | None = None  # the offline base's
+    pushes: dict[str, PushPlan] = field(default_factory=dict)  # --push: each image reference's push
+    notes: tuple[str, ...] = ()  # said before anything is built
 
-    @property
-    def checks(self) -> tuple[str, ...]:
-        return ("read-back",)
 
-    def dry_run(self, base_image: str, base_kind: str, build_base: bool) -> list[dict]:
-        def tags(v: VariantPlan) -> list[str]:
-            from builder.runtime import refs_for
+def has_extension(framework_src: Path | None) -> bool:
+    """Whether the source tree carries the extension (its image must then hold it)."""
+    src = Path(framework_src) if framework_src else paths.framework_src_dir()
+    return (src / "python" / "tfext" / "__init__.py").is_file()
 
-            runtime = refs_for(list(v.refs)) if self.runtime else []
-            return runtime if self.runtime_only else list(v.refs) + runtime
 
-        return [{"release": self.release.name, "variant": v.variant.name, "base": base_image, "base_kind": base_kind,
-                 "build_base": build_base, "tags": tags(v), "build_id": self.build_id} for v in self.variants]
+def for_base(options: RenderOptions, release: Release, option: BaseOption) -> RenderOptions:
+    """The render options for a variant standing on OPTION."""
+    return dataclasses.replace(options, base=option.kind if option.kind != "custom" else option.image,
+                               offline_base_image=BaseRecipe.for_release(release).tag)
+
+
+def variant_jobs(release: Release, rendered: Rendered, refs: tuple[str, ...], args: BuildArgs,
+                 buildargs: dict[str, str]) -> tuple[ImageJob, ImageJob]:
+    """The devel and runtime images' jobs of one render: built from the same context, read
+    back against the same catalog entry; the runtime one reuses the devel build's cache
+    (no --no-cache after it) and takes the devel stage from the devel image."""
+    meta, name = rendered.meta, f"{release.name}-{rendered.variant}-{buildargs['BUILD_ID']}"
+    variant = release.variant(rendered.variant)
+    context = RenderedContext(rendered, args.framework_src)
+    expect = Expectation(release, variant, requested_of(meta["cuda_compute_capabilities"]), meta["toggles"],
+                         extension=has_extension(args.framework_src), base_image=meta["base_image"])
+    args_here = {"BASE_IMAGE": meta["base_image"], **buildargs, "COMPILE_CACHE": args.compile_cache or ""}
+    devel = ImageJob(f"{release.name}/{rendered.variant}", context, f"{name}.log", args_here, args.compile_cache,
+                     cache_key=f"{release.name}-{rendered.variant}", target=meta["target"], nocache=args.no_cache,
+                     expect=expect, refs=refs)
+    devel_image = None if args.runtime_only else refs[0]
+    runtime = ImageJob(f"{release.name}/{rendered.variant} runtime", context, f"{name}{runtime_image.SUFFIX}.log",
+                       {**args_here, "DEVEL_IMAGE": refs[0]}, args.compile_cache, target=runtime_image.STAGE,
+                       devel_image=devel_image, nocache=args.no_cache and args.runtime_only,
+                       expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image),
+                       refs=tuple(runtime_image.refs_for(refs)))
+    return devel, runtime
+
+
+def jit_note(vp: VariantPlan) -> str:
+    jit, built = vp.rendered.meta["ptx_jit"], vp.rendered.meta["cuda_compute_capabilities"]
+    return (f"note: {vp.variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
+            f"{built[-1].replace('.', '')} (--allow-ptx-jit); SASS for {', '.join(built)}")
 
 
 def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> BuildPlan:
-    """Check every option and render every variant (all before anything is built)."""
+    """Check every option and render every variant for every base it may stand on (all
+    before anything is built)."""
     rel = catalog.get(args.release)
     if args.all_variants and args.variant:
         raise UserError("--all and --variant exclude each other")
@@ -214,9 +252,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         raise UserError("--sign signs what --push pushes: give --push REGISTRY too, or sign later with "
                         "`builder push IMAGE --registry R --sign KEY`")
     if args.runtime:
-        from builder import runtime
-
-        why = runtime.refusal(rel)
+        why = policy.why_no_runtime_image(rel)
         if why:
             raise UserError(f"--runtime: {why}")
         if args.base not in ("auto", "offline"):
@@ -226,14 +262,12 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     if args.builders is not None and not args.all_variants:
         raise UserError("--builders spreads the variants of --all over builders: for one image use --builder NAME")
     check_backend(args.backend, args.builders)
-    from builder import builders
-
     spread = builders.parse(args.builders) if args.builders is not None else ()
     skipped: list[tuple[str, str]] = []
     if args.variant:
         variants = [rel.variant(args.variant)]
     elif args.all_variants:  # --all builds what can be built here and says why it skips the rest
-        variants, skipped = buildable_variants(rel)
+        variants, skipped = policy.buildable_variants(rel)
     else:
         variants = [rel.variant("tf2-py3" if "tf2-py3" in rel.variants else next(iter(rel.variants)))]
     bid = default_build_id(now) if args.build_id is None else args.build_id
@@ -250,21 +284,32 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     check_base_option(args.base)
     check_compile_cache(args.compile_cache)
     if args.push_to:
-        from builder.registry import target_ref
-
         target_ref("x:y", args.push_to, None)  # the registry's grammar, before building
     opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env, args.base, args.repo,
                           args.baked_ca, args.allow_ptx_jit)
+    decision = base_decision(rel, args.base)
+    buildargs = {"BUILD_ID": bid, **provenance.build_stamp()}
     planned = []
     for v in variants:  # every render problem is reported before anything is built
-        rendered = render(rel, v, opts)  # a layered release's render holds its runtime stage too
-        image = rendered.meta["image"]
-        planned.append(VariantPlan(v, rendered, tuple(args.tags) or (image, f"{image}-{bid}")))
-    return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, args.framework_src,
+        renders = {o.kind: render(rel, v, for_base(opts, rel, o)) for o in decision.options}
+        image = next(iter(renders.values())).meta["image"]
+        refs = tuple(args.tags) or (image, f"{image}-{bid}")
+        images = {}
+        for kind, rendered in renders.items():
+            devel, runtime = variant_jobs(rel, rendered, refs, args, buildargs)
+            images[kind] = ((() if args.runtime_only else (devel,)) + ((runtime,) if args.runtime else ()))
+        planned.append(VariantPlan(v, renders, refs, images))
+    password_env = check_password_env(args.key_password_env)
+    notes = tuple(jit_note(vp) for vp in planned if vp.rendered.meta.get("ptx_jit"))
+    pushes = {ref: PushPlan(ref, target_ref(ref, args.push_to, None), 4, args.insecure_registry, args.sign,
+                            password_env)
+              for vp in planned for jobs in vp.images.values() for job in jobs for ref in job.refs} \
+        if args.push_to else {}
+    return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, decision, args.framework_src,
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
                      keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
-                     key_password_env=check_password_env(args.key_password_env), runtime=args.runtime,
-                     runtime_only=args.runtime_only)
+                     key_password_env=password_env, runtime=args.runtime, runtime_only=args.runtime_only,
+                     buildargs=buildargs, recipe=BaseRecipe.for_release(rel), pushes=pushes, notes=notes)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
@@ -289,10 +334,6 @@ class DerivePlan:
     sbom: bool = False  # make its SBOM once it is tagged (the CLI's default)
 
     @property
-    def checks(self) -> tuple[str, ...]:
-        return ("patches apply", "read-back") + (("conformance",) if self.test else ())
-
-    @property
     def log_name(self) -> str:
         return f"derive-{self.tag.replace('/', '_').replace(':', '_')}.log"
 
@@ -301,8 +342,6 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
                 apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
                 compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
                 sbom: bool = False, backend: BackendAsks = BackendAsks()) -> DerivePlan:
-    from builder.derive import DeriveSpec, parse_nvbuild_args
-
     check_backend(backend)
     spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
                       apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
@@ -327,8 +366,6 @@ class PushPlan:
 
 def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4, insecure: bool = False,
               sign: Path | None = None, key_password_env: str = "COSIGN_PASSWORD") -> PushPlan:
-    from builder.registry import check_tries, target_ref
-
     check_ref(image, "IMAGE", image_id=True)  # before the engine is asked for it
     return PushPlan(image, target_ref(image, registry, tag), check_tries(tries), insecure, sign,
                     check_password_env(key_password_env))

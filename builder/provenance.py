@@ -3,11 +3,15 @@ slsaprovenance` wraps it in an in-toto statement whose subject is the pushed dig
 
 Everything comes from the image: its labels (written after the read-back: release,
 variant, options, the builder's git ref, the base image and its digest) and the digests
-of the lock files and patches it carries. `predicate()` is pure."""
+of the lock files and patches it carries. `predicate()` is pure; `build_stamp()` says
+where and when a build runs (the builder checkout's commit, the time)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 
+from builder import paths
 from builder.contract import Label
 
 BUILD_TYPE = "urn:tfbuilder:build:v1"
@@ -47,3 +51,19 @@ def base_of(predicate_doc: dict) -> tuple[str, str]:
         if uri.startswith("docker-image:"):
             return uri.removeprefix("docker-image:"), str((m.get("digest") or {}).get("sha256", ""))
     return "", ""
+
+
+def source_ref() -> str:
+    """The builder checkout's commit (with -dirty when it has uncommitted changes)."""
+    root = paths.project_root()
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return rev.stdout.strip() or "unknown"
+
+
+def build_stamp() -> dict[str, str]:
+    """The build arguments that say where and when an image was built."""
+    return {"BUILD_REF": source_ref(), "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

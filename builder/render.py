@@ -7,19 +7,17 @@ Nothing here touches the network or the Docker engine; writing the context to di
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import jinja2
-
-from builder import contract, cuda_arch, grammar, lock, paths, quoting
-from builder.base_recipe import cuda_from_wheels, host_compiler
+from builder import contract, cuda_arch, grammar, lock, paths, policy
+from builder.base_recipe import BaseRecipe, host_compiler
 from builder.catalog import Release, Variant
-from builder.contract import InImage, Label, compile_cache_mount, settings_mounts
+from builder.contract import Label
 from builder.errors import UserError
+from builder.templating import template_env
 
 BASE_CHOICES = ("auto", "upstream", "offline")
 
@@ -112,28 +110,6 @@ class Rendered:
         return self.files["Dockerfile"]
 
 
-def template_env() -> jinja2.Environment:
-    """The one Jinja2 environment for every template: StrictUndefined, and the writers of
-    builder/quoting.py as filters (`dq`, `sh`, `ref`, ...): nothing is pasted unchecked."""
-    return _template_env(str(paths.templates_dir()))
-
-
-@functools.lru_cache(maxsize=4)  # compiled templates are reused (a render is then ~1 ms)
-def _template_env(directory: str) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(directory),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters.update(quoting.FILTERS)
-    # The image contract (builder/contract.py): templates name label keys and in-image
-    # paths through these instead of spelling them.
-    env.globals.update(label=Label, image=InImage, settings_mounts=settings_mounts,
-                       compile_cache_mount=compile_cache_mount)
-    return env
-
-
 def effective_cuda(release: Release, base: str) -> list[tuple[str, str]]:
     """The toolkits the compute capabilities must compile with, and where each comes from."""
     if base == "offline":
@@ -176,6 +152,15 @@ def _oldest_toolkit(toolkits: list[tuple[str, str]]) -> str:
     return min((t for t, _ in toolkits), key=lambda t: cuda_arch.supported_archs(t)[-1])
 
 
+def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
+                   gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
+                   base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = (),
+                   allow_ptx_jit: bool = False) -> RenderOptions:
+    return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
+                         base=base, repository=repo, baked_ca=baked_ca, allow_ptx_jit=allow_ptx_jit,
+                         offline_base_image=BaseRecipe.for_release(release).tag if release is not None else None)
+
+
 def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
     """(image reference written as the BASE_IMAGE default, human description)."""
     base = options.base
@@ -201,7 +186,7 @@ def check_base_option(base: str) -> None:
 
 def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]) -> None:
     """Refuse, before anything is built, what cannot give a working image here."""
-    reason = lock.refusal(release, variant)
+    reason = policy.why_not_buildable(release, variant)
     if reason:
         raise UserError(reason)
     if toggles["hdfs"]:
@@ -266,7 +251,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         toolchain_packages=tuple(sorted(TOOLCHAIN_PACKAGES + (HOROVOD_PACKAGES if release.horovod else ()))),
         # CUDA from NVIDIA's wheels: core (Python layers) -> devel (toolkit, compile) and
         # runtime (core + what nvbuild.sh built) stages of one Dockerfile, sharing core
-        layered=cuda_from_wheels(release),
+        layered=policy.cuda_from_wheels(release),
         wheel_layers=_wheel_layers(),
         # where the base has no nvcc (the offline base): Debian's toolkit and host compiler
         toolkit_packages=("nvidia-cuda-toolkit", *compiler_packages),
@@ -305,7 +290,7 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
     for i, pem in enumerate(options.baked_ca):
         files[f"extra-ca/extra-ca-{i}.crt"] = pem
     # The locks of every Python the variant is locked for: the base's Python picks one.
-    for python in lock.pythons_for(release, variant):
+    for python in policy.pythons_for(release, variant):
         files[f"locks/requirements-py{python}.txt"] = _read_lock(lock.lock_path(release.name, variant.name, python))
     if release.horovod:
         files["locks/horovod.txt"] = _read_lock(lock.horovod_lock_path(release.horovod.version))

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Callable
 from builder import paths, provenance, sbom, signing
 from builder.errors import UserError
 from builder.signing import VerifyError
+from builder import registry
+from builder.describe import labels_of
+from builder.grammar import check_ref
 
 if TYPE_CHECKING:
     from builder.engine import Engine
@@ -38,8 +41,6 @@ def kept_path(image_id: str) -> Path:
 def sbom_of(engine, image: str) -> dict:
     """IMAGE's SBOM (made by sbom.make, kept per image id); IMAGE must be a builder image
     (its labels are checked before any container of it runs)."""
-    from builder.inspect import labels_of
-
     image_id = engine.image_id(image)
     if image_id is None:
         raise UserError(f"no image '{image}' in the engine")
@@ -72,8 +73,6 @@ def ready_to_sign(engine: Engine, plan: PushPlan) -> Engine:
 def run_sbom(connect: Callable[[], Engine], image: str, output: Path | None) -> str | None:
     """`builder sbom`: IMAGE's SBOM as JSON, written to OUTPUT (None returned) or returned.
     The reference and OUTPUT are checked before the engine is asked anything."""
-    from builder.plan import check_ref
-
     check_ref(image, "IMAGE", image_id=True)
     if output is not None:
         check_output(output)
@@ -112,14 +111,12 @@ def sign_pushed(engine, image: str, pinned: str, key: Path, password: str, acces
 def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     """What was verified, one line each; a VerifyError (exit 1, one line) at the first
     thing that does not check out."""
-    from builder import registry as reg
-
-    host = reg.remote_reference(ref, "REF").registry  # the reference and the key first: no network yet
+    host = registry.remote_reference(ref, "REF").registry  # the reference and the key first: no network yet
     signing.check_public_key(key)
-    transport = reg.probe(host, insecure, action="read")
-    creds = reg.allowed_credentials(transport, creds or reg.config_credentials(host))
+    transport = registry.probe(host, insecure, action="read")
+    creds = registry.allowed_credentials(transport, creds or registry.config_credentials(host))
     access = signing.Access.to(transport, creds)
-    digest = reg.manifest_digest(ref, creds, transport) if "@" not in ref else ref.split("@", 1)[1]
+    digest = registry.manifest_digest(ref, creds, transport) if "@" not in ref else ref.split("@", 1)[1]
     pinned = f"{ref.split('@', 1)[0]}@{digest}" if "@" in ref else f"{_repo(ref)}@{digest}"
     signing.verify_signature(pinned, key, access)
     lines = [f"signature: {pinned} signed by {key}"]

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from builder import catalog
 from builder.contract import InImage, Label
 
 
@@ -70,8 +71,6 @@ def image_env(inspect) -> dict:
 @pytest.fixture(scope="session")
 def release_data(labels):
     """The catalog's release and variant this image says it was built from."""
-    from builder import catalog
-
     rel = catalog.load().get(labels[Label.RELEASE])
     return rel, rel.variant(labels[Label.VARIANT])
 

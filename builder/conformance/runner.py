@@ -16,9 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
-from builder.engine import Engine
-from builder.errors import Interrupted
-from builder.errors import UserError
+from builder.engine import DockerEngine, Engine, EngineError
+from builder.errors import Interrupted, UserError
 
 SUITE = Path(__file__).resolve().parent
 DERIVED_SUITE = SUITE / "derived"  # a derived image's own checks, run after its parent's suite
@@ -66,15 +65,11 @@ def command(image: str, extra: list[str], select: str | None, container: str, n:
 
 def cleanup_engine() -> Engine:
     """The engine that removes the suite's container; made only when one must be removed."""
-    from builder.engine import DockerEngine
-
     return DockerEngine(timeout=60)
 
 
 def remove_container(names: list[str], tries: int = 3, engine: Engine | None = None) -> None:
     """Remove containers NAMES, again after a moment: a `docker run` cut short may still create one."""
-    from builder.engine import EngineError
-
     try:
         engine = engine or cleanup_engine()
         for i in range(tries):

@@ -6,7 +6,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder import catalog, cli, lock
+from builder import catalog, cli, lock, policy
 from builder.errors import CatalogError
 
 from .conftest import GOOD
@@ -73,8 +73,8 @@ def _check(make_catalog, capsys, text):
         for release in cat.releases.values():  # what loads is what the lock functions can use
             for v in release.variants.values():
                 assert all(catalog.PIN.fullmatch(p) for p in v.pins)
-                lock.pythons_for(release, v)
-                if lock.refusal(release, v) is None:
+                policy.pythons_for(release, v)
+                if policy.why_not_buildable(release, v) is None:
                     lock.requirements(release, v)
     import os
     os.environ["BUILDER_CATALOG"] = str(directory)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import catalog, cli, lock
+from builder import catalog, cli, policy
 from builder.base_recipe import BaseRecipe
 from builder.render import RenderOptions, committed_path, render
 
@@ -14,15 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CAT = catalog.load()
 # Variants that cannot be built here (no wheel for any of the release's Pythons) get no
 # Dockerfile: render refuses them with the reason.
-PAIRS = [(r, v) for r in CAT.releases.values() for v in r.variants.values() if not lock.refusal(r, v)]
+PAIRS = [(r, v) for r in CAT.releases.values() for v in r.variants.values() if not policy.why_not_buildable(r, v)]
 
 
 def test_unbuildable_variants_have_no_dockerfile_and_a_reason():
-    refused = [(r, v) for r in CAT.releases.values() for v in r.variants.values() if lock.refusal(r, v)]
+    refused = [(r, v) for r in CAT.releases.values() for v in r.variants.values() if policy.why_not_buildable(r, v)]
     assert {v.name for _, v in refused} == {"tf1-py3"}
     for r, v in refused:
         assert not committed_path(ROOT, r.name, v.name).exists()
-        assert "has no wheel for Python" in lock.refusal(r, v)
+        assert "has no wheel for Python" in policy.why_not_buildable(r, v)
 
 
 @pytest.mark.parametrize("rel,var", PAIRS, ids=[f"{r.name}-{v.name}" for r, v in PAIRS])

@@ -1,10 +1,11 @@
 """One engine interface: DockerEngine and the tests' FakeEngine implement exactly the
-methods of builder.engine.Engine, with the same signatures, so they cannot drift apart.
-No daemon: only the classes are compared."""
+methods of builder.engine.Engine (its roles: ImageStore, Runs, Builds, Pushes), with the
+same signatures, so they cannot drift apart. No daemon: only the classes are compared."""
 import inspect
 
 import pytest
 
+from builder import engine as eng
 from builder.engine import DockerEngine, Engine
 from tests.unit.fake_engine import SETUP_METHODS, FakeEngine
 
@@ -14,12 +15,20 @@ def public_methods(cls) -> dict[str, inspect.Signature]:
             if callable(member) and not name.startswith("_")}
 
 
-INTERFACE = public_methods(Engine)
+ROLES = (eng.ImageStore, eng.Runs, eng.Builds, eng.Pushes)
+INTERFACE = {name: sig for cls in (Engine, *ROLES) for name, sig in public_methods(cls).items()}
 
 
 def test_the_interface_is_what_the_builder_uses():
     assert {"build", "bake", "tag", "remove_image", "run_capture", "remove_container", "inspect", "image_id",
             "image_labels", "images", "push", "login", "pull", "import_rootfs", "ping", "version"} == set(INTERFACE)
+
+
+def test_each_method_belongs_to_one_role():
+    """A fake or a backend implements what its callers need: the roles do not overlap."""
+    owners = [name for cls in ROLES for name in public_methods(cls)]
+    assert len(owners) == len(set(owners))
+    assert set(public_methods(Engine)) == {"ping", "version"} and set(ROLES) <= set(Engine.__mro__)
 
 
 @pytest.mark.parametrize("cls,extra", [(DockerEngine, set()), (FakeEngine, SETUP_METHODS)])
@@ -28,7 +37,7 @@ def test_engines_implement_exactly_the_interface(cls, extra):
     assert set(methods) - extra == set(INTERFACE), "a method outside the Engine Protocol, or one missing"
     for name, signature in INTERFACE.items():
         assert methods[name] == signature, f"{cls.__name__}.{name}{methods[name]} is not Engine.{name}{signature}"
-    assert "where" in Engine.__annotations__ and isinstance(getattr(cls, "where", ""), str)
+    assert "where" in eng.ImageStore.__annotations__ and "backend" in eng.Builds.__annotations__ and isinstance(getattr(cls, "where", ""), str)
 
 
 def test_the_fake_records_calls_and_keeps_tags_apart_from_images():

@@ -1,4 +1,4 @@
-"""registry.Pusher and inspect.describe against the in-memory FakeEngine: push retries,
+"""registry.Pusher and describe.describe against the in-memory FakeEngine: push retries,
 the tag put back after a failed or interrupted push, and what `builder inspect` reports.
 No daemon and no registry: probe() and the manifest read-back are stubbed to answer what
 the fake engine pushed."""
@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from builder import inspect as insp
+from builder import describe
 from builder import registry as reg
 from builder.engine import Interrupted
 from builder.errors import UserError
@@ -126,7 +126,7 @@ def test_describe_reads_labels_and_the_images_own_report():
         return 0, "some log line\n" + json.dumps(REPORT) + "\n"
 
     engine.run_handler = run
-    out = insp.describe(engine, "local/tensorflow:21.08-tf2-py3", ["9.0"])
+    out = describe.describe(engine, "local/tensorflow:21.08-tf2-py3", ["9.0"])
     # the label's and the asked capabilities, and the fleet's rows (7.5 to 12.0) with them
     assert commands == [["python3", "/opt/tensorflow/image_report.py", "--requested", "7.5,8.0,8.6,8.9,9.0,10.0,12.0"]]
     assert out["id"] == image_id and out["size_bytes"] == 123
@@ -136,14 +136,14 @@ def test_describe_reads_labels_and_the_images_own_report():
     assert out["coverage"] == {"8.6": "sass", "9.0": "ptx (tensorflow)"}
     assert out["toggles"] == {"xla": True, "gcp": False, "hdfs": False} and out["patches"] == ["a.patch"]
     assert out["build_id"] == "b-1" and out["cuda_compute_capabilities"] == "8.6,9.0"
-    assert insp.coverage_text(out["_report"]).splitlines()[1].split() == ["8.6", "SASS", "sm_86"]
+    assert describe.coverage_text(out["_report"]).splitlines()[1].split() == ["8.6", "SASS", "sm_86"]
 
 
 def test_describe_refuses_images_the_builder_did_not_make():
     engine = FakeEngine()
     engine.add_image("ubuntu:22.04", labels={"org.opencontainers.image.version": "22.04"})
     with pytest.raises(UserError, match="was not built by this builder"):
-        insp.describe(engine, "ubuntu:22.04")
+        describe.describe(engine, "ubuntu:22.04")
     with pytest.raises(UserError, match="no image 'nothing:1' in the engine"):
-        insp.describe(engine, "nothing:1")
+        describe.describe(engine, "nothing:1")
     assert "run_capture" not in engine.names()

@@ -316,7 +316,7 @@ def test_one(tmp_path):
 
 TEST_DRIVER = """
 import sys
-from builder import cli, inspect
+from builder import cli, describe
 from builder.conformance import runner
 from tests.unit.fake_engine import FakeEngine
 
@@ -324,7 +324,7 @@ runner.command = lambda image, extra, select, container, n=1: [
     sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", {suite!r}]
 runner.cleanup_engine = FakeEngine
 cli._engine = lambda: None
-inspect.labels_of = lambda engine, image: {{}}
+describe.labels_of = lambda engine, image: {{}}
 sys.exit(cli.main(["test", "some/image:1"]))
 """
 

@@ -59,7 +59,7 @@ def driver(tmp_path: Path, body: str) -> subprocess.Popen:
 
 TEST_DRIVER = """
     import sys
-    from builder import cli, inspect
+    from builder import cli, describe
     from builder.conformance import runner
     from tests.unit.fake_engine import FakeEngine
 
@@ -78,7 +78,7 @@ TEST_DRIVER = """
         sys.executable, "-c", sleeper, "{tmp}/child-" + container]
     cli._engine = lambda: None
     runner.cleanup_engine = Engine
-    inspect.labels_of = lambda engine, image: {{}}
+    describe.labels_of = lambda engine, image: {{}}
     sys.exit(cli.main(["test", "some/image:1"]))
 """
 

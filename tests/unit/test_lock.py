@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from builder import catalog, cli
+from builder import catalog, cli, policy
 from builder import lock as lk
 from builder.errors import UserError
 
@@ -88,34 +88,34 @@ def test_horovod_locks_are_one_sdist_line_each():
 # --- pure functions ---------------------------------------------------------------------
 
 def test_pythons_for():
-    tf2 = {r.name: lk.pythons_for(r, r.variants["tf2-py3"]) for r in CAT.releases.values()}
+    tf2 = {r.name: policy.pythons_for(r, r.variants["tf2-py3"]) for r in CAT.releases.values()}
     assert tf2 == {"21.06": ["3.8", "3.9"], "21.08": ["3.8", "3.9"], "21.10": ["3.8", "3.9"],
                    "22.12": ["3.8", "3.9"], "23.03": ["3.8", "3.9"], "26.11": ["3.10", "3.13"]}
-    assert lk.pythons_for(CAT.get("21.08"), CAT.get("21.08").variants["tf1-py3"]) == []
+    assert policy.pythons_for(CAT.get("21.08"), CAT.get("21.08").variants["tf1-py3"]) == []
 
 
 def test_refusal_for_tf1_and_none_for_tf2():
     r = CAT.get("21.08")
-    assert lk.refusal(r, r.variants["tf1-py3"]) == (
+    assert policy.why_not_buildable(r, r.variants["tf1-py3"]) == (
         "release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel for Python 3.8 or 3.9 (its wheels: 3.5-3.7); "
         "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index")
-    assert lk.refusal(r, r.variants["tf1-py3"], "3.9") == (
+    assert policy.why_not_buildable(r, r.variants["tf1-py3"], "3.9") == (
         "release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel for Python 3.9 (its wheels: 3.5-3.7); "
         "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index")
-    assert lk.refusal(r, r.variants["tf2-py3"]) is None
-    assert lk.refusal(r, r.variants["tf2-py3"], "3.8") is None
-    assert lk.refusal(r, r.variants["tf2-py3"], "3.11") == (
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"]) is None
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"], "3.8") is None
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"], "3.11") == (
         "release 21.08 variant tf2-py3: Python 3.11 is not a Python of this release (its bases: 3.8 upstream, 3.9 offline)")
     for rel in CAT.releases.values():
-        reason = lk.refusal(rel, rel.variants["tf1-py3"]) if "tf1-py3" in rel.variants else None
+        reason = policy.why_not_buildable(rel, rel.variants["tf1-py3"]) if "tf1-py3" in rel.variants else None
         assert reason is None or "\n" not in reason
 
 
 def test_refusal_when_the_catalog_names_no_package(make_catalog):
     r = catalog.load(make_catalog({"30.01.yaml": GOOD})).get("30.01")
-    assert lk.refusal(r, r.variants["tf2-py3"]) == ("release 30.01 variant tf2-py3: the catalog names no wheel for "
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"]) == ("release 30.01 variant tf2-py3: the catalog names no wheel for "
                                                     "TensorFlow 2.14.1 (framework.package), so there is nothing to install")
-    assert lk.pythons_for(r, r.variants["tf2-py3"]) == []
+    assert policy.pythons_for(r, r.variants["tf2-py3"]) == []
     with pytest.raises(UserError):
         lk.requirements(r, r.variants["tf2-py3"])
 
@@ -124,9 +124,9 @@ def test_refusal_of_a_tf2_without_a_wheel_for_the_bases_python(make_catalog):
     text = GOOD.replace('framework: {version: "2.14.1"}',
                         'framework: {version: "2.11.0", package: tensorflow, pythons: ["3.7", "3.8", "3.9", "3.10"]}')
     r = catalog.load(make_catalog({"30.01.yaml": text})).get("30.01")
-    assert lk.pythons_for(r, r.variants["tf2-py3"]) == ["3.10"]
-    assert lk.refusal(r, r.variants["tf2-py3"]) is None
-    assert lk.refusal(r, r.variants["tf2-py3"], "3.11") == (
+    assert policy.pythons_for(r, r.variants["tf2-py3"]) == ["3.10"]
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"]) is None
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"], "3.11") == (
         "release 30.01 variant tf2-py3: TensorFlow 2.11.0 has no wheel for Python 3.11 (its wheels: 3.7-3.10); "
         "build it from a TensorFlow 2.11 source tree (--framework-src)")
 

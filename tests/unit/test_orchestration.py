@@ -196,15 +196,15 @@ def test_zstd_reaches_every_build_the_label_step_included(monkeypatch, tmp_path)
 
 def test_the_unlabelled_image_does_not_stay_behind_unless_someone_tagged_it(engine):
     """On the containerd store every build would otherwise leave one more <none> image."""
-    from builder import build as b
+    from builder import image
 
     run.run_build(build_plan(), lambda: engine, BuildSettings(), out=Captured())
     labelled = engine.image_id("local/tensorflow:21.08-tf2-py3")
     assert set(engine.store) == {engine.image_id(BaseRecipe(REL.offline).tag), labelled}
     kept = engine.add_image("someone/else:1")
-    b.forget_unlabelled(engine, kept, labelled)
+    image.forget_unlabelled(engine, kept, labelled)
     assert engine.image_id("someone/else:1") == kept
-    b.forget_unlabelled(engine, "sha256:" + "e" * 64, labelled)  # gone already (the containerd store): no error
+    image.forget_unlabelled(engine, "sha256:" + "e" * 64, labelled)  # gone already (the containerd store): no error
 
 
 REL_2611 = CAT.get("26.11")
@@ -303,7 +303,7 @@ def test_runtime_only_builds_one_image_and_never_exports_the_devel_stage(engine_
     out = Captured()
     plan = pl.plan_build(CAT, pl.BuildArgs(release="26.11", build_id="t1", base="offline", runtime=True,
                                            runtime_only=True))
-    assert [line["tags"] for line in plan.dry_run("b", "offline", False)] == [
+    assert [[ref for job in vp.images["offline"] for ref in job.refs] for vp in plan.variants] == [
         ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]]
     run.run_build(plan, lambda: engine_2611, BuildSettings(), out=out)
     assert out.results == ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]

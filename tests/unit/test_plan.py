@@ -48,11 +48,23 @@ def test_render_options_reach_the_rendered_dockerfile():
     assert plan.options.xla is False and plan.options.env == (("A", "1"),)
 
 
-def test_dry_run_lines_name_base_tags_and_build_id():
-    lines = build_plan().dry_run("local/cuda-base:x", "offline", True)
-    assert lines == [{"release": "21.08", "variant": "tf2-py3", "base": "local/cuda-base:x", "base_kind": "offline",
-                      "build_base": True, "tags": ["local/tensorflow:21.08-tf2-py3",
-                                                   "local/tensorflow:21.08-tf2-py3-b1"], "build_id": "b1"}]
+def test_the_plan_holds_each_render_job_and_the_base_decision():
+    """Complete before the run: with --base auto the upstream image is tried, else the
+    offline base is built; the variant is rendered once for each, and each render's job
+    names its base, its build arguments, its read-back expectation and its tags."""
+    plan = build_plan()
+    recipe = BaseRecipe.for_release(CAT.get("21.08"))
+    assert [(o.kind, o.image, o.obtain) for o in plan.base_decision.options] == [
+        ("upstream", CAT.get("21.08").upstream_ref, "pull"), ("offline", recipe.tag, "build")]
+    vp = plan.variants[0]
+    assert set(vp.renders) == {"upstream", "offline"} and plan.recipe == recipe
+    (job,) = vp.images["offline"]
+    assert job.buildargs["BASE_IMAGE"] == recipe.tag == vp.renders["offline"].meta["base_image"]
+    assert job.buildargs["BUILD_ID"] == "b1" and {"BUILD_REF", "BUILD_DATE"} <= set(job.buildargs)
+    assert job.refs == ("local/tensorflow:21.08-tf2-py3", "local/tensorflow:21.08-tf2-py3-b1")
+    assert job.expect.release.name == "21.08" and job.expect.variant.name == "tf2-py3" and job.expect.coverage
+    assert vp.images["upstream"][0].buildargs["BASE_IMAGE"] == CAT.get("21.08").upstream_ref
+    assert [o.kind for o in build_plan(base="offline").base_decision.options] == ["offline"]
 
 
 @pytest.mark.parametrize("kw,message", [
@@ -87,8 +99,8 @@ def test_derive_plan(tmp_path):
     patch.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
     plan = pl.plan_derive("local/tensorflow:21.08-tf2-py3", "me/tf:fix", patches=[patch], pip=["six==1.16.0"])
     assert plan.spec.patches == [patch] and plan.spec.pip == ["six==1.16.0"]
-    assert plan.checks == ("patches apply", "read-back", "conformance") and plan.log_name == "derive-me_tf_fix.log"
-    assert pl.plan_derive("a:b", "c:d", apt=["jq"], test=False).checks == ("patches apply", "read-back")
+    assert plan.test and plan.log_name == "derive-me_tf_fix.log"
+    assert not pl.plan_derive("a:b", "c:d", apt=["jq"], test=False).test
     with pytest.raises(UserError, match="nothing to derive"):
         pl.plan_derive("a:b", "c:d")
     with pytest.raises(UserError, match="--tag"):

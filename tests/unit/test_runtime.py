@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from builder import catalog, plan as pl, runtime
+from builder import catalog, plan as pl, policy, runtime_image
 from builder.base_recipe import BaseRecipe
 from builder.errors import UserError
-from builder.plan import render_options
+from builder.render import render_options
 from builder.render import render
 from tests.unit.dockerfile_lexer import instructions
 
@@ -18,9 +18,9 @@ CAT = catalog.load()
 
 
 def test_only_a_release_whose_cuda_libraries_all_come_from_wheels_has_one():
-    assert runtime.refusal(CAT.get("26.11")) is None
+    assert policy.why_no_runtime_image(CAT.get("26.11")) is None
     for name in ("21.06", "21.08", "21.10", "22.12", "23.03"):
-        why = runtime.refusal(CAT.get(name))
+        why = policy.why_no_runtime_image(CAT.get(name))
         assert why and why.startswith(f"release {name} has no runtime image: TensorFlow loads its cuda_runtime, cublas")
         assert "\n" not in why
 
@@ -84,7 +84,7 @@ def test_the_committed_dockerfile_holds_the_runtime_stage():
 
 
 def test_runtime_refs_follow_the_devel_refs():
-    assert runtime.refs_for(["r/tf:26.11-tf2-py3", "r/tf:26.11-tf2-py3-b1"]) == [
+    assert runtime_image.refs_for(["r/tf:26.11-tf2-py3", "r/tf:26.11-tf2-py3-b1"]) == [
         "r/tf:26.11-tf2-py3-runtime", "r/tf:26.11-tf2-py3-b1-runtime"]
 
 
@@ -117,7 +117,7 @@ def test_the_wheel_layers_take_every_locked_package_exactly_once():
     text = render(rel, rel.variants["tf2-py3"], render_options(rel)).dockerfile
     programs = re.findall(r"awk '([^']*)' \"\$lock\"", text)
     assert len(programs) == 4
-    for python in lock.pythons_for(rel, rel.variants["tf2-py3"]):
+    for python in policy.pythons_for(rel, rel.variants["tf2-py3"]):
         path = lock.lock_path(rel.name, "tf2-py3", python)
         entries = re.findall(r"^([A-Za-z0-9][\w.-]*)==", path.read_text(), re.M)
         layers = [re.findall(r"^([A-Za-z0-9][\w.-]*)==", subprocess.run(["awk", prog, str(path)], capture_output=True,

@@ -173,12 +173,13 @@ def test_no_settings_deliver_nothing():
 
 @pytest.mark.parametrize("backend", ["buildkit", "legacy"])
 def test_a_derive_hands_settings_over_the_backends_way(tmp_path, monkeypatch, backend):
-    from builder import derive
+    from builder import catalog, derive, image
+    from builder.contract import Label
 
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     engine = FakeEngine()
     engine.backend = backend
-    engine.add_image("local/parent:1")
+    engine.add_image("local/parent:1", labels={Label.RELEASE: "21.08", Label.VARIANT: "tf2-py3"})
     seen = {}
 
     def capture(request, progress=None):
@@ -188,8 +189,9 @@ def test_a_derive_hands_settings_over_the_backends_way(tmp_path, monkeypatch, ba
 
     engine.build = capture
     spec = derive.DeriveSpec(parent="local/parent:1", apt=["jq"])
-    derive.build(engine, spec, "local/parent:1", BuildSettings(pip_index="https://pypi.corp/simple"),
-                 compile_cache=None, nocache=False, log_path=tmp_path / "log", quiet=True)
+    job = derive.job(spec, "local/parent:1", engine.inspect("local/parent:1"), catalog.load(), "me/tf:1",
+                     "derive-me_tf_1.log", compile_cache=None, no_cache=False)
+    image.build(engine, job, BuildSettings(pip_index="https://pypi.corp/simple"), quiet=True)
     request = seen["request"]
     if backend == "buildkit":
         assert seen["files"] == {"builder-pip-index": "https://pypi.corp/simple\n"}

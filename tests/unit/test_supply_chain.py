@@ -186,7 +186,7 @@ def test_build_sign_needs_push_and_a_key_that_opens_before_anything_is_built(tmp
     key.write_text("k")
     monkeypatch.delenv("COSIGN_PASSWORD", raising=False)
     plan = pl.plan_build(cat, pl.BuildArgs("21.08", push_to="r.example/ml", sign=key))
-    assert run.plan_push_of("local/tensorflow:21.08-tf2-py3", plan).sign == key  # each push signs
+    assert plan.pushes["local/tensorflow:21.08-tf2-py3"].sign == key  # each push signs
 
     def never():
         raise AssertionError("the engine was reached before the key was checked")

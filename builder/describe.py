@@ -87,7 +87,7 @@ def coverage_text(report: dict) -> str:
     return table_text(header, rows)
 
 
-def shown(report: dict, coverage: bool = False, as_json: bool = False) -> str:
+def report_text(report: dict, coverage: bool = False, as_json: bool = False) -> str:
     """`builder inspect`'s output for a describe() report: the coverage table, JSON or the summary."""
     raw = report.pop("_report")
     if coverage:

@@ -23,6 +23,7 @@ from builder.base import BaseChoice, log, make_rootfs
 from builder.buildkit_engine import IMAGE_ID
 from builder.engine import BakeJob, Engine, Progress
 from builder.errors import BuildError, UserError
+from builder.job import ImageJob
 
 if TYPE_CHECKING:
     from builder.plan import BuildPlan
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Baked:
     image_id: str  # untagged, not yet read back ("" when its bake failed)
-    log_path: Path
+    job: ImageJob  # the plan's job of the variant's image, logging where its bake logged
     error: BuildError | None = None  # its bake's failure (the other builders' variants go on)
 
 
@@ -96,12 +97,13 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
         image.finish(engine, base.job(recipe), outcomes[0][bake.base_target(release)])
         log(f"base: tagged {recipe.tag}")
     baked = {}
-    for job, outcome in zip(jobs, outcomes):
-        for r in rendered_all:
-            name = bake.target_name(release.name, r.variant)
-            if name in job.targets:
-                baked[r.variant] = (Baked("", job.log_path, outcome) if isinstance(outcome, BuildError)
-                                    else Baked(outcome[name], job.log_path))
+    for bake_job, outcome in zip(jobs, outcomes):
+        for vp in plan.variants:
+            name = bake.target_name(release.name, vp.variant.name)
+            if name in bake_job.targets:
+                job = dataclasses.replace(vp.images[choice.kind][0], log_name=bake_job.log_path.name)
+                baked[vp.variant.name] = (Baked("", job, outcome) if isinstance(outcome, BuildError)
+                                          else Baked(outcome[name], job))
     return baked
 
 

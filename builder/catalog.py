@@ -22,7 +22,7 @@ from builder import contract, cuda_arch, grammar
 from builder.errors import CatalogError, Problem, UserError
 # Every field's grammar is in builder/grammar.py (whole-string matches); these names are
 # the ones other modules import from here.
-from builder.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, shown
+from builder.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, printable
 
 RELEASES_DIR = Path(__file__).parent / "releases"
 # A catalog file is a page of YAML: anything bigger is a mistake or an attack.
@@ -119,7 +119,7 @@ class Release:
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
-            raise UserError(f"release {self.name} has no variant {shown(name)} "
+            raise UserError(f"release {self.name} has no variant {printable(name)} "
                             f"(it has: {', '.join(self.variants)})")
         return self.variants[name]
 
@@ -142,7 +142,7 @@ class Catalog:
 
     def get(self, name: str) -> Release:
         if name not in self.releases:
-            raise UserError(f"unknown release {shown(name)} (known: {', '.join(self.releases)})")
+            raise UserError(f"unknown release {printable(name)} (known: {', '.join(self.releases)})")
         return self.releases[name]
 
     def summary(self) -> list[dict]:
@@ -324,7 +324,7 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
             continue
         rel = str(rel)
         if not grammar.RELEASE.fullmatch(rel):
-            problems.append(Problem(name, "release", f"{shown(rel)} is not a release name (letters, digits, "
+            problems.append(Problem(name, "release", f"{printable(rel)} is not a release name (letters, digits, "
                                                      "'.', '_' and '-'; no '..'; 64 at most)"))
             continue
         if rel in raw:
@@ -349,7 +349,7 @@ def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem]
     else:
         parent = str(parent)
         if parent not in raw:
-            problems.append(Problem(file, "parent", f"unknown parent {shown(parent)}"))
+            problems.append(Problem(file, "parent", f"unknown parent {printable(parent)}"))
             merged = None
         else:
             base = _resolve(parent, raw, problems, done, chain + (rel,))
@@ -410,7 +410,7 @@ class _Checker:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            self.add(key, f"must be a string, got {type(value).__name__} {shown(value)}")
+            self.add(key, f"must be a string, got {type(value).__name__} {printable(value)}")
             return None
         if isinstance(value, float):
             self.add(key, f"write versions as quoted strings, e.g. \"{value}\"")
@@ -435,7 +435,7 @@ class _Checker:
         if value is None:
             return False
         if not isinstance(value, bool):
-            self.add(key, f"must be a boolean (true or false), got {shown(value)}")
+            self.add(key, f"must be a boolean (true or false), got {printable(value)}")
             return False
         return value
 
@@ -446,13 +446,13 @@ class _Checker:
         for name, value in self.mapping(key).items():
             where = f"{key}.{name}"
             if not grammar.matches(names, name):
-                self.add(where, f"{shown(name)} is not {what}")
+                self.add(where, f"{printable(name)} is not {what}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (str, int)):
-                self.add(where, f"must be a string or integer, got {type(value).__name__} {shown(value)}")
+                self.add(where, f"must be a string or integer, got {type(value).__name__} {printable(value)}")
                 continue
             if not values.fullmatch(str(value)):
-                self.add(where, f"{shown(value)} is not {value_what}")
+                self.add(where, f"{printable(value)} is not {value_what}")
                 continue
             out[str(name)] = str(value)
         return out
@@ -461,7 +461,7 @@ class _Checker:
         """A string field that must match PATTERN whole."""
         value = self.string(key, required)
         if value is not None and not pattern.fullmatch(value):
-            self.add(key, f"{shown(value)} is not {what}")
+            self.add(key, f"{printable(value)} is not {what}")
             return None
         return value
 
@@ -475,7 +475,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
     repository = c.string("repository") or ""
     why = contract.repository_problem(repository) if repository else None
     if why:
-        c.add("repository", f"{shown(repository)} {why}")
+        c.add("repository", f"{printable(repository)} {why}")
     c.mapping("os", {"distro", "version"})
     distro = c.text("os.distro", grammar.OS_DISTRO, "a distribution name such as ubuntu")
     os_version = c.text("os.version", grammar.NUMERIC_VERSION, "a version such as \"20.04\"")
@@ -493,7 +493,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
     c.mapping("base.upstream", {"image", "digest"})
     upstream = c.string("base.upstream.image")
     if upstream is not None and (contract.reference_problem(upstream) or "@" in upstream):
-        c.add("base.upstream.image", f"{shown(upstream)} {contract.reference_problem(upstream) or 'has a digest'}: "
+        c.add("base.upstream.image", f"{printable(upstream)} {contract.reference_problem(upstream) or 'has a digest'}: "
                                      "give NAME:TAG here and the digest in base.upstream.digest")
         upstream = None
     digest = c.string("base.upstream.digest", required=False)
@@ -502,7 +502,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
     c.mapping("base.offline", {"debian", "cuda", "python"})
     suite = c.string("base.offline.debian")
     if suite is not None and suite not in DEBIAN_SUITES:
-        c.add("base.offline.debian", f"unknown Debian suite {shown(suite)} (known: {', '.join(DEBIAN_SUITES)})")
+        c.add("base.offline.debian", f"unknown Debian suite {printable(suite)} (known: {', '.join(DEBIAN_SUITES)})")
     off_cuda = c.text("base.offline.cuda", grammar.NUMERIC_VERSION, "a CUDA version such as \"11.8\"")
     off_python = c.text("base.offline.python", PYTHON_VERSION, "a Python version such as \"3.9\"")
 
@@ -559,11 +559,11 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
         fversion = c.text(f"{key}.framework.version", VERSION, "a version such as \"2.5.0\"")
         api = c.required(f"{key}.framework.api")
         if api is not None and api not in (1, 2):
-            c.add(f"{key}.framework.api", f"must be 1 or 2, got {shown(api)}")
+            c.add(f"{key}.framework.api", f"must be 1 or 2, got {printable(api)}")
         tag = c.string(f"{key}.tag", required=False) or f"{rel}-{vname}"
         why = contract.tag_problem(tag)
         if why:
-            c.add(f"{key}.tag", f"{shown(tag)} {why}")
+            c.add(f"{key}.tag", f"{printable(tag)} {why}")
         package, pythons, pins = _check_wheel(c, f"{key}.framework")
         venv = c.string_map(f"{key}.env", grammar.ENV_NAME, "a valid environment variable name",
                             grammar.TEXT, "a value an image can carry (no control characters)")
@@ -597,7 +597,7 @@ LABEL_KEY_WHAT = "a label key (reverse-DNS: lower-case letters and digits, '.' o
 def _matches(c: _Checker, where: str, value: str, pattern: re.Pattern[str], what: str) -> bool:
     if pattern.fullmatch(value):
         return True
-    c.add(where, f"{shown(value)} is not {what}")
+    c.add(where, f"{printable(value)} is not {what}")
     return False
 
 
@@ -615,7 +615,7 @@ def _string_list(c: _Checker, key: str, what: str) -> list[tuple[str, str]] | No
         if isinstance(item, float):
             c.add(where, f"write it as a quoted string, e.g. \"{item}\"")
         elif not isinstance(item, str):
-            c.add(where, f"must be a string ({what}), got {type(item).__name__} {shown(item)}")
+            c.add(where, f"must be a string ({what}), got {type(item).__name__} {printable(item)}")
         else:
             out.append((where, item))
     return out
@@ -625,12 +625,12 @@ def _check_wheel(c: _Checker, key: str) -> tuple[str | None, tuple[str, ...], tu
     """framework.package / pythons / pins: the upstream wheel and its known-good pins."""
     package = c.string(f"{key}.package", required=False)
     if package is not None and not PACKAGE_NAME.fullmatch(package):
-        c.add(f"{key}.package", f"{shown(package)} is not a PyPI distribution name")
+        c.add(f"{key}.package", f"{printable(package)} is not a PyPI distribution name")
         package = None
     pythons: list[str] = []
     for where, item in _string_list(c, f"{key}.pythons", 'Python versions such as "3.9"') or []:
         if not PYTHON_VERSION.fullmatch(item):
-            c.add(where, f"{shown(item)} is not a Python version such as \"3.9\"")
+            c.add(where, f"{printable(item)} is not a Python version such as \"3.9\"")
         elif item in pythons:
             c.add(where, f"Python {item} is listed twice")
         else:
@@ -646,7 +646,7 @@ def _check_wheel(c: _Checker, key: str) -> tuple[str | None, tuple[str, ...], tu
     for where, item in _string_list(c, f"{key}.pins", 'exact pins such as "numpy==1.19.5"') or []:
         m = PIN.fullmatch(item)
         if not m:
-            c.add(where, f"{shown(item)} is not an exact pin such as \"numpy==1.19.5\"")
+            c.add(where, f"{printable(item)} is not an exact pin such as \"numpy==1.19.5\"")
             continue
         name = canonical_name(m.group(1))
         if name in seen:
@@ -664,7 +664,7 @@ def _check_gpu_wheels(c: _Checker) -> dict[str, str]:
         if not grammar.matches(grammar.COMPONENT, name):
             c.add(where, "component names are lower-case letters, digits, '_' and '-' (e.g. cudnn)")
         elif not isinstance(value, str) or not PIN.fullmatch(value):
-            c.add(where, f"must be an exact pip requirement such as \"nvidia-cudnn-cu11==8.5.0.96\", got {shown(value)}")
+            c.add(where, f"must be an exact pip requirement such as \"nvidia-cudnn-cu11==8.5.0.96\", got {printable(value)}")
         else:
             out[name] = value
     return out
@@ -682,7 +682,7 @@ def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
     if isinstance(value, str):
         m = ABSENT.fullmatch(value)
         if not m or not grammar.matches(grammar.TEXT, value):
-            c.add("horovod", f"{shown(value)}: give {{version, requires}}, null, or \"absent: WHY\"")
+            c.add("horovod", f"{printable(value)}: give {{version, requires}}, null, or \"absent: WHY\"")
             return None, None
         return None, m.group(1)
     if not c.mapping("horovod", HOROVOD_KEYS):
@@ -691,7 +691,7 @@ def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
         return None, None
     version = c.string("horovod.version")
     if version is not None and not VERSION.fullmatch(version):
-        c.add("horovod.version", f"{shown(version)} is not a version such as \"0.22.1\"")
+        c.add("horovod.version", f"{printable(version)} is not a version such as \"0.22.1\"")
         version = None
     requires = []
     listed = _string_list(c, "horovod.requires", 'requirements such as "cloudpickle"')
@@ -699,7 +699,7 @@ def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
         c.add("horovod.requires", "missing required field (its install_requires, e.g. [cloudpickle, psutil])")
     for where, item in listed or []:
         if not REQUIREMENT.fullmatch(item):
-            c.add(where, f"{shown(item)} is not a requirement such as \"cffi\" or \"cffi>=1.4.0\"")
+            c.add(where, f"{printable(item)} is not a requirement such as \"cffi\" or \"cffi>=1.4.0\"")
         else:
             requires.append(item)
     return (HorovodSpec(version, tuple(requires)) if version else None), None

@@ -55,13 +55,13 @@ class DeriveSpec:
             _refuse_empty(p, "--patch")
         for pkg in self.apt:
             if not grammar.APT_NAME.fullmatch(pkg):
-                raise UserError(f"--apt {grammar.shown(pkg)} is not a Debian package name[=version]")
+                raise UserError(f"--apt {grammar.printable(pkg)} is not a Debian package name[=version]")
         for pkg in self.pip:
             if not grammar.PIP_SPEC.fullmatch(pkg):
-                raise UserError(f"--pip {grammar.shown(pkg)} is not a pip requirement (name[extras][==version])")
+                raise UserError(f"--pip {grammar.printable(pkg)} is not a pip requirement (name[extras][==version])")
         for arg in self.nvbuild_args:
             if not grammar.TEXT.fullmatch(arg):
-                raise UserError(f"--nvbuild-args: {grammar.shown(arg)} holds a control character or undecodable bytes")
+                raise UserError(f"--nvbuild-args: {grammar.printable(arg)} holds a control character or undecodable bytes")
         check_nvbuild_args(self.nvbuild_args)
 
     @property

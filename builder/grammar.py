@@ -73,7 +73,7 @@ def matches(pattern: re.Pattern[str], value: Any) -> bool:
     return isinstance(value, str) and pattern.fullmatch(value) is not None
 
 
-def shown(value: Any, limit: int = 60) -> str:
+def printable(value: Any, limit: int = 60) -> str:
     """A value as an error message may show it: quoted, on one line (control characters
     and undecodable bytes escaped by repr), cut short (a catalog value may be huge)."""
     if not isinstance(value, str):
@@ -108,4 +108,4 @@ def check_ref(ref: str, what: str, image_id: bool = False) -> None:
         return
     why = reference_problem(ref)
     if why:
-        raise UserError(f"{what} {shown(ref)} {why}")
+        raise UserError(f"{what} {printable(ref)} {why}")

@@ -102,7 +102,7 @@ def owned_files(dest: Path) -> set[str]:
                         "files; remove it or choose another directory") from None
     for rel in files:
         if not _is_plain_relative(rel):
-            raise UserError(f"the marker {marker} names {grammar.shown(rel)}, not a plain path inside the "
+            raise UserError(f"the marker {marker} names {grammar.printable(rel)}, not a plain path inside the "
                             "directory; remove the directory or choose another")
     return set(files)
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import builders, buildkit_engine, cuda_arch, grammar, paths, policy, provenance, runtime_image, urls
+from builder import buildcontext, builders, buildkit_engine, cuda_arch, grammar, paths, policy, provenance, runtime_image, urls
 from builder.base_recipe import BaseRecipe
 from builder.buildsettings import BackendAsks
 from builder.catalog import Catalog, Release, Variant
@@ -33,7 +33,7 @@ def default_build_id(now: float | None = None) -> str:
 
 def check_build_id(bid: str) -> None:
     if not grammar.BUILD_ID.fullmatch(bid):
-        raise UserError(f"--build-id {grammar.shown(bid)} may hold only letters, digits, '_', '.' and '-' "
+        raise UserError(f"--build-id {grammar.printable(bid)} may hold only letters, digits, '_', '.' and '-' "
                         "(64 at most, not starting with '.' or '-')")
 
 
@@ -164,7 +164,7 @@ class VariantPlan:
 
     @property
     def rendered(self) -> Rendered:
-        """The render for the first base the decision tries (what --dry-run and notes show)."""
+        """The render for the first base the decision tries (what the notes read)."""
         return next(iter(self.renders.values()))
 
     @property
@@ -278,9 +278,10 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         for v in variants:
             why = grammar.tag_problem(f"{v.tag}-{bid}")
             if why:
-                raise UserError(f"the build-id tag {grammar.shown(f'{v.tag}-{bid}')} {why}: give a shorter --build-id")
+                raise UserError(f"the build-id tag {grammar.printable(f'{v.tag}-{bid}')} {why}: give a shorter --build-id")
     if args.framework_src is not None and not args.framework_src.is_dir():
         raise UserError(f"--framework-src {args.framework_src} is not a directory")
+    buildcontext.check_tree(args.framework_src or paths.framework_src_dir())  # no host files in the image
     check_base_option(args.base)
     check_compile_cache(args.compile_cache)
     if args.push_to:
@@ -373,7 +374,7 @@ def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4,
 
 def check_password_env(name: str) -> str:
     if not grammar.matches(grammar.ENV_NAME, name):
-        raise UserError(f"--key-password-env {grammar.shown(name)}: not an environment variable name")
+        raise UserError(f"--key-password-env {grammar.printable(name)}: not an environment variable name")
     return name
 
 

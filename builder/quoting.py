@@ -26,7 +26,7 @@ def _text(value: Any, what: str) -> str:
     text = str(value)
     if not grammar.TEXT.fullmatch(text):
         bad = next(c for c in text if not grammar.TEXT.fullmatch(c))
-        raise QuotingError(f"{what} {grammar.shown(text)} holds {ascii(bad)}: control characters "
+        raise QuotingError(f"{what} {grammar.printable(text)} holds {ascii(bad)}: control characters "
                            "(newline, CR, NUL, ESC ...) and undecodable bytes cannot be written there")
     return text
 
@@ -49,7 +49,7 @@ def shell_word(value: Any) -> str:
 def env_file_line(name: str, value: Any) -> str:
     """NAME=VALUE as `docker run --env-file` reads it: the rest of the line, verbatim."""
     if not grammar.ENV_NAME.fullmatch(name):
-        raise QuotingError(f"{grammar.shown(name)} is not an environment variable name")
+        raise QuotingError(f"{grammar.printable(name)} is not an environment variable name")
     return f"{name}={_text(value, f'env value of {name}')}\n"
 
 
@@ -70,7 +70,7 @@ def checked(pattern: re.Pattern[str], what: str) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         text = str(value)
         if not pattern.fullmatch(text):
-            raise QuotingError(f"{grammar.shown(text)} is not {what}")
+            raise QuotingError(f"{grammar.printable(text)} is not {what}")
         return text
 
     return check
@@ -80,7 +80,7 @@ def image_ref(value: Any) -> str:
     text = str(value)
     if contract.IMAGE_ID.fullmatch(text) or contract.reference_problem(text) is None:
         return text
-    raise QuotingError(f"{grammar.shown(text)} is not an image reference NAME[:TAG][@DIGEST]")
+    raise QuotingError(f"{grammar.printable(text)} is not an image reference NAME[:TAG][@DIGEST]")
 
 
 FILTERS: dict[str, Callable[..., str]] = {

@@ -75,13 +75,13 @@ def target_ref(image: str, registry: str, tag: str | None) -> str:
     """IMAGE retagged under REGISTRY (HOST[:PORT][/NAMESPACE]); the repository's last
     path component is kept: local/tensorflow:21.08 -> host:5000/ns/tensorflow:21.08."""
     if not contract.REGISTRY.fullmatch(registry):
-        raise UserError(f"--registry {grammar.shown(registry)} is not HOST[:PORT][/NAMESPACE]")
+        raise UserError(f"--registry {grammar.printable(registry)} is not HOST[:PORT][/NAMESPACE]")
     repo, image_tag = split_ref(image.split("@")[0])
     name = repo.rsplit("/", 1)[-1]
     final_tag = tag or image_tag
     why = contract.tag_problem(final_tag)
     if why:
-        raise UserError(f"--tag {grammar.shown(final_tag)} {why}")
+        raise UserError(f"--tag {grammar.printable(final_tag)} {why}")
     return f"{registry.rstrip('/')}/{name}:{final_tag}"
 
 
@@ -96,12 +96,12 @@ def remote_reference(ref: str, what: str) -> contract.Reference:
     give = "give REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:DIGEST"
     why = contract.reference_problem(ref)
     if why:
-        raise UserError(f"{what} {grammar.shown(ref)} {why}: {give}")
+        raise UserError(f"{what} {grammar.printable(ref)} {why}: {give}")
     parsed = contract.parse_reference(ref)
     if parsed.registry is None:
-        raise UserError(f"{what} {grammar.shown(ref)} names no registry: {give}")
+        raise UserError(f"{what} {grammar.printable(ref)} names no registry: {give}")
     if parsed.digest and not contract.SHA256_DIGEST.fullmatch(parsed.digest):
-        raise UserError(f"{what} {grammar.shown(ref)}: the digest must be sha256:<64 hex digits>")
+        raise UserError(f"{what} {grammar.printable(ref)}: the digest must be sha256:<64 hex digits>")
     return parsed
 
 
@@ -290,7 +290,7 @@ def check_token_service(transport: Transport) -> None:
     realm = challenge.params.get("realm", "") if challenge and challenge.scheme == "bearer" else ""
     if realm.lower().startswith("http://"):
         raise UserError(f"registry {transport.host} sends clients to a token service over plain HTTP "
-                        f"({grammar.shown(realm[:120])}): credentials are only sent over TLS; push anonymously "
+                        f"({grammar.printable(realm[:120])}): credentials are only sent over TLS; push anonymously "
                         "if it allows that, or have its token service served over HTTPS")
 
 

@@ -88,9 +88,9 @@ class RenderOptions:
             if not sep:
                 raise UserError(f"--env '{pair}' is not NAME=VALUE")
             if not grammar.ENV_NAME.fullmatch(name):
-                raise UserError(f"--env {grammar.shown(name)} is not a valid environment variable name")
+                raise UserError(f"--env {grammar.printable(name)} is not a valid environment variable name")
             if not grammar.TEXT.fullmatch(value):
-                raise UserError(f"--env {name}: the value {grammar.shown(value)} holds a control character "
+                raise UserError(f"--env {name}: the value {grammar.printable(value)} holds a control character "
                                 "(newline, CR, NUL, ...) or undecodable bytes; an image cannot carry it")
             out.append((name, value))
         return tuple(out)
@@ -181,7 +181,7 @@ def check_base_option(base: str) -> None:
         return
     why = contract.reference_problem(base)
     if why:
-        raise UserError(f"--base {grammar.shown(base)} is not auto, upstream, offline or an image reference: it {why}")
+        raise UserError(f"--base {grammar.printable(base)} is not auto, upstream, offline or an image reference: it {why}")
 
 
 def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]) -> None:
@@ -220,7 +220,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     repository = release.repository if options.repository is None else options.repository
     why = contract.repository_problem(repository)
     if why:
-        raise UserError(f"--repo {grammar.shown(repository)} {why}")
+        raise UserError(f"--repo {grammar.printable(repository)} {why}")
     image_ref = f"{repository}:{variant.tag}"
     base_image, base_description = base_image_for(release, options)
     compiler_packages, ccbin = host_compiler(release.offline.debian)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from builder import bake_build, base, buildcontext, buildx, derive, describe, image, paths, registry, signing
+from builder import bake_build, base, buildx, derive, describe, image, registry, signing
 from builder import supply_chain
 from builder.buildsettings import BuildSettings
 from builder.conformance import runner
@@ -31,7 +31,6 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         out.say(f"skipped {name}: {reason}")
     for note in plan.notes:
         out.say(note)
-    buildcontext.check_tree(plan.framework_src or paths.framework_src_dir())  # no host files in the image
     if plan.push_to:  # before any build: an untrusted certificate or a bad password fails now
         registry.check_before_build(registry.registry_host(plan.push_to), creds, plan.insecure_registry)
     if plan.sign:  # a missing key or a wrong password fails before the build, not after it
@@ -66,7 +65,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                 done = baked[vp.variant.name]
                 if done.error:
                     raise done.error
-                produced = [image.Produced(image.finish(engine, jobs[0], done.image_id, settings.compression))]
+                produced = [image.Produced(image.finish(engine, done.job, done.image_id, settings.compression))]
             else:
                 produced = [image.produce(engine, job, settings, quiet) for job in jobs[:1]]
             produced += [image.produce(engine, job, settings, quiet) for job in jobs[1:]]

@@ -6,8 +6,8 @@ Prints one JSON line:
 - switches: calls from one builder module into another;
 - climbs: such calls from a module into one on a higher floor of the import graph (top-
   level imports; floor 1 imports no builder module), i.e. a call back up the layers;
-- renders / plan_calls: calls into render.render and into plan.py during the run (a plan
-  that is complete needs neither);
+- renders / plan_calls: templates rendered (calls of template_env) and calls into plan.py
+  during the run (a plan that is complete needs neither);
 - floors: the import graph's height.
 
     python3 bench/flow.py
@@ -80,7 +80,7 @@ def main() -> None:
             if module is None:
                 return
             entered.add(module)
-            if frame.f_code.co_name == "render" and module == "builder.render":
+            if frame.f_code.co_name == "template_env":  # every template is rendered through it
                 counts["renders"] += 1
             if module == "builder.plan":
                 counts["plan_calls"] += 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from builder import bake, base, buildcontext, builders, buildsettings, image, paths, urls
+from builder import bake, base, buildcontext, builders, buildsettings, image, paths, provenance, urls
 from builder.base import BaseChoice, log, make_rootfs
 from builder.buildkit_engine import IMAGE_ID
 from builder.engine import BakeJob, Engine, Progress
@@ -47,7 +47,7 @@ def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings:
         say(f"--all: building the variants one by one: {why}")
         return None
     if len(plan.builders) > 1:
-        base.prepare(engine, choice, plan.recipe, settings, quiet)  # once, here: every builder starts FROM it
+        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, quiet)  # once, here: every builder starts FROM it
         choice = dataclasses.replace(choice, needs_build=False)
         say(f"--all: {len(plan.variants)} variant(s) spread over {len(plan.builders)} builders, one bake each")
     else:
@@ -78,10 +78,10 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
         if choice.needs_build:
             if not engine.image_id(recipe.rootfs_image):
                 make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
-            base.write_context(recipe, layout.base(release))
+            image.write_files(plan.base_job.context, layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
             # a compile cache off loopback is reached over the default network, as a single build reaches it
-            args = {k: v for k, v in plan.buildargs.items() if k != "BUILD_ID"}  # the definition sets BUILD_ID
+            args = {"BUILD_REF": plan.buildargs["BUILD_REF"], "BUILD_DATE": provenance.build_date()}  # BUILD_ID: the definition's
             args.update({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})
             run = bake.RunInputs(delivery.secrets, settings.layer_cache, args, plan.no_cache, settings.compression)
             definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
@@ -94,7 +94,7 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
                     for b, targets in spread.items()]
             outcomes = engine.bake(jobs, Progress(f"{release.name}/all", quiet=quiet))
     if choice.needs_build and not isinstance(outcomes[0], BuildError):
-        image.finish(engine, base.job(recipe), outcomes[0][bake.base_target(release)])
+        image.finish(engine, plan.base_job, outcomes[0][bake.base_target(release)])
         log(f"base: tagged {recipe.tag}")
     baked = {}
     for bake_job, outcome in zip(jobs, outcomes):

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from builder import buildsettings, image, layer_cache, paths
+from builder import buildsettings, image
 from builder.base_recipe import DEFAULT_MIRROR, BaseRecipe
 from builder.engine import Engine, ImageStore
 from builder.errors import UserError, redact
-from builder.job import FilesContext, ImageJob
+from builder.job import ImageJob
 
 if TYPE_CHECKING:
     from builder.plan import BaseDecision
@@ -54,30 +54,23 @@ def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir:
     return image
 
 
-def job(recipe: BaseRecipe) -> ImageJob:
-    """The offline base's image job: its recipe's Dockerfile and the settings wrapper it
-    copies in; nothing to read back (it holds no framework yet), tagged by its recipe."""
-    context = FilesContext({"Dockerfile": recipe.dockerfile()},
-                           {"with-build-settings": paths.templates_dir() / "with-build-settings"})
-    return ImageJob("base", context, f"base-{recipe.tag.split(':')[-1]}.log",
-                    cache_key=layer_cache.base_name(recipe.tag), refs=(recipe.tag,))
-
-
 def write_context(recipe: BaseRecipe, dest: Path) -> Path:
-    """The recipe's build context (`builder bake`, a bake that builds the base)."""
-    return image.write_files(job(recipe).context, dest)
+    """The recipe's build context (`builder bake`)."""
+    return image.write_files(recipe.job().context, dest)
 
 
 def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
-                rebuild: bool = False, quiet: bool = False) -> tuple[str, bool]:
-    """Return (tag, built_now). An existing tag is reused unless `rebuild`."""
+                rebuild: bool = False, quiet: bool = False, job: ImageJob | None = None) -> tuple[str, bool]:
+    """Return (tag, built_now). An existing tag is reused unless `rebuild`. JOB: the
+    recipe's job as the plan made it (else made here)."""
+    job = job or recipe.job()
     settings.validate()
     if not rebuild and engine.image_id(recipe.tag):
         return recipe.tag, False
     if rebuild or not engine.image_id(recipe.rootfs_image):
         with tempfile.TemporaryDirectory(prefix="builder-base-") as tmp:
             make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
-    image.produce(engine, job(recipe), settings, quiet)
+    image.produce(engine, job, settings, quiet)
     log(f"base: tagged {recipe.tag}")
     return recipe.tag, True
 
@@ -112,9 +105,9 @@ def choose(engine: ImageStore, decision: BaseDecision, dry_run: bool) -> BaseCho
     raise UserError(decision.refusal)
 
 
-def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
-            quiet: bool) -> None:
-    """Build the offline base when CHOICE needs it."""
+def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, job: ImageJob,
+            settings: buildsettings.BuildSettings, quiet: bool) -> None:
+    """Build the offline base (RECIPE, as JOB) when CHOICE needs it."""
     if choice.needs_build:
         log(f"base: building {choice.image}")
-        ensure_base(engine, recipe, settings, quiet=quiet)
+        ensure_base(engine, recipe, settings, quiet=quiet, job=job)

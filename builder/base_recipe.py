@@ -6,12 +6,14 @@ and a changed recipe gives a new tag.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from builder import paths
+from builder import layer_cache, paths
 from builder.catalog import OfflineBase, Release
+from builder.job import FilesContext, ImageJob
 from builder.policy import cuda_from_wheels
 from builder.templating import template_env
 
@@ -59,7 +61,7 @@ class BaseRecipe:
                                extra_provides=EXTRA_DRIVER_PROVIDES.get(self.offline.debian, ()))
         return env.get_template("base/Dockerfile.j2").render(base=base)
 
-    @property
+    @functools.cached_property  # a render and a hash: asked for on every tag lookup
     def recipe_id(self) -> str:
         """Hash of everything that decides the image: the recipe and the files it copies."""
         h = hashlib.sha256(self._render("").encode())
@@ -73,3 +75,11 @@ class BaseRecipe:
 
     def dockerfile(self) -> str:
         return self._render(self.recipe_id)
+
+    def job(self) -> ImageJob:
+        """The base's image job: the recipe's Dockerfile and the settings wrapper it copies
+        in; nothing to read back (it holds no framework yet), tagged by its recipe."""
+        context = FilesContext({"Dockerfile": self.dockerfile()},
+                               {"with-build-settings": paths.templates_dir() / "with-build-settings"})
+        return ImageJob("base", context, f"base-{self.tag.split(':')[-1]}.log",
+                        cache_key=layer_cache.base_name(self.tag), refs=(self.tag,))

@@ -46,8 +46,6 @@ class BuildxRequest:
     compression: str = "gzip"        # of the image's layers (zstd: every layer, the base's too)
 
 
-
-
 def output(dest: Path | None = None, compression: str = "gzip") -> str:
     """buildx's --output for one plain image, into the engine or as an archive at DEST, every
     layer in COMPRESSION. Forced for gzip too: unforced, BuildKit reuses the blob a cached step
@@ -311,7 +309,6 @@ def bake_all(bakes: list[Bake]) -> list[dict[str, dict] | BuildError]:
             outcomes.append({name: m for name, m in metadata.items()
                              if isinstance(m, dict) and "containerimage.digest" in m})
     return outcomes
-
 
 
 def check_builder(name: str) -> None:

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder import buildcontext, buildsettings, paths, readback, runtime_image
+from builder import buildcontext, buildsettings, paths, provenance, readback, runtime_image
 from builder.conformance import runner
 from builder.contract import Label
 from builder.engine import BuildRequest, ImageStore, Progress
@@ -40,7 +40,8 @@ def build(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: b
     with tempfile.TemporaryDirectory(prefix="builder-") as tmp:
         context = write_context(job.context, Path(tmp) / "context")
         with buildsettings.deliver(settings, engine.backend) as delivery:
-            request = BuildRequest(context=context, buildargs={**job.buildargs, "BUILD_SETTINGS": delivery.url or ""},
+            args = {**job.buildargs, **({"BUILD_DATE": provenance.build_date()} if job.dated else {})}
+            request = BuildRequest(context=context, buildargs={**args, "BUILD_SETTINGS": delivery.url or ""},
                                    nocache=job.nocache, network_mode=delivery.network_mode(job.compile_cache),
                                    log_path=log_file(job), quiet=quiet, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(job.cache_key) if job.cache_key else None,

@@ -70,6 +70,7 @@ class ImageJob:
     nocache: bool = False
     expect: Expectation | None = None  # None: nothing to read back (the offline base)
     refs: tuple[str, ...] = ()         # tagged once every check passed
+    dated: bool = False                # BUILD_DATE, the time the build starts, is a build argument
 
 
 def requested_of(meta_capabilities: list[str] | str) -> tuple[str, ...]:

@@ -44,8 +44,8 @@ RUNTIME = typer.Option(False, "--runtime", help="Also build the runtime image (n
 RUNTIME_ONLY = typer.Option(False, "--runtime-only", help="Only the runtime image, tagged TAG-runtime: the devel "
                             "stage is built but never exported or tagged (faster, less disk; no devel image to "
                             "derive from or to list CUDA coverage).")
-# The numbers are builder.registry's MAX_TRIES, BACKOFF and BACKOFF_CAP (not imported here, so
-# that `builder --help` stays fast; test_hostile_input.py checks that they agree).
+# The numbers are builder.registry's MAX_TRIES, BACKOFF and BACKOFF_CAP, written out for the
+# help text (test_hostile_input.py checks that they agree).
 TRIES = typer.Option(4, "--tries", help="Attempts for transient failures, at most 10; the waits between them "
                                         "double from 2 s and are capped at 60 s.")
 SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged.")

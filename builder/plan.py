@@ -24,7 +24,8 @@ from builder.errors import UserError
 from builder.grammar import check_ref
 from builder.job import Expectation, ImageJob, RenderedContext, requested_of
 from builder.registry import check_tries, target_ref
-from builder.render import RenderOptions, Rendered, check_base_option, render, render_options
+from builder.render import (RenderOptions, Rendered, check_base_option, jit_capabilities, render, render_options,
+                            resolve_cuda_cc)
 
 
 def default_build_id(now: float | None = None) -> str:
@@ -167,10 +168,6 @@ class VariantPlan:
         """The render for the first base the decision tries (what the notes read)."""
         return next(iter(self.renders.values()))
 
-    @property
-    def image(self) -> str:
-        return self.rendered.meta["image"]
-
 
 @dataclass(frozen=True)
 class BuildPlan:
@@ -195,6 +192,7 @@ class BuildPlan:
     runtime_only: bool = False  # the devel stage is built inside the runtime image's build only
     buildargs: dict[str, str] = field(default_factory=dict)  # every variant's: where and when it is built
     recipe: BaseRecipe | None = None  # the offline base's
+    base_job: ImageJob | None = None  # the offline base's image, when the decision builds it
     pushes: dict[str, PushPlan] = field(default_factory=dict)  # --push: each image reference's push
     notes: tuple[str, ...] = ()  # said before anything is built
 
@@ -224,19 +222,22 @@ def variant_jobs(release: Release, rendered: Rendered, refs: tuple[str, ...], ar
     args_here = {"BASE_IMAGE": meta["base_image"], **buildargs, "COMPILE_CACHE": args.compile_cache or ""}
     devel = ImageJob(f"{release.name}/{rendered.variant}", context, f"{name}.log", args_here, args.compile_cache,
                      cache_key=f"{release.name}-{rendered.variant}", target=meta["target"], nocache=args.no_cache,
-                     expect=expect, refs=refs)
+                     expect=expect, refs=refs, dated=True)
     devel_image = None if args.runtime_only else refs[0]
     runtime = ImageJob(f"{release.name}/{rendered.variant} runtime", context, f"{name}{runtime_image.SUFFIX}.log",
                        {**args_here, "DEVEL_IMAGE": refs[0]}, args.compile_cache, target=runtime_image.STAGE,
                        devel_image=devel_image, nocache=args.no_cache and args.runtime_only,
                        expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image),
-                       refs=tuple(runtime_image.refs_for(refs)))
+                       refs=tuple(runtime_image.refs_for(refs)), dated=True)
     return devel, runtime
 
 
-def jit_note(vp: VariantPlan) -> str:
-    jit, built = vp.rendered.meta["ptx_jit"], vp.rendered.meta["cuda_compute_capabilities"]
-    return (f"note: {vp.variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
+def jit_note(release: Release, variant: Variant, options: RenderOptions) -> str | None:
+    """What runs by PTX JIT, for every base --base may pick (auto: the older toolkit's say)."""
+    jit, built = jit_capabilities(release, options), resolve_cuda_cc(release, options)
+    if not jit or isinstance(built, str):
+        return None
+    return (f"note: {variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
             f"{built[-1].replace('.', '')} (--allow-ptx-jit); SASS for {', '.join(built)}")
 
 
@@ -288,8 +289,8 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         target_ref("x:y", args.push_to, None)  # the registry's grammar, before building
     opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env, args.base, args.repo,
                           args.baked_ca, args.allow_ptx_jit)
-    decision = base_decision(rel, args.base)
-    buildargs = {"BUILD_ID": bid, **provenance.build_stamp()}
+    decision, recipe = base_decision(rel, args.base), BaseRecipe.for_release(rel)
+    buildargs = {"BUILD_ID": bid, "BUILD_REF": provenance.source_ref()}  # BUILD_DATE: when each build starts
     planned = []
     for v in variants:  # every render problem is reported before anything is built
         renders = {o.kind: render(rel, v, for_base(opts, rel, o)) for o in decision.options}
@@ -301,7 +302,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
             images[kind] = ((() if args.runtime_only else (devel,)) + ((runtime,) if args.runtime else ()))
         planned.append(VariantPlan(v, renders, refs, images))
     password_env = check_password_env(args.key_password_env)
-    notes = tuple(jit_note(vp) for vp in planned if vp.rendered.meta.get("ptx_jit"))
+    notes = tuple(n for n in (jit_note(rel, vp.variant, opts) for vp in planned) if n)
     pushes = {ref: PushPlan(ref, target_ref(ref, args.push_to, None), 4, args.insecure_registry, args.sign,
                             password_env)
               for vp in planned for jobs in vp.images.values() for job in jobs for ref in job.refs} \
@@ -310,7 +311,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
                      keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
                      key_password_env=password_env, runtime=args.runtime, runtime_only=args.runtime_only,
-                     buildargs=buildargs, recipe=BaseRecipe.for_release(rel), pushes=pushes, notes=notes)
+                     buildargs=buildargs, recipe=recipe, base_job=recipe.job(), pushes=pushes, notes=notes)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
@@ -385,6 +386,7 @@ class BasePlan:
     release: str
     recipe: BaseRecipe
     rebuild: bool = False
+    job: ImageJob | None = None
 
     @property
     def tag(self) -> str:
@@ -394,7 +396,8 @@ class BasePlan:
 def plan_base(catalog: Catalog, release: str, rebuild: bool = False, backend: BackendAsks = BackendAsks()) -> BasePlan:
     rel = catalog.get(release)
     check_backend(backend)
-    return BasePlan(rel.name, BaseRecipe.for_release(rel), rebuild)
+    recipe = BaseRecipe.for_release(rel)
+    return BasePlan(rel.name, recipe, rebuild, recipe.job())
 
 
 def parse_capabilities(text: str | None, what: str = "--cuda-cc") -> list[str]:

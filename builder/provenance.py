@@ -3,8 +3,8 @@ slsaprovenance` wraps it in an in-toto statement whose subject is the pushed dig
 
 Everything comes from the image: its labels (written after the read-back: release,
 variant, options, the builder's git ref, the base image and its digest) and the digests
-of the lock files and patches it carries. `predicate()` is pure; `build_stamp()` says
-where and when a build runs (the builder checkout's commit, the time)."""
+of the lock files and patches it carries. `predicate()` is pure; `source_ref()` and
+`build_date()` say where and when a build runs (the builder checkout's commit, the time)."""
 from __future__ import annotations
 
 import re
@@ -64,6 +64,6 @@ def source_ref() -> str:
     return rev.stdout.strip() or "unknown"
 
 
-def build_stamp() -> dict[str, str]:
-    """The build arguments that say where and when an image was built."""
-    return {"BUILD_REF": source_ref(), "BUILD_DATE": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+def build_date() -> str:
+    """BUILD_DATE: when a build starts (its image's org.opencontainers.image.created)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -55,7 +55,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         return []
     baked = bake_build.bake_variants(plan, engine, choice, settings, quiet, out.say) if plan.keep_going else None
     if baked is None:
-        base.prepare(engine, choice, plan.recipe, settings, quiet)
+        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, quiet)
     outcomes: list[BuildOutcome] = []
     unverified: list[Unverified] = []  # published, not read back: the others are still pushed
     for vp in plan.variants:
@@ -149,7 +149,7 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
 def run_base(plan: BasePlan, engine: Engine, settings: BuildSettings, *, quiet: bool = False,
              out: Output | None = None) -> str:
     out = out or Output()
-    tag, built = base.ensure_base(engine, plan.recipe, settings, rebuild=plan.rebuild, quiet=quiet)
+    tag, built = base.ensure_base(engine, plan.recipe, settings, rebuild=plan.rebuild, quiet=quiet, job=plan.job)
     if not built:
         out.say(f"base: {tag} exists (recipe unchanged); nothing to do")
     out.result(tag)

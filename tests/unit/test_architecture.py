@@ -1,6 +1,6 @@
 """The package's shape, read from its source: data flows one way (no import circle among
 the modules' imports, at most nine floors of them), builder modules import each other at
-module level (only cli.py defers, for start-up time), only the engine module talks to
+module level (only cli.py may defer one, for start-up time), only the engine module talks to
 docker-py, the CLI only parses and prints (in under 300 lines), there is one error family,
 and docs/ARCHITECTURE.md's module table names every module."""
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_no_import_circle() -> None:
 
 def test_builder_imports_sit_at_module_level() -> None:
     """A builder import inside a function hides a dependency (and often a circle) from a
-    reader of the module's head. Only cli.py defers them, for the CLI's start-up time."""
+    reader of the module's head. Only cli.py may defer one, for the CLI's start-up time."""
     found = {(path.relative_to(ROOT), i.line) for path in MODULES if path != PACKAGE / "cli.py"
              for i in _walk_imports(path) if i.nested and (i.module == "builder" or i.module.startswith("builder."))}
     offenders = [f"{file}:{line}" for file, line in sorted(found)]

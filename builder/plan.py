@@ -234,8 +234,9 @@ def variant_jobs(release: Release, rendered: Rendered, refs: tuple[str, ...], ar
 
 def jit_note(release: Release, variant: Variant, options: RenderOptions) -> str | None:
     """What runs by PTX JIT, for every base --base may pick (auto: the older toolkit's say)."""
-    jit, built = jit_capabilities(release, options), resolve_cuda_cc(release, options)
-    if not jit or isinstance(built, str):
+    jit = jit_capabilities(release, options)
+    built = resolve_cuda_cc(release, options) if jit else "none"  # the renders resolved it already
+    if isinstance(built, str):
         return None
     return (f"note: {variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
             f"{built[-1].replace('.', '')} (--allow-ptx-jit); SASS for {', '.join(built)}")
@@ -311,7 +312,8 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
                      args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
                      keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
                      key_password_env=password_env, runtime=args.runtime, runtime_only=args.runtime_only,
-                     buildargs=buildargs, recipe=recipe, base_job=recipe.job(), pushes=pushes, notes=notes)
+                     buildargs=buildargs, recipe=recipe, base_job=recipe.job() if any(o.obtain == "build" for o in decision.options) else None,
+                     pushes=pushes, notes=notes)
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:

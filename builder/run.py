@@ -61,14 +61,13 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     for vp in plan.variants:
         jobs = vp.images[choice.kind]
         try:
+            produced: list[image.Produced] = []
             if baked is not None:  # --all: the bake built the devel image; read back, labelled, tagged here
                 done = baked[vp.variant.name]
                 if done.error:
                     raise done.error
                 produced = [image.Produced(image.finish(engine, done.job, done.image_id, settings.compression))]
-            else:
-                produced = [image.produce(engine, job, settings, quiet) for job in jobs[:1]]
-            produced += [image.produce(engine, job, settings, quiet) for job in jobs[1:]]
+            produced += [image.produce(engine, job, settings, quiet) for job in jobs[len(produced):]]
             for job in jobs:
                 for ref in job.refs:
                     out.result(ref)

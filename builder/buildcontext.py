@@ -136,7 +136,7 @@ def _stage(rendered: Rendered, tmp: Path, src: Path) -> None:
         target = tmp / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-        if rel.endswith(".sh") or rel in ("with-build-settings", "register-gpu-wheels"):
+        if rel.endswith(".sh") or rel in ("with-build-settings", "register-gpu-wheels", "pip-constraints"):
             target.chmod(0o755)
     shutil.copy2(paths.nvbuild_script(), tmp / "nvbuild.sh")
     (tmp / "nvbuild.sh").chmod(0o755)

@@ -32,11 +32,13 @@ DEBIAN_SUITES = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
 
 # Allowed keys at each level; anything else is reported (a typo must not pass silently).
 TOP_KEYS = {"release", "abstract", "parent", "repository", "os", "python", "cuda", "components",
-            "base", "build", "env", "labels", "expose", "entrypoint", "variants", "gpu_wheels", "horovod"}
+            "base", "build", "env", "labels", "expose", "entrypoint", "variants", "gpu_wheels", "horovod",
+            "tools", "dali", "example_packages"}
 BUILD_KEYS = {"cuda_compute_capabilities", "xla", "gcp", "hdfs", "nvbuildopts"}
 VARIANT_KEYS = {"tag", "framework", "env", "labels"}
 FRAMEWORK_KEYS = {"name", "version", "api", "package", "pythons", "pins"}
 HOROVOD_KEYS = {"version", "requires"}
+DALI_KEYS = {"version", "cuda"}
 ENTRYPOINT_KEYS = {"title", "copyright_holder", "upstream_copyright", "shm_recommend"}
 TOGGLES = ("xla", "gcp", "hdfs")
 
@@ -65,6 +67,25 @@ class HorovodSpec:
 
     version: str
     requires: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DaliSpec:
+    """NVIDIA DALI from its PyPI wheel, and its TensorFlow plugin compiled in the image by
+    nvbuild.sh from the plugin's sdist against the installed TensorFlow. `cuda` is the
+    wheels' CUDA flavour ("110": nvidia-dali-cuda110, nvidia-dali-tf-plugin-cuda110)."""
+
+    version: str
+    cuda: str
+
+    @property
+    def wheel(self) -> str:
+        return f"nvidia-dali-cuda{self.cuda}=={self.version}"
+
+    @property
+    def plugin(self) -> str:
+        """The plugin's distribution name (its sdist is locked apart, like Horovod's)."""
+        return f"nvidia-dali-tf-plugin-cuda{self.cuda}"
 
 
 @dataclass(frozen=True)
@@ -116,6 +137,18 @@ class Release:
     horovod: HorovodSpec | None = None
     # why a release has no Horovod when it says so (`horovod: "absent: WHY"`); None otherwise
     horovod_absent: str | None = None
+    dali: DaliSpec | None = None
+    dali_absent: str | None = None  # why a release has no DALI (`dali: "absent: WHY"`)
+    # what /workspace/docker-examples/Dockerfile.addpackages adds by default: apt, pip
+    example_packages: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    # tool -> the pip requirement installed for it from the lock ("jupyter": "jupyterlab==4.3.8")
+    tools: dict[str, str] = field(default_factory=dict)
+    # tool -> why the release has it not (`tools: {NAME: "absent: WHY"}`)
+    tools_absent: dict[str, str] = field(default_factory=dict)
+
+    def tool_package(self, tool: str) -> str:
+        """The distribution a tool installs ('jupyterlab' for jupyter)."""
+        return canonical_name(REQUIREMENT.fullmatch(self.tools[tool]).group(1))  # type: ignore[union-attr]
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
@@ -574,8 +607,12 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
                                       package, pythons, pins)
     gpu_wheels = _check_gpu_wheels(c)
     horovod, horovod_absent = _check_horovod(c)
+    tools, tools_absent = _check_tools(c)
+    dali, dali_absent = _check_dali(c)
+    examples = _check_example_packages(c)
     for vname, v in variants.items():
-        _check_duplicates(c, f"variants.{vname}.framework", v, gpu_wheels, horovod)
+        _check_duplicates(c, f"variants.{vname}.framework", v, gpu_wheels, horovod,
+                          {**tools, **({"dali": dali.wheel} if dali else {})})
 
     if c.failed:
         return None
@@ -587,7 +624,8 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
         offline=OfflineBase(suite, off_cuda, off_python), cuda_cc=cc, toggles=toggles,
         nvbuildopts=list(nvbuildopts), env=env, labels=labels, expose=list(expose),
         entrypoint=entrypoint, variants=variants, resolved=data, gpu_wheels=gpu_wheels, horovod=horovod,
-        horovod_absent=horovod_absent,
+        horovod_absent=horovod_absent, tools=tools, tools_absent=tools_absent,
+        dali=dali, dali_absent=dali_absent, example_packages=examples,
     )
 
 
@@ -705,15 +743,77 @@ def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
     return (HorovodSpec(version, tuple(requires)) if version else None), None
 
 
+def _check_dali(c: _Checker) -> tuple[DaliSpec | None, str | None]:
+    """dali: {version, cuda} (the wheels' CUDA flavour, "110" or "120"); null; or "absent: WHY"."""
+    value = c.get("dali")
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        m = ABSENT.fullmatch(value)
+        if not m or not grammar.matches(grammar.TEXT, value):
+            c.add("dali", f"{printable(value)}: give {{version, cuda}}, null, or \"absent: WHY\"")
+            return None, None
+        return None, m.group(1)
+    if not c.mapping("dali", DALI_KEYS):
+        return None, None
+    version = c.string("dali.version")
+    if version is not None and not VERSION.fullmatch(version):
+        c.add("dali.version", f"{printable(version)} is not a version such as \"1.34.0\"")
+        version = None
+    flavour = c.string("dali.cuda")
+    if flavour is not None and not re.fullmatch(r"1[0-9]{2}", flavour):
+        c.add("dali.cuda", f"{printable(flavour)} is not a DALI wheel flavour such as \"110\" or \"120\"")
+        flavour = None
+    return (DaliSpec(version, flavour) if version and flavour else None), None
+
+
+def _check_example_packages(c: _Checker) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """example_packages: {apt: [...], pip: [...]}: the docker-examples' defaults."""
+    c.mapping("example_packages", {"apt", "pip"})
+    out = []
+    for key, pattern, what in (("apt", grammar.APT_NAME, 'Debian package names such as "jq"'),
+                               ("pip", grammar.PIP_SPEC, 'pip requirements such as "tensorflow-addons==0.13.0"')):
+        items = []
+        for where, item in _string_list(c, f"example_packages.{key}", what) or []:
+            if _matches(c, where, item, pattern, what):
+                items.append(item)
+        out.append(tuple(items))
+    return out[0], out[1]
+
+
+def _check_tools(c: _Checker) -> tuple[dict[str, str], dict[str, str]]:
+    """tools: {NAME: "requirement" | "absent: WHY" | null}: what the image installs from its
+    lock for its users (JupyterLab, TensorBoard), or why a release cannot have one."""
+    tools: dict[str, str] = {}
+    absent: dict[str, str] = {}
+    for name, value in c.mapping("tools").items():
+        where = f"tools.{name}"
+        if not grammar.matches(grammar.COMPONENT, name):
+            c.add(where, "tool names are lower-case letters, digits, '_' and '-' (e.g. jupyter)")
+        elif value is None:
+            continue  # a release that leaves out what its parent has
+        elif not isinstance(value, str) or not grammar.matches(grammar.TEXT, value):
+            c.add(where, f"give a pip requirement such as \"jupyterlab==4.3.8\", null, or \"absent: WHY\", "
+                         f"got {printable(value)}")
+        elif ABSENT.fullmatch(value):
+            absent[name] = ABSENT.fullmatch(value).group(1)  # type: ignore[union-attr]
+        elif not REQUIREMENT.fullmatch(value):
+            c.add(where, f"{printable(value)} is not a pip requirement such as \"jupyterlab==4.3.8\"")
+        else:
+            tools[name] = value
+    return tools, absent
+
+
 def _check_duplicates(c: _Checker, key: str, variant: Variant, gpu_wheels: dict[str, str],
-                      horovod: HorovodSpec | None) -> None:
-    """One distribution is named once across the framework, its pins, the GPU wheels and
-    Horovod's requirements: two versions of one package cannot both be locked."""
+                      horovod: HorovodSpec | None, tools: dict[str, str] | None = None) -> None:
+    """One distribution is named once across the framework, its pins, the GPU wheels,
+    Horovod's requirements and the tools: two versions of one package cannot both be locked."""
     owners: dict[str, str] = {}
     entries = [(variant.package, f"{key}.package")] if variant.package else []
     entries += [(PIN.fullmatch(p).group(1), f"{key}.pins") for p in variant.pins]
     entries += [(PIN.fullmatch(w).group(1), f"gpu_wheels.{n}") for n, w in gpu_wheels.items()]
     entries += [(REQUIREMENT.fullmatch(r).group(1), "horovod.requires") for r in (horovod.requires if horovod else ())]
+    entries += [(REQUIREMENT.fullmatch(r).group(1), f"tools.{n}") for n, r in (tools or {}).items()]
     for name, where in entries:
         norm = canonical_name(name)
         if norm in owners and owners[norm] != where:

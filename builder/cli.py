@@ -156,7 +156,8 @@ def build(
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
     plan = plan_build(_catalog(), BuildArgs(
-        release, variant, all_variants, **{**render, "env": tuple(render["env"] or ())}, tags=tuple(tag or ()),
+        release, variant, all_variants, **{**render, "env": tuple(render["env"] or ()),
+                                           "without": tuple(render["without"] or ())}, tags=tuple(tag or ()),
         build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
         insecure_registry=insecure_registry, baked_ca=baked_ca(bake_ca, settings.ca_bundle), builders=builders,
         sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
@@ -204,6 +205,7 @@ def derive(
     tag: str = typer.Option(..., "--tag", "-t", help="Tag of the derived image."),
     patch: Optional[List[Path]] = typer.Option(None, "--patch", help="Patch for tensorflow-source (patch -p1; repeatable)."),
     horovod_patch: Optional[List[Path]] = typer.Option(None, "--horovod-patch", help="Patch for Horovod's source (patch -p1 at the sdist root; repeatable)."),
+    dali_patch: Optional[List[Path]] = typer.Option(None, "--dali-patch", help="Patch for DALI's TensorFlow plugin source (patch -p1 at the sdist root; repeatable)."),
     apt: Optional[List[str]] = typer.Option(None, "--apt", help="Debian package to add (repeatable)."),
     pip: Optional[List[str]] = typer.Option(None, "--pip", help="pip requirement to add (repeatable)."),
     nvbuild_args: Optional[str] = typer.Option(None, "--nvbuild-args", help="Arguments for nvbuild.sh, e.g. \"--sm 8.6\"."),
@@ -217,7 +219,8 @@ def derive(
     """Derive an image: patch and rebuild the framework with nvbuild.sh, and/or add packages.
     Patches are tried on the parent's source first; the image is tested, then tagged."""
     plan = plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
-                          compile_cache, no_cache, test=not no_test, sbom=sbom_, backend=settings.backend)
+                          compile_cache, no_cache, test=not no_test, sbom=sbom_, backend=settings.backend,
+                          dali_patches=dali_patch or [])
     run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
 
 

@@ -49,6 +49,7 @@ class Label:
     HDFS = "dev.tfbuilder.hdfs"
     BASE = "dev.tfbuilder.base"
     ENV_OVERRIDES = "dev.tfbuilder.env-overrides"
+    WITHOUT = "dev.tfbuilder.without"   # components left out (--without): "dali,jupyter"
     BASE_IMAGE = "dev.tfbuilder.base-image"
 
     # What the image reported (readback.measured_labels, added after the build).
@@ -64,14 +65,18 @@ class Label:
     HOROVOD = "dev.tfbuilder.horovod"
     FILESYSTEMS = "dev.tfbuilder.filesystems"
     COVERAGE = "dev.tfbuilder.coverage"
+    DALI = "dev.tfbuilder.dali"     # "1.34.0 (TensorFlow plugin 1.34.0)": what the image imports
+    TOOLS = "dev.tfbuilder.tools"   # the tools' distributions installed: "jupyterlab=4.6.6 tensorboard=2.21.0"
 
     # A derived image (builder derive).
     PARENT = "dev.tfbuilder.parent"
     PARENT_ID = "dev.tfbuilder.parent-id"
     PATCHES = "dev.tfbuilder.patches"
     HOROVOD_PATCHES = "dev.tfbuilder.horovod-patches"
+    DALI_PATCHES = "dev.tfbuilder.dali-patches"
     APT_PACKAGES = "dev.tfbuilder.apt-packages"
     PIP_PACKAGES = "dev.tfbuilder.pip-packages"
+    PIP_ADDED = "dev.tfbuilder.pip-added"   # what --pip resolved to beyond the parent's pins
     NVBUILD_ARGS = "dev.tfbuilder.nvbuild-args"
 
     # A runtime image (builder build --runtime): the devel image it was copied from.
@@ -98,10 +103,15 @@ class InImage:
     IMAGE_REPORT = "/opt/tensorflow/image_report.py"
     BUILD_INFO = "/opt/tensorflow/build-info.json"  # written by nvbuild.sh, read by the banner
     LOCKS = "/opt/tensorflow/locks"
+    # Every installed Python package pinned (pip-constraints); PIP_CONSTRAINT points here.
+    PIP_CONSTRAINT = "/etc/pip/constraint.txt"
     SOURCE = "/opt/tensorflow/tensorflow-source"    # the framework source nvbuild.sh builds
     HOROVOD_SOURCE = "/opt/tensorflow/horovod-source"
     PATCHES = "/opt/tensorflow/patches"
     HOROVOD_PATCHES = "/opt/tensorflow/patches/horovod"
+    # DALI's TensorFlow plugin: its PyPI sdist as shipped, and the patches nvbuild.sh applies
+    DALI_PLUGIN_SOURCE = "/opt/tensorflow/dali-tf-plugin-source"
+    DALI_PATCHES = "/opt/tensorflow/patches/dali"
     # The marker of the project's extension in SOURCE (a TensorFlow checkout lacks it).
     EXTENSION_MARKER = "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"
     ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
@@ -165,7 +175,7 @@ class BuildInfo:
     VERSION = "version"
     KEYS = ("framework_name", "version", "tensorflow", "python", "cuda_version", "cudnn_version",
             "nccl_version", "tensorrt_version", "tf_trt_available", "libraries", "driver_libraries",
-            "filesystems", "xla", "extension", "horovod", "patches", "packages")
+            "filesystems", "xla", "extension", "horovod", "dali", "patches", "packages")
     COVERAGE_KEYS = ("cuda_binaries", "coverage")
     # The part every build-info.json has, also the one nvbuild.sh writes without the
     # report script (a bare tree in the unit tests): what the banner reads.

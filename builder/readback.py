@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -212,4 +213,23 @@ def measured_labels(report: dict) -> dict[str, str]:
         Label.HOROVOD: (f"{hvd.get('version')} ({', '.join(hvd_ops)})" if hvd else ""),
         Label.FILESYSTEMS: ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
         Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
+        Label.TOOLS: " ".join(f"{n}={v}" for n, v in tool_versions(report).items()),
+        Label.DALI: dali_label(report.get("dali")),
     }
+
+
+# The distributions of the tools a catalog may install (catalog `tools`), as the label names them.
+TOOL_DISTRIBUTIONS = ("jupyterlab", "tensorboard")
+
+
+def dali_label(dali: dict | None) -> str:
+    if not dali:
+        return ""
+    plugin = f"TensorFlow plugin {dali['plugin']}" if dali.get("plugin") else "no TensorFlow plugin"
+    return f"{dali.get('version')} ({plugin})"
+
+
+def tool_versions(report: dict) -> dict[str, str]:
+    """The tools' versions installed in the image, from its own package list."""
+    have = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in (report.get("packages") or {}).items()}
+    return {n: have[n] for n in TOOL_DISTRIBUTIONS if n in have}

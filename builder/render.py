@@ -61,6 +61,7 @@ CONTEXT_STATIC = {
     "entrypoint/entrypoint.d/50-gpu-driver-check.sh": "entrypoint/entrypoint.d/50-gpu-driver-check.sh",
     "with-build-settings": "with-build-settings",
     "register-gpu-wheels": "register-gpu-wheels",
+    "pip-constraints": "pip-constraints",
     "collect-compiled": "collect-compiled",
 }
 
@@ -79,6 +80,7 @@ class RenderOptions:
     offline_base_image: str | None = None  # the offline base's tag, from base.py
     baked_ca: tuple[str, ...] = ()  # PEM texts to install in the image (--bake-ca)
     allow_ptx_jit: bool = False     # capabilities newer than the toolkit's run by PTX JIT
+    without: tuple[str, ...] = ()   # components left out: the release's tools and/or "dali"
 
     @staticmethod
     def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -155,9 +157,10 @@ def _oldest_toolkit(toolkits: list[tuple[str, str]]) -> str:
 def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
                    gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
                    base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = (),
-                   allow_ptx_jit: bool = False) -> RenderOptions:
+                   allow_ptx_jit: bool = False, without: list[str] | tuple[str, ...] | None = ()) -> RenderOptions:
     return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
                          base=base, repository=repo, baked_ca=baked_ca, allow_ptx_jit=allow_ptx_jit,
+                         without=tuple(sorted(set(without or ()))),
                          offline_base_image=BaseRecipe.for_release(release).tag if release is not None else None)
 
 
@@ -193,6 +196,20 @@ def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]
         raise UserError(f"TF_NEED_HDFS=1 (--hdfs): {variant.framework_name} {variant.framework_version}'s "
                         "hdfs:// needs libhdfs.so from a Hadoop client with a Java runtime, which this builder "
                         "cannot install; derive an image that adds your Hadoop client instead (--no-hdfs)")
+
+
+def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str, str]:
+    """--without NAME...: each a tool of the release or dali; distribution -> NAME."""
+    have = [*release.tools, *(["dali"] if release.dali else [])]
+    out = {}
+    for name in without:
+        if name not in have:
+            absent = {**release.tools_absent, **({"dali": release.dali_absent} if release.dali_absent else {})}
+            why = f" ({absent[name]})" if name in absent else ""
+            raise UserError(f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
+                            f"(it has: {', '.join(have) or 'no optional component'})")
+        out[release.dali.wheel.split("==")[0] if name == "dali" else release.tool_package(name)] = name  # type: ignore[union-attr]
+    return out
 
 
 def make_context(release: Release, variant: Variant, options: RenderOptions) -> SimpleNamespace:
@@ -241,6 +258,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         Label.HDFS: build_env["TF_NEED_HDFS"],
         Label.BASE: options.base if options.base in BASE_CHOICES else "custom",
         Label.ENV_OVERRIDES: ",".join(name for name, _ in options.env),
+        Label.WITHOUT: ",".join(options.without),
     }
     return SimpleNamespace(
         release=release,
@@ -259,6 +277,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         # new for its nvcc); an upstream base's nvcc takes its distribution's default
         nvcc_ccbin=ccbin if base_image == options.offline_base_image else None,
         horovod=release.horovod,
+        dali=None if "dali" in options.without else release.dali,
+        tools={k: v for k, v in release.tools.items() if k not in options.without},
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
         build_env=build_env,
@@ -290,8 +310,18 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
     for i, pem in enumerate(options.baked_ca):
         files[f"extra-ca/extra-ca-{i}.crt"] = pem
     # The locks of every Python the variant is locked for: the base's Python picks one.
+    left_out = components_left_out(release, options.without)
     for python in policy.pythons_for(release, variant):
-        files[f"locks/requirements-py{python}.txt"] = _read_lock(lock.lock_path(release.name, variant.name, python))
+        text = _read_lock(lock.lock_path(release.name, variant.name, python))
+        files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out) if left_out else text
+    if ctx.dali:
+        files["locks/dali-tf-plugin.txt"] = _read_lock(lock.dali_plugin_lock_path(release.dali.plugin,
+                                                                                    release.dali.version))
+        for patch in sorted((paths.templates_dir() / "patches" / "dali").glob("*")):
+            files[f"patches/dali/{patch.name}"] = patch.read_text(encoding="utf-8")
+    if "jupyter" in ctx.tools:
+        files["jupyter/jupyter_server_config.py"] = (paths.templates_dir() / "jupyter" / "jupyter_server_config.py"
+                                                     ).read_text(encoding="utf-8")
     if release.horovod:
         files["locks/horovod.txt"] = _read_lock(lock.horovod_lock_path(release.horovod.version))
         patches = paths.templates_dir() / "patches" / "horovod"

@@ -136,8 +136,11 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     derive.check_capabilities(plan.spec, plan.parent, info)
     derive.check_patches(engine, plan.parent, plan.spec.patches)
     derive.check_horovod_patches(engine, plan.parent, plan.spec.horovod_patches)
+    derive.check_dali_patches(engine, plan.parent, plan.spec.dali_patches)
+    labels = dict(info["Config"].get("Labels") or {})
+    resolved, constraints = derive.resolve_pip(engine, plan.spec, plan.parent, labels, settings.pip_index)
     job = derive.job(plan.spec, plan.parent, info, catalog, plan.tag, plan.log_name, plan.compile_cache,
-                     plan.no_cache, plan.test)
+                     plan.no_cache, plan.test, resolved, constraints)
     image_id = image.produce(engine, job, settings, quiet).image_id
     out.result(plan.tag)
     if plan.sbom:

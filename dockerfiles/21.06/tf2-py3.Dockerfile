@@ -37,7 +37,7 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 # nothing outside it (--no-deps). Then NVIDIA's library wheels (cuDNN, NCCL, ...) are
 # registered with the dynamic loader.
 COPY locks/ /opt/tensorflow/locks/
-COPY register-gpu-wheels /usr/local/bin/
+COPY register-gpu-wheels pip-constraints /usr/local/bin/
 # $flags is empty, or where the distribution manages its own Python (Debian 12 and later):
 # --break-system-packages, and --ignore-installed, since Debian's wheel and setuptools have
 # no RECORD file pip could uninstall them by (the lock's own go to /usr/local instead).
@@ -48,7 +48,14 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && if [ ! -f "$lock" ]; then echo "no lock file for Python ${py} (have: $(ls /opt/tensorflow/locks))" >&2; exit 1; fi \
  && flags=""; if ls /usr/lib/python3*/EXTERNALLY-MANAGED >/dev/null 2>&1; then flags="--break-system-packages --ignore-installed"; fi \
  && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r "$lock" \
- && chmod 0755 /usr/local/bin/register-gpu-wheels && register-gpu-wheels
+ && chmod 0755 /usr/local/bin/register-gpu-wheels /usr/local/bin/pip-constraints && register-gpu-wheels && pip-constraints
+# Every later `pip install` (nvbuild.sh's own aside, which rewrites the file) keeps the
+# image's packages at their versions or fails in pip's resolver naming the pin. The
+# container's Python is the image's own (Debian 12+ mark it externally managed): a plain
+# `pip install` works, as in NVIDIA's images; the pins, not the marker, guard it.
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_BREAK_SYSTEM_PACKAGES=1
 
 # Horovod 0.22.1 source: the PyPI source distribution, hash-checked, unpacked as it
 # is; nvbuild.sh applies /opt/tensorflow/patches/horovod/*.patch and builds it.
@@ -59,6 +66,17 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && mkdir -p /opt/tensorflow/horovod-source \
  && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
  && rm -rf /tmp/horovod-sdist
+
+# DALI's TensorFlow plugin 1.34.0 source: the PyPI source distribution, hash-checked,
+# unpacked as it is; nvbuild.sh applies /opt/tensorflow/patches/dali/*.patch and compiles it
+# against the installed TensorFlow (DALI itself is a locked wheel).
+COPY patches/dali/ /opt/tensorflow/patches/dali/
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/dali-tf-plugin.txt -d /tmp/dali-sdist \
+ && mkdir -p /opt/tensorflow/dali-tf-plugin-source \
+ && tar -xzf /tmp/dali-sdist/*.tar.gz -C /opt/tensorflow/dali-tf-plugin-source --strip-components=1 \
+ && rm -rf /tmp/dali-sdist
 
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
@@ -76,6 +94,9 @@ WORKDIR /opt/tensorflow
 ARG COMPILE_CACHE=""
 # Horovod first, in its own layer: a change to the extension's source does not rebuild it.
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).
+# hadolint ignore=DL3059
+RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali
 
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
@@ -129,6 +150,7 @@ LABEL org.opencontainers.image.title="TensorFlow 21.06-tf2-py3" \
       dev.tfbuilder.hdfs="0" \
       dev.tfbuilder.base="auto" \
       dev.tfbuilder.env-overrides="" \
+      dev.tfbuilder.without="" \
       com.nvidia.build.id="${BUILD_ID}" \
       com.nvidia.build.ref="${BUILD_REF}" \
       org.opencontainers.image.created="${BUILD_DATE}" \

@@ -26,7 +26,7 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 # nothing outside it (--no-deps). Then NVIDIA's library wheels (cuDNN, NCCL, ...) are
 # registered with the dynamic loader.
 COPY locks/ /opt/tensorflow/locks/
-COPY register-gpu-wheels /usr/local/bin/
+COPY register-gpu-wheels pip-constraints /usr/local/bin/
 # $flags is empty, or where the distribution manages its own Python (Debian 12 and later):
 # --break-system-packages, and --ignore-installed, since Debian's wheel and setuptools have
 # no RECORD file pip could uninstall them by (the lock's own go to /usr/local instead).
@@ -69,7 +69,17 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && awk '/^[^ #]/ { keep = ($0 ~ /^(tensorflow==|nvidia-cudnn-|nvidia-cusparse-|nvidia-cublas-|nvidia-cusolver-|nvidia-cufft-)/) == 0 } keep' "$lock" > /tmp/lock-part.txt \
  && with-build-settings python3 -m pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r /tmp/lock-part.txt \
  && rm /tmp/lock-part.txt \
- && chmod 0755 /usr/local/bin/register-gpu-wheels && register-gpu-wheels
+ && chmod 0755 /usr/local/bin/register-gpu-wheels /usr/local/bin/pip-constraints && register-gpu-wheels && pip-constraints
+# Every later `pip install` (nvbuild.sh's own aside, which rewrites the file) keeps the
+# image's packages at their versions or fails in pip's resolver naming the pin. The
+# container's Python is the image's own (Debian 12+ mark it externally managed): a plain
+# `pip install` works, as in NVIDIA's images; the pins, not the marker, guard it.
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_BREAK_SYSTEM_PACKAGES=1
+# JupyterLab's settings: `jupyter lab` serves /workspace on $JUPYTER_PORT, with the token or
+# password the container is given (JUPYTER_TOKEN, JUPYTER_PASSWORD), else a random token.
+COPY jupyter/ /etc/jupyter/
 
 FROM core AS devel
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -107,6 +117,17 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 ENV CUDA_HOME=/usr/local/cuda \
     PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
+# DALI's TensorFlow plugin 2.4.0 source: the PyPI source distribution, hash-checked,
+# unpacked as it is; nvbuild.sh applies /opt/tensorflow/patches/dali/*.patch and compiles it
+# against the installed TensorFlow (DALI itself is a locked wheel).
+COPY patches/dali/ /opt/tensorflow/patches/dali/
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/dali-tf-plugin.txt -d /tmp/dali-sdist \
+ && mkdir -p /opt/tensorflow/dali-tf-plugin-source \
+ && tar -xzf /tmp/dali-sdist/*.tar.gz -C /opt/tensorflow/dali-tf-plugin-source --strip-components=1 \
+ && rm -rf /tmp/dali-sdist
+
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
 COPY nvbuild.sh nvbuildopts cuda_arch.py image_report.py /opt/tensorflow/
@@ -121,6 +142,9 @@ ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
 WORKDIR /opt/tensorflow
 # COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
 ARG COMPILE_CACHE=""
+# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).
+# hadolint ignore=DL3059
+RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali
 
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
@@ -175,6 +199,7 @@ LABEL org.opencontainers.image.title="TensorFlow 26.11-tf2-py3" \
       dev.tfbuilder.hdfs="0" \
       dev.tfbuilder.base="auto" \
       dev.tfbuilder.env-overrides="" \
+      dev.tfbuilder.without="" \
       com.nvidia.build.id="${BUILD_ID}" \
       com.nvidia.build.ref="${BUILD_REF}" \
       org.opencontainers.image.created="${BUILD_DATE}" \
@@ -196,6 +221,7 @@ COPY --from=compiled /compiled/ /
 # What the image reports about itself (the banner and `builder inspect` read these).
 COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/image_report.py /opt/tensorflow/cuda_arch.py /opt/tensorflow/
 COPY --from=devel /opt/nvidia/ /opt/nvidia/
+COPY --from=devel /etc/pip/constraint.txt /etc/pip/constraint.txt
 COPY --from=devel /workspace/ /workspace/
 ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
     TF_ENABLE_XLA="1" \
@@ -243,6 +269,7 @@ LABEL com.nvidia.volumes.needed="nvidia_driver" \
       dev.tfbuilder.hdfs="0" \
       dev.tfbuilder.base="auto" \
       dev.tfbuilder.env-overrides="" \
+      dev.tfbuilder.without="" \
       org.opencontainers.image.title="TensorFlow 26.11-tf2-py3-runtime" \
       org.opencontainers.image.version="26.11-tf2-py3-runtime" \
       dev.tfbuilder.runtime-of="${DEVEL_IMAGE}" \

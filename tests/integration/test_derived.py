@@ -122,14 +122,21 @@ def test_derive_bad_input(release_image, args, text):
 def test_derive_patch_and_packages_passes_its_tests(release_image, tmp_path, scratch_tag, fresh_value, compile_cache):
     patch = tmp_path / "marker.patch"
     patch.write_text(marker_patch(fresh_value))
+    # tensorflow-addons 0.13.0 (made for TF 2.5): unpinned, pip moves typing-extensions to 4.x
+    # and breaks TensorFlow's requirement; resolved against the image's pins, typeguard 2 fits
     out = builder("derive", "--from", release_image, "--patch", str(patch), "--apt", "jq", "--pip", "tabulate",
-                  "--compile-cache", compile_cache, "--tag", scratch_tag, "-q")
+                  "--pip", "tensorflow-addons==0.13.0", "--compile-cache", compile_cache, "--tag", scratch_tag, "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"\d+ passed", out.stderr)             # the parent's suite plus the derived checks
     assert marker(scratch_tag) == fresh_value
     tools = docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c",
                    "echo '{\"a\": 1}' | jq .a && python3 -c 'import tabulate; print(tabulate.tabulate([[1]]))'")
     assert tools.returncode == 0 and tools.stdout.startswith("1\n"), tools.stderr
+    added = labels(scratch_tag)["dev.tfbuilder.pip-added"].split()
+    assert "tensorflow-addons==0.13.0" in added and any(p.startswith("typeguard==2.") for p in added), added
+    kept = docker("run", "--rm", "--entrypoint", "python3", scratch_tag, "-c",
+                  "import importlib.metadata as m; print(m.version('typing-extensions'), m.version('tensorflow'))")
+    assert kept.stdout.split() == ["3.7.4.3", "2.5.0"], kept.stdout
     report = json.loads(builder("inspect", scratch_tag, "--json").stdout)
     assert report["parent"] == release_image
     assert [p["name"] for p in report["patches"]] == ["marker.patch"]
@@ -140,14 +147,28 @@ def test_derive_patch_and_packages_passes_its_tests(release_image, tmp_path, scr
     doc = json.loads(Path(made.group(1)).read_text())
     names = {c["name"]: c.get("version") for c in doc["components"]}
     assert names.get("jq") and names.get("tabulate") and names.get("tensorflow") == "2.5.0", sorted(names)[:50]
+    # the release's components, as the SBOM reads them from the image
+    assert names.get("nvidia-dali-cuda110") == "1.34.0" and names.get("nvidia-dali-tf-plugin-cuda110") == "1.34.0"
+    assert names.get("tensorboard") == "2.11.2" and names.get("tensorflow-addons") == "0.13.0"
     ext = next(c for c in doc["components"] if c.get("bom-ref") == "tfbuilder:extension")
     sha = hashlib.sha256(patch.read_bytes()).hexdigest()
     assert {"name": "dev.tfbuilder:patch", "value": f"marker.patch sha256:{sha}"} in ext["properties"]
 
 
+def test_derive_pip_that_would_move_a_pin_is_refused_before_building(release_image, scratch_tag):
+    before = image_id(release_image)
+    out = builder("derive", "--from", release_image, "--pip", "numpy==1.21.0", "--tag", scratch_tag, "-q")
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "numpy==1.21.0" in lines[0] and "numpy==1.19.5" in lines[0], out.stderr
+    assert docker("image", "inspect", scratch_tag, check=False).returncode != 0  # nothing was built or tagged
+    assert image_id(release_image) == before
+
+
 def test_image_own_addpackages_example(release_image, tmp_path, scratch_tag):
     """The example as its README says: a plain `docker build` (BuildKit) with the CA bundle
-    as a secret, which pip here needs (its proxy's CA)."""
+    as a secret, which pip here needs (its proxy's CA); with its defaults it adds an apt
+    package and a package built on TensorFlow, and the image passes the conformance suite."""
     out = docker("run", "--rm", "--entrypoint", "cat", release_image, "/workspace/docker-examples/Dockerfile.addpackages")
     (tmp_path / "Dockerfile").write_text(out.stdout)
     ca = "id=builder-ca.crt,src=/etc/ssl/certs/ca-certificates.crt"
@@ -155,8 +176,40 @@ def test_image_own_addpackages_example(release_image, tmp_path, scratch_tag):
                            cwd=tmp_path, capture_output=True, text=True, timeout=1800)
     assert build.returncode == 0, build.stderr[-3000:]
     check = docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c",
-                   "jq --version && python3 -c 'import tabulate'")
-    assert check.returncode == 0, check.stderr
+                   "jq --version && python3 -m pip check && python3 -c 'import importlib.metadata as m; "
+                   "print(m.version(\"tensorflow-addons\"), m.version(\"typing-extensions\"), m.version(\"tensorflow\"))'")
+    # its defaults: jq and the TensorFlow Addons made for 2.5, TensorFlow's pins kept
+    assert check.returncode == 0 and check.stdout.split()[-3:] == ["0.13.0", "3.7.4.3", "2.5.0"], check.stderr
+    # the image stays conformant where a user's pip install could break it (the derive tests
+    # run the whole suite on derived images)
+    suite = builder("test", scratch_tag, "-k", "pip or locked or catalogs_version or extension_unit_tests or trains")
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-2000:]
+
+
+def test_plain_pip_install_in_a_from_dockerfile_keeps_the_pins_or_names_the_one_it_would_move(
+        release_image, tmp_path, scratch_tag):
+    """A user's own FROM Dockerfile with `pip install` (through this machine's proxy, whose CA
+    pip needs): a TF-dependent package that fits installs with TensorFlow's pins kept; one
+    that needs another numpy fails in pip's resolver naming the pin, and tags nothing."""
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {release_image}\n"
+        "ARG PKG\n"
+        "RUN --mount=type=secret,id=ca,target=/tmp/ca.crt PIP_CERT=/tmp/ca.crt python3 -m pip install --no-cache-dir ${PKG}\n")
+    ca = "id=ca,src=/etc/ssl/certs/ca-certificates.crt"
+
+    def build(pkg: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker", "build", "--no-cache", "--secret", ca, "--build-arg", f"PKG={pkg}",
+                               "-t", scratch_tag, "."], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+
+    bad = build("numpy==1.21.0")
+    assert bad.returncode != 0 and "(constraint) numpy==1.19.5" in bad.stdout + bad.stderr, bad.stderr[-3000:]
+    assert docker("image", "inspect", scratch_tag, check=False).returncode != 0
+    good = build("tensorflow-addons==0.13.0")
+    assert good.returncode == 0, good.stderr[-3000:]
+    out = docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c",
+                 "python3 -m pip check && python3 -c 'import importlib.metadata as m; "
+                 "print(m.version(\"typing-extensions\"), m.version(\"tensorflow\"), m.version(\"tensorflow-addons\"))'")
+    assert out.returncode == 0 and out.stdout.split()[-3:] == ["3.7.4.3", "2.5.0", "0.13.0"], out.stdout + out.stderr
 
 
 def test_patch_rebuild_through_the_shared_cache_compiles_only_the_changed_unit(
@@ -176,7 +229,7 @@ def test_patch_rebuild_through_the_shared_cache_compiles_only_the_changed_unit(
     assert stats["running"] and stats["hits"] > 0 and stats["objects"] > 0
 
 
-def test_horovod_patch_rebuild_compiles_only_the_changed_unit(release_image, compile_cache, tmp_path, scratch_tag,
+def test_horovod_and_dali_patches_rebuild_only_what_changed(release_image, compile_cache, tmp_path, scratch_tag,
                                                                cache_dir):
     """A one-file Horovod patch, the way the image ships its own fix: joined to
     /opt/tensorflow/patches/horovod/, applied by nvbuild.sh, recorded, and through the warm
@@ -192,11 +245,26 @@ def test_horovod_patch_rebuild_compiles_only_the_changed_unit(release_image, com
     patch.write_text("\n".join([f"--- a/{unit}", f"+++ b/{unit}", f"@@ -{n - 2},3 +{n - 2},5 @@",
                                 *[f" {t}" for t in lines[-3:]], "+",
                                 "+extern \"C\" int horovod_itest_marker(void) { return 4242; }"]) + "\n")
-    out = builder("derive", "--no-sbom", "--from", release_image, "--horovod-patch", str(patch), "--compile-cache", compile_cache,
-                  "--tag", scratch_tag, "-q")
+    # and DALI's TensorFlow plugin, patched the same way in the same derive
+    dali_unit = "daliop.cc"
+    dali_src = docker("run", "--rm", "--entrypoint", "cat", release_image,
+                      f"/opt/tensorflow/dali-tf-plugin-source/{dali_unit}").stdout.splitlines()
+    dali_patch = tmp_path / "0100-itest-dali-marker.patch"
+    m = len(dali_src)
+    dali_patch.write_text("\n".join([f"--- a/{dali_unit}", f"+++ b/{dali_unit}", f"@@ -{m - 2},3 +{m - 2},5 @@",
+                                     *[f" {t}" for t in dali_src[-3:]], "+",
+                                     "+extern \"C\" int dali_itest_marker(void) { return 4343; }"]) + "\n")
+    out = builder("derive", "--no-sbom", "--from", release_image, "--horovod-patch", str(patch),
+                  "--dali-patch", str(dali_patch), "--compile-cache", compile_cache, "--tag", scratch_tag, "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     log = derive_log(cache_dir, scratch_tag)
     assert re.findall(r"nvbuild.sh: compiled: (\S+)", log) == [unit], log[-3000:]
+    assert "dali: applying 0100-itest-dali-marker.patch" in log and "dali: installed" in log
+    dali = docker("run", "--rm", "--entrypoint", "python3", scratch_tag, "-c",
+                  "import ctypes, os, nvidia.dali.plugin.tf as p, nvidia.dali_tf_plugin as q; "
+                  "print(ctypes.CDLL(os.path.join(os.path.dirname(q.__file__), 'libdali_tf_current.so')).dali_itest_marker())")
+    assert dali.returncode == 0 and dali.stdout.split()[-1] == "4343", dali.stderr[-2000:]
+    assert json.loads(labels(scratch_tag)["dev.tfbuilder.dali-patches"])[-1]["name"] == dali_patch.name
     check = docker("run", "--rm", "--entrypoint", "python3", scratch_tag, "-c",
                    "import ctypes, glob, os; import horovod.tensorflow as hvd; "   # loads TensorFlow's libraries first
                    "lib = glob.glob(os.path.join(os.path.dirname(hvd.__file__), 'mpi_lib*.so'))[0]; "

@@ -165,6 +165,12 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
     assert labels(runtime)["dev.tfbuilder.runtime-of"] == devel
     assert labels(runtime)["dev.tfbuilder.coverage"] == labels(devel)["dev.tfbuilder.coverage"]
     assert labels(runtime)["dev.tfbuilder.base"] == labels(devel)["dev.tfbuilder.base"] == "offline"
+    # the components run there too: DALI's plugin (compiled in devel, copied), JupyterLab, TensorBoard
+    for key in ("dev.tfbuilder.dali", "dev.tfbuilder.tools"):
+        assert labels(runtime)[key] == labels(devel)[key] and labels(devel)[key], key
+    parts = docker("run", "--rm", "--entrypoint", "python3", runtime, "-c",
+                   "import nvidia.dali.plugin.tf, jupyterlab, tensorboard; print('ok')")
+    assert parts.returncode == 0 and parts.stdout.split()[-1] == "ok", parts.stderr[-2000:]
     out = docker("run", "--rm", runtime, "python3", "/workspace/nvidia-examples/cnn/cnn.py",
                  "--model", "small_cnn", "--num_iter", "3", "--batch_size", "8", "--image_size", "64", timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

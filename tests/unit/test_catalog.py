@@ -79,7 +79,40 @@ def test_upstream_wheels_of_the_shipped_releases(real):
                 "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0",
                 "absl-py==0.15.0", "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0"):
         assert pin in pins
-    assert any(p.startswith("tensorboard==2.11.") for p in pins)
+    # TensorBoard is a tool (TensorFlow 2.5 requires it); 26.11 installs it though TF 2.21 does not
+    assert real.get("21.08").tools["tensorboard"].startswith("tensorboard==2.11.")
+    assert real.get("26.11").tools == {"jupyter": "jupyterlab==4.6.6", "tensorboard": "tensorboard==2.21.0"}
+    assert "typing-extensions" in real.get("21.08").tools_absent["jupyter"] and "jupyter" not in real.get("21.08").tools
+    assert real.get("21.08").dali.wheel == "nvidia-dali-cuda110==1.34.0"
+    assert real.get("26.11").dali.plugin == "nvidia-dali-tf-plugin-cuda120"
+    # the docker-examples' defaults: an apt package and one built on the release's TensorFlow
+    assert real.get("21.08").example_packages == (("jq",), ("tensorflow-addons==0.13.0",))
+    assert real.get("26.11").example_packages == (("jq",), ("tensorflow-hub==0.16.1",))
+
+
+def test_tools_are_a_requirement_null_or_absent_with_a_reason(tmp_path):
+    from builder.catalog import load
+    from builder.errors import CatalogError
+
+    def catalog(tools: str):
+        (tmp_path / "r.yaml").write_text(
+            "release: '30.01'\nrepository: local/t\nos: {distro: debian, version: '13'}\npython: '3.13'\ncuda: '12.4.1'\n"
+            "base: {upstream: {image: 'x/cuda:12'}, offline: {debian: trixie, cuda: '12.4', python: '3.13'}}\n"
+            "build: {cuda_compute_capabilities: ['9.0'], xla: true, gcp: false, hdfs: false}\n"
+            "entrypoint: {title: T, copyright_holder: C, upstream_copyright: U, shm_recommend: S}\n"
+            "variants: {tf2-py3: {framework: {name: TensorFlow, version: '2.21.0', api: 2}}}\n"
+            f"tools: {tools}\n")
+        return load(tmp_path)
+
+    r = catalog("{jupyter: 'jupyterlab>=4,<5', tensorboard: null, dali: 'absent: no wheel here'}").get("30.01")
+    assert r.tools == {"jupyter": "jupyterlab>=4,<5"} and r.tools_absent == {"dali": "no wheel here"}
+    assert r.tool_package("jupyter") == "jupyterlab"
+    for bad, says in (("{jupyter: 4}", "tools.jupyter: give a pip requirement"),
+                      ("{jupyter: 'jupyter lab'}", "is not a pip requirement"),
+                      ("{Jupyter: jupyterlab}", "tool names are lower-case")):
+        with pytest.raises(CatalogError) as err:
+            catalog(bad)
+        assert says in str(err.value), str(err.value)
 
 
 def test_releases_without_cp311_wheels_keep_an_offline_python_they_can_install(real):

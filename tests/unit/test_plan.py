@@ -105,6 +105,15 @@ def test_derive_plan(tmp_path):
         pl.plan_derive("a:b", "c:d")
     with pytest.raises(UserError, match="--tag"):
         pl.plan_derive("a:b", "C:d", apt=["jq"])
+    dali = tmp_path / "0001-dali.patch"
+    dali.write_text(patch.read_text())
+    assert pl.plan_derive("a:b", "c:d", dali_patches=[dali]).spec.dali_patches == [dali]
+    for bad, says in ((tmp_path / "none.patch", "--dali-patch .*none.patch: no such file"),
+                      (patch.with_name("fix.diff"), "--dali-patch .*fix.diff: name it NAME.patch")):
+        if says.endswith("NAME.patch"):
+            bad.write_text(patch.read_text())
+        with pytest.raises(UserError, match=says):
+            pl.plan_derive("a:b", "c:d", dali_patches=[bad])
 
 
 def test_push_plan_targets_the_registry():

@@ -40,6 +40,9 @@ def test_build_parameters_and_nvbuild_line_default(cat):
             'ARG COMPILE_CACHE=""\n'
             '# Horovod first, in its own layer: a change to the extension\'s source does not rebuild it.\n'
             'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+            "# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).\n"
+            '# hadolint ignore=DL3059\n'
+            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali\n'
             '\n'
             'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
             'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n') in text
@@ -51,7 +54,8 @@ def test_the_framework_comes_from_the_locks_with_hash_checking(cat):
     assert "pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r \"$lock\"" in r.dockerfile
     assert "register-gpu-wheels" in r.dockerfile
     assert set(k for k in r.files if k.startswith("locks/")) == {
-        "locks/requirements-py3.8.txt", "locks/requirements-py3.9.txt", "locks/horovod.txt"}
+        "locks/requirements-py3.8.txt", "locks/requirements-py3.9.txt", "locks/horovod.txt",
+        "locks/dali-tf-plugin.txt"}
     assert "tensorflow==2.5.0 \\\n" in r.files["locks/requirements-py3.9.txt"]
     assert r.files["locks/horovod.txt"].strip().splitlines()[-1].startswith("horovod==0.22.1 --hash=sha256:")
     assert "--no-binary :all:" in r.dockerfile and "/opt/tensorflow/horovod-source" in r.dockerfile
@@ -261,3 +265,27 @@ def test_the_opt_in_and_the_refusal_on_the_command_line():
         out = subprocess.run([sys.executable, "-m", "builder.cli", cmd, "--help"], capture_output=True, text=True,
                              env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
         assert "--allow-ptx-jit" in out.stdout, cmd
+
+
+def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
+    full = _render(cat, "26.11")
+    assert "./nvbuild.sh --only dali" in full.dockerfile and "COPY jupyter/ /etc/jupyter/" in full.dockerfile
+    r = _render(cat, "26.11", without=("dali", "jupyter"))
+    assert "dali" not in r.dockerfile.replace('dev.tfbuilder.without="dali,jupyter"', "")
+    assert "jupyter" not in r.dockerfile.replace('dev.tfbuilder.without="dali,jupyter"', "")
+    assert 'dev.tfbuilder.without="dali,jupyter"' in r.dockerfile
+    for name, text in r.files.items():
+        if name.startswith("locks/requirements-"):
+            assert "\njupyterlab==" not in text and "\nnvidia-dali-cuda120==" not in text and "\ntensorflow==" in text
+    assert "locks/dali-tf-plugin.txt" not in r.files and "jupyter/jupyter_server_config.py" not in r.files
+
+
+@pytest.mark.parametrize("without, says", [
+    (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
+    (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
+    (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: tensorboard, dali)"),
+])
+def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):
+    with pytest.raises(UserError) as err:
+        _render(cat, "21.08", without=without)
+    assert str(err.value).startswith(says), str(err.value)

@@ -359,8 +359,10 @@ PY
 
 # What nvbuild.sh installs it built itself, so its installs ignore the image's pins
 # (PIP_CONSTRAINT=: a patch may change a version) and then pin what they installed.
-refresh_constraints() {
-  if command -v pip-constraints >/dev/null 2>&1; then pip-constraints >&2 || fail constraints "pip-constraints exited $?"; fi
+refresh_constraints() {  # the pins are python3's (--python3.X installs into another Python: left as they are)
+  command -v pip-constraints >/dev/null 2>&1 || return 0
+  [ "$(readlink -f "$PYTHON")" = "$(readlink -f "$(command -v python3)")" ] || return 0
+  pip-constraints >&2 || fail constraints "pip-constraints exited $?"
 }
 install_built() {  # install_built PHASE WHEEL...: what this script built, then pinned
   local phase=$1 rc

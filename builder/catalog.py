@@ -36,7 +36,8 @@ TOP_KEYS = {"release", "abstract", "parent", "repository", "os", "python", "cuda
             "tools", "dali", "example_packages"}
 BUILD_KEYS = {"cuda_compute_capabilities", "xla", "gcp", "hdfs", "nvbuildopts"}
 VARIANT_KEYS = {"tag", "framework", "env", "labels"}
-FRAMEWORK_KEYS = {"name", "version", "api", "package", "pythons", "pins"}
+FRAMEWORK_KEYS = {"name", "version", "api", "package", "pythons", "pins", "device_code"}
+DEVICE_CODE_KEYS = {"version", "cuda", "sass", "ptx", "ptx_isa"}
 HOROVOD_KEYS = {"version", "requires"}
 DALI_KEYS = {"version", "cuda"}
 ENTRYPOINT_KEYS = {"title", "copyright_holder", "upstream_copyright", "shm_recommend"}
@@ -94,6 +95,23 @@ class DaliSpec:
 
 
 @dataclass(frozen=True)
+class DeviceCode:
+    """The device code of the framework's wheel as measured (cuobjdump --list-elf /
+    --list-ptx / -ptx on its libraries): machine code for `sass`, PTX for `ptx` (X.Y
+    capabilities) of ISA `ptx_isa` (the PTX's `.version`, which decides the driver that
+    JIT-compiles it; the compiler sets it, not only the toolkit: TensorFlow 2.21's clang
+    writes 8.3 with CUDA 12.5.1), built with CUDA `cuda`. `version` is the framework version
+    it was measured on: a release that changes the version must measure again
+    (builder/driver.py computes the driver contract and the GPU verdicts from it)."""
+
+    version: str
+    cuda: str
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+    ptx_isa: str = ""
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str
     tag: str
@@ -107,11 +125,18 @@ class Variant:
     package: str | None = None
     pythons: tuple[str, ...] = ()
     pins: tuple[str, ...] = ()
+    device_code: DeviceCode | None = None   # the wheel's kernels (framework.device_code)
 
     @property
     def short(self) -> str:
         """'tf2' for 'tf2-py3': the variant as NGC's release string spells it."""
         return self.name.split("-")[0]
+
+
+def ptxas_version(requirement: str | None) -> str | None:
+    """'nvidia-cuda-nvcc-cu12==12.9.86' -> '12.9' (the wheel's version is its toolkit's)."""
+    m = re.fullmatch(r"nvidia-cuda-nvcc(?:-cu\d+)?==(\d+\.\d+)(?:\.\S*)?", requirement or "")
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -150,6 +175,13 @@ class Release:
     tools: dict[str, str] = field(default_factory=dict)
     # tool -> why the release has it not (`tools: {NAME: "absent: WHY"}`)
     tools_absent: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ptxas(self) -> str | None:
+        """The CUDA version (MAJOR.MINOR) of the ptxas NVIDIA's nvidia-cuda-nvcc wheel puts
+        beside the toolkit's nvcc (gpu_wheels.cuda_nvcc), which assembles capabilities
+        newer than nvcc knows (cuda_arch.assembled()); None without that wheel."""
+        return ptxas_version(self.gpu_wheels.get("cuda_nvcc"))
 
     def tool_package(self, tool: str) -> str:
         """The distribution a tool installs ('jupyterlab' for jupyter)."""
@@ -557,10 +589,12 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
                 cc = list(parsed) if isinstance(parsed, list) else []
             except cuda_arch.ArchError as exc:
                 c.add("build.cuda_compute_capabilities", str(exc))
+            wheels = data.get("gpu_wheels")
+            ptxas = ptxas_version(wheels.get("cuda_nvcc")) if isinstance(wheels, dict) else None
             for toolkit, where in ((cuda, "cuda"), (off_cuda, "base.offline.cuda")):
                 if cc and toolkit:
                     try:
-                        for msg in cuda_arch.check(cc, toolkit, opt_in=None):
+                        for msg in cuda_arch.check(cc, toolkit, opt_in=None, ptxas=ptxas):
                             c.add("build.cuda_compute_capabilities", f"{msg} (from {where})")
                     except cuda_arch.ArchError as exc:
                         c.add(where, str(exc))
@@ -607,9 +641,10 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
                             grammar.TEXT, "a value an image can carry (no control characters)")
         vlabels = c.string_map(f"{key}.labels", grammar.LABEL_KEY, LABEL_KEY_WHAT,
                                grammar.TEXT, "label text (no control characters)")
+        device_code = _check_device_code(c, f"{key}.framework.device_code", fname, fversion)
         if fname and fversion and api in (1, 2):
             variants[vname] = Variant(vname, tag, fname, fversion, int(api), venv, vlabels,
-                                      package, pythons, pins)
+                                      package, pythons, pins, device_code)
     gpu_wheels = _check_gpu_wheels(c)
     horovod, horovod_absent = _check_horovod(c)
     tools, tools_absent = _check_tools(c)
@@ -698,6 +733,40 @@ def _check_wheel(c: _Checker, key: str) -> tuple[str | None, tuple[str, ...], tu
         seen[name] = item
         pins.append(item)
     return package, tuple(sorted(pythons, key=python_key)), tuple(pins)
+
+
+def _check_device_code(c: _Checker, key: str, fname: str | None, fversion: str | None) -> DeviceCode | None:
+    """framework.device_code: {version, cuda, sass, ptx}, the wheel's kernels as measured.
+    Inherited by a child that names another framework version, it is refused: the new
+    wheel's code must be measured, not assumed."""
+    if c.get(key) is None or not c.mapping(key, DEVICE_CODE_KEYS):
+        return None
+    version = c.text(f"{key}.version", VERSION, "a version such as \"2.5.0\"")
+    if version and fversion and version != fversion:
+        c.add(f"{key}.version", f"describes {fname} {version}'s wheel, not {fversion}'s: measure the wheel's "
+                                "device code (cuobjdump --list-elf/--list-ptx) and state it here")
+        return None
+    cuda = c.text(f"{key}.cuda", grammar.NUMERIC_VERSION, "the CUDA version that built the wheel, e.g. \"11.2\"")
+    lists: dict[str, tuple[str, ...]] = {}
+    for part in ("sass", "ptx"):
+        items = [item for _, item in _string_list(c, f"{key}.{part}", 'capabilities such as "8.0"') or []]
+        if c.get(f"{key}.{part}") is None:
+            c.add(f"{key}.{part}", 'missing required field (capabilities such as ["7.0", "8.0"]; [] for none)')
+            continue
+        try:
+            parsed = cuda_arch.parse(items) if items else []
+            problems = cuda_arch.check(parsed, cuda, opt_in=None) if cuda and parsed else []
+        except cuda_arch.ArchError as exc:
+            problems = [str(exc)]
+        if problems:
+            c.add(f"{key}.{part}", problems[0])
+            continue
+        lists[part] = tuple(parsed)  # type: ignore[arg-type]
+    isa = c.text(f"{key}.ptx_isa", re.compile(r"[0-9]\.[0-9]"), "a PTX ISA version such as \"7.2\"",
+                 required=bool(lists.get("ptx")))
+    if not (version and cuda and len(lists) == 2) or (lists["ptx"] and not isa):
+        return None
+    return DeviceCode(version, cuda, lists["sass"], lists["ptx"], isa or "")
 
 
 def _check_gpu_wheels(c: _Checker) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 import builder.doctor  # by its full name: `doctor` is a command here
-from builder import describe, entry, supply_chain
+from builder import describe, driver, entry, supply_chain
 from builder.buildcontext import check_source
 from builder.buildkit_engine import connect
 from builder.catalog import load_selected
@@ -24,7 +24,7 @@ from builder.plan import (BuildArgs, baked_ca, check_render_args, parse_capabili
                           plan_derive, plan_push)
 from builder.run import run_base, run_build, run_derive, run_push, run_tests
 from builder.run_files import run_bake, run_lock, run_render, run_render_all
-from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, QUIET,
+from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, PLATFORM, QUIET,
                              RELEASE, RUNTIME, RUNTIME_ONLY, SBOM, SIGN, TRIES,
                              with_build_settings, with_registry_credentials, with_render_options)
 
@@ -56,8 +56,9 @@ def releases(as_json: bool = JSON) -> None:
 @app.command()
 def show(release: str = typer.Argument(..., help="Release name, e.g. 21.08."),
          as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML.")) -> None:
-    """Show a release as resolved through its parents and validated."""
-    print(_catalog().get(release).spec_text(as_json), end="")
+    """Show a release as resolved through its parents and validated, then what is computed
+    from it: the minimum NVIDIA driver, a verdict per GPU of the fleet, the platforms."""
+    print(driver.show_text(_catalog().get(release), as_json), end="")
 
 
 @app.command()
@@ -144,6 +145,7 @@ def build(
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
     no_cache: bool = NO_CACHE,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be built; build nothing."),
+    platform: str = PLATFORM,
     settings=None,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
     compile_cache: Optional[str] = COMPILE_CACHE,
@@ -158,7 +160,7 @@ def build(
     plan = plan_build(_catalog(), BuildArgs(
         release, variant, all_variants, **{**render, "env": tuple(render["env"] or ()),
                                            "without": tuple(render["without"] or ())}, tags=tuple(tag or ()),
-        build_id=build_id, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
+        build_id=build_id, platform=platform, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
         insecure_registry=insecure_registry, baked_ca=baked_ca(bake_ca, settings.ca_bundle), builders=builders,
         sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
         runtime_only=runtime_only, backend=settings.backend))

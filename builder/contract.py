@@ -51,6 +51,11 @@ class Label:
     ENV_OVERRIDES = "dev.tfbuilder.env-overrides"
     WITHOUT = "dev.tfbuilder.without"   # components left out (--without): "dali,jupyter"
     BASE_IMAGE = "dev.tfbuilder.base-image"
+    # The driver contract, computed from the catalog's pinned libraries and the wheel's
+    # recorded device code (builder/driver.py): the oldest driver for machine code (what
+    # NVIDIA_REQUIRE_CUDA enforces), and the oldest where kernels are JIT-compiled from PTX.
+    MIN_DRIVER = "dev.tfbuilder.min-driver"
+    MIN_DRIVER_PTX_JIT = "dev.tfbuilder.min-driver-ptx-jit"
 
     # What the image reported (readback.measured_labels, added after the build).
     FRAMEWORK = "dev.tfbuilder.framework"
@@ -115,12 +120,33 @@ class InImage:
     # The marker of the project's extension in SOURCE (a TensorFlow checkout lacks it).
     EXTENSION_MARKER = "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"
     ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
+    # The CUDA driver's JIT cache (CUDA_CACHE_PATH): kernels compiled from PTX on a GPU the
+    # image has no machine code for. World-writable (sticky), so any user can fill it;
+    # a volume there keeps it across containers (README, "Running on a GPU").
+    JIT_CACHE = "/var/cache/cuda-jit"
     WORKSPACE = "/workspace"
     NVIDIA_EXAMPLES = "/workspace/nvidia-examples"
     DOCKER_EXAMPLES = "/workspace/docker-examples"
 
     # Files copied next to nvbuild.sh: the build contract of every image.
     BUILD_FILES = ("nvbuild.sh", "nvbuildopts", "cuda_arch.py", "image_report.py")
+
+
+class ImageEnv:
+    """Environment variables of the runtime contract the image sets (render.make_context),
+    besides the release's own defaults. Namespace only."""
+
+    # libnvidia-container's start-up check: comma-separated constraints are ANDed,
+    # space-separated ones ORed ("cuda>=12.0,driver>=525.60.13").
+    REQUIRE_CUDA = "NVIDIA_REQUIRE_CUDA"
+    CACHE_PATH = "CUDA_CACHE_PATH"
+    CACHE_MAXSIZE = "CUDA_CACHE_MAXSIZE"
+
+
+# The JIT cache's size: the CUDA driver's maximum, 4 GiB (its default is 256 MiB, 1 GiB for
+# desktop and server GPUs in recent drivers: CUDA Programming Guide, "CUDA Environment
+# Variables"). TensorFlow's kernels compiled from PTX for one GPU do not fit the default.
+JIT_CACHE_MAXSIZE = 4 * 1024 ** 3
 
 
 # Corporate build settings as BuildKit secrets: id `builder-<name>`, mounted for one RUN at

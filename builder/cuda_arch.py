@@ -135,14 +135,14 @@ def first_toolkit_for(arch: Arch) -> str | None:
 
 
 def check(archs: list[str] | str, cuda_version: str, allow_ptx_jit: bool = False,
-          opt_in: str | None = "--allow-ptx-jit") -> list[str]:
+          opt_in: str | None = "--allow-ptx-jit", ptxas: str | None = None) -> list[str]:
     """Return a problem line for each arch the toolkit cannot compile. With ALLOW_PTX_JIT
     an arch newer than the toolkit's newest is accepted: it runs the newest PTX by JIT.
     OPT_IN names the option that accepts it (None where there is none, e.g. a catalog)."""
     if archs == "local":
         return []
     supported = supported_archs(cuda_version)
-    ok = {str(a) for a in supported}
+    ok = {str(a) for a in supported} | set(assembled(archs, cuda_version, ptxas))
     bad = [a for a in archs if a not in ok and not (allow_ptx_jit and _parse_one(a) > supported[-1])]
     if not bad:
         return []
@@ -159,41 +159,68 @@ def check(archs: list[str] | str, cuda_version: str, allow_ptx_jit: bool = False
     return [line]
 
 
-def compiled(archs: list[str] | str, cuda_version: str) -> list[str] | str:
-    """What the toolkit compiles for ARCHS: those it supports. The ones newer than its
-    newest run by PTX JIT, so the newest it supports is compiled too: the PTX a binary
-    carries is its newest arch's, and JIT from compute_90 beats JIT from compute_80."""
+def compiled(archs: list[str] | str, cuda_version: str, ptxas: str | None = None) -> list[str] | str:
+    """What gets machine code for ARCHS: those nvcc compiles and those a newer ptxas
+    assembles (assembled()). The ones newer than both run by PTX JIT, so nvcc's newest
+    is compiled too: the PTX a binary carries is its newest arch's, and JIT from
+    compute_90 beats JIT from compute_80."""
     if archs == "local":
         return archs
     supported = supported_archs(cuda_version)
-    ok = {str(a) for a in supported}
+    ok = {str(a) for a in supported} | set(assembled(archs, cuda_version, ptxas))
     kept = [a for a in archs if a in ok]
-    if jit_only(archs, cuda_version) and str(supported[-1]) not in kept:
+    if jit_only(archs, cuda_version, ptxas) and str(supported[-1]) not in kept:
         kept.append(str(supported[-1]))
-    return kept
+    return sorted(kept, key=order)
 
 
-def jit_only(archs: list[str] | str, cuda_version: str) -> list[str]:
-    """ARCHS that the toolkit cannot compile and that run by PTX JIT (newer than its newest)."""
+def jit_only(archs: list[str] | str, cuda_version: str, ptxas: str | None = None) -> list[str]:
+    """ARCHS that neither nvcc nor a newer ptxas can compile and that run by PTX JIT
+    (newer than nvcc's newest)."""
     if archs == "local":
         return []
     newest = supported_archs(cuda_version)[-1]
-    return [a for a in archs if _parse_one(a) > newest]
+    by_ptxas = set(assembled(archs, cuda_version, ptxas))
+    return [a for a in archs if _parse_one(a) > newest and a not in by_ptxas]
 
 
 def resolve(spec: str | list, cuda_version: str, default: list[str] | None,
-            allow_ptx_jit: bool = False) -> list[str] | str:
+            allow_ptx_jit: bool = False, ptxas: str | None = None) -> list[str] | str:
     """parse + check, raising one ArchError naming the supported range; with
-    ALLOW_PTX_JIT, the list the toolkit compiles (compiled())."""
+    ALLOW_PTX_JIT, the list that gets machine code (compiled())."""
     archs = parse(spec, default)
-    problems = check(archs, cuda_version, allow_ptx_jit)
+    problems = check(archs, cuda_version, allow_ptx_jit, ptxas=ptxas)
     if problems:
         raise ArchError(problems[0])
-    return compiled(archs, cuda_version) if allow_ptx_jit else archs
+    return compiled(archs, cuda_version, ptxas) if allow_ptx_jit else archs
 
 
-def gencode_flags(archs: list[str]) -> list[str]:
-    """nvcc -gencode flags: SASS for each arch, PTX for the newest."""
+def assembled(archs: list[str] | str, cuda_version: str, ptxas: str | None) -> list[str]:
+    """ARCHS newer than the toolkit's nvcc compiles that a newer ptxas of the same CUDA
+    major (NVIDIA's nvidia-cuda-nvcc wheel: ptxas alone) assembles into machine code from
+    the newest PTX nvcc writes. The cubins go into nvcc's own fatbin (an options file
+    for its fatbinary), so the binary keeps CUDA's fatbin layout and needs only the
+    toolkit's runtime. Another major is refused: a CUDA 13 ptxas reads no CUDA 12 PTX
+    newer than its own and its code is not supported on a CUDA 12 runtime."""
+    if archs == "local" or not ptxas:
+        return []
+    nvcc_major, _ = cuda_major_minor(cuda_version)
+    if cuda_major_minor(ptxas)[0] != nvcc_major:
+        return []
+    newest = supported_archs(cuda_version)[-1]
+    can = {str(a) for a in supported_archs(ptxas)}
+    return [a for a in archs if _parse_one(a) > newest and a in can]
+
+
+def gencode_flags(archs: list[str], cuda_version: str | None = None) -> list[str]:
+    """nvcc -gencode flags: SASS for each arch, PTX for the newest. With CUDA_VERSION,
+    only the archs that toolkit's nvcc compiles (the newer ones are assembled()); when
+    there are none, the PTX of its newest, which the assembled ones come from."""
+    if cuda_version is not None:
+        newest_nvcc = supported_archs(cuda_version)[-1]
+        archs = [a for a in archs if _parse_one(a) <= newest_nvcc]
+        if not archs:  # all assembled: nvcc writes only the PTX they come from, its newest
+            return [f"-gencode=arch=compute_{newest_nvcc.digits},code=compute_{newest_nvcc.digits}"]
     parsed = sorted({_parse_one(a) for a in archs})
     flags = [f"-gencode=arch=compute_{a.digits},code=sm_{a.digits}" for a in parsed]
     newest = parsed[-1]
@@ -220,18 +247,27 @@ def coverage(arch: str, sass: list[str], ptx: list[str]) -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    """In-image use: `cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit]`
-    prints the X.Y list to compile; `cuda_arch.py gencode LIST` prints nvcc flags, one per line."""
+    """In-image use: `cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit] [--ptxas V]`
+    prints the X.Y list to compile; `cuda_arch.py gencode LIST [CUDA_VERSION]` prints nvcc flags,
+    one per line; `cuda_arch.py assemble LIST CUDA_VERSION --ptxas V` the archs ptxas V assembles."""
     allow_ptx_jit = "--allow-ptx-jit" in argv
     argv = [a for a in argv if a != "--allow-ptx-jit"]
+    ptxas = None
+    if "--ptxas" in argv[:-1]:  # --ptxas VERSION: the newer ptxas beside nvcc (assembled())
+        at = argv.index("--ptxas")
+        ptxas = argv[at + 1] or None
+        del argv[at:at + 2]
     try:
         if len(argv) >= 3 and argv[0] == "resolve":
             default = argv[3].split(",") if len(argv) > 3 and argv[3] else None
-            result = resolve(argv[1], argv[2], default, allow_ptx_jit)
+            result = resolve(argv[1], argv[2], default, allow_ptx_jit, ptxas)
             print(result if isinstance(result, str) else ",".join(result))
             return 0
-        if len(argv) == 2 and argv[0] == "gencode":
-            print("\n".join(gencode_flags(parse(argv[1]))))  # type: ignore[arg-type]
+        if len(argv) in (2, 3) and argv[0] == "gencode":
+            print("\n".join(gencode_flags(parse(argv[1]), argv[2] if len(argv) == 3 else None)))  # type: ignore[arg-type]
+            return 0
+        if len(argv) == 3 and argv[0] == "assemble":  # the digits ptxas assembles, space-separated
+            print(" ".join(_parse_one(a).digits for a in assembled(parse(argv[1]), argv[2], ptxas)))  # type: ignore[arg-type]
             return 0
         if len(argv) == 2 and argv[0] == "supported":
             print(",".join(str(a) for a in supported_archs(argv[1])))
@@ -239,8 +275,8 @@ def main(argv: list[str]) -> int:
     except ArchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print("usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit] | gencode LIST | "
-          "supported CUDA_VERSION",
+    print("usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit] [--ptxas VERSION] | "
+          "gencode LIST [CUDA_VERSION] | assemble LIST CUDA_VERSION --ptxas VERSION | supported CUDA_VERSION",
           file=sys.stderr)
     return 2
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from builder.engine import Runs
 
-from builder import cuda_arch, grammar, lock
+from builder import catalog, cuda_arch, grammar, lock
 from builder.contract import InImage, Label
 from builder.errors import PatchError, UserError
 from builder.job import Expectation, FilesContext, ImageJob
@@ -150,13 +150,25 @@ def check_parent_is_devel(parent: str, labels: dict) -> None:
                         f"derive from its devel image, {devel}")
 
 
+def parent_ptxas(labels: dict) -> str | None:
+    """The newer ptxas the parent's release puts beside its nvcc (Release.ptxas), found by
+    its release label in the selected catalog; None where the catalog does not know it
+    (nvbuild.sh in the image then decides, from the ptxas it finds)."""
+    known = catalog.load_selected().releases
+    release = known.get(labels.get(Label.RELEASE) or "")
+    return release.ptxas if release else None
+
+
 def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:
-    """--sm against the parent's CUDA: what its nvcc cannot compile is refused now."""
+    """--sm against the parent's CUDA: what its nvcc (or the newer ptxas beside it) cannot
+    compile is refused now."""
     sm = spec.sm
     cuda = parent_cuda(info)
     if not sm or sm in ("all", "local") or not cuda:
         return
-    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args)  # type: ignore[arg-type]
+    ptxas = parent_ptxas(dict(info.get("Config", {}).get("Labels") or {}))
+    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args,  # type: ignore[arg-type]
+                               ptxas=ptxas)
     if problems:
         raise UserError(f"--nvbuild-args --sm: {problems[0]} (the CUDA of {parent})")
 
@@ -250,7 +262,7 @@ def _label_capabilities(spec: DeriveSpec, parent_labels: dict) -> str | None:
         archs = cuda_arch.parse(sm)
         cuda = parent_labels.get(Label.CUDA)
         if "--allow-ptx-jit" in spec.nvbuild_args and cuda and archs != "local":
-            archs = cuda_arch.compiled(archs, cuda)  # what nvbuild.sh will compile, as the env says
+            archs = cuda_arch.compiled(archs, cuda, parent_ptxas(parent_labels))  # what nvbuild.sh will compile
         return ",".join(archs)  # type: ignore[arg-type]
     except cuda_arch.ArchError as exc:
         raise UserError(f"--nvbuild-args --sm: {exc}") from None

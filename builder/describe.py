@@ -4,6 +4,7 @@ one aligned-table writer (the coverage table, and the `builder releases` list)."
 from __future__ import annotations
 
 import json
+import textwrap
 
 from builder import cuda_arch, readback
 from builder.engine import Engine
@@ -32,12 +33,13 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
             requested.append(arch)
     # every image answers for the fleet's GPUs too (Turing to Blackwell), built for them or not
     rows = sorted(set(requested) | set(cuda_arch.FLEET), key=cuda_arch.order)
-    # a runtime image has no cuobjdump: its CUDA binaries are its devel image's, listed there
+    # a runtime image's CUDA binaries are its devel image's (its label is the devel image's
+    # too): its coverage is answered there
     runtime_of = g(Label.RUNTIME_OF)
     report = readback.read_report(engine, image, rows, coverage=not runtime_of)
     if runtime_of:
-        report["coverage_note"] = (f"a runtime image lists no CUDA binaries (no cuobjdump); they are those of "
-                                   f"{runtime_of}: builder inspect {runtime_of} --coverage")
+        report["coverage_note"] = (f"a runtime image's CUDA binaries are those of {runtime_of}: "
+                                   f"builder inspect {runtime_of} --coverage")
     libs = {name: {k: lib.get(k) for k in ("soname", "loaded", "version", "path", "error") if k in lib}
             for name, lib in (report.get("libraries") or {}).items()}
     return {
@@ -63,6 +65,8 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
         "base_kind": g(Label.BASE),
         "cuda_compute_capabilities": ",".join(requested),
         "coverage": readback.coverage_summary(report),
+        "coverage_verdicts": readback.coverage_verdicts(report),
+        "coverage_components": readback.coverage_components(report),
         "coverage_table": report.get("coverage", {}),
         "cuda_binaries": report.get("cuda_binaries", []),
         "toggles": {"xla": g(Label.XLA) == "1", "gcp": g(Label.GCP) == "1", "hdfs": g(Label.HDFS) == "1"},
@@ -81,14 +85,34 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
     }
 
 
+COVERAGE_LEGEND = ("sm_XY: SASS, runs natively; compute_XY: PTX, runs after JIT (n/m: the modules that have it, "
+                   "when not all do); none: no code for that GPU; -: no binary")
+
+
 def coverage_text(report: dict) -> str:
-    """The coverage table as aligned text."""
+    """`builder inspect --coverage`: the coverage table grouped by component (a component's
+    row is the worst of its binaries'), the binaries not counted and why, then one verdict
+    line per capability."""
     if report.get("coverage_note"):
         return report["coverage_note"]
     header, rows = readback.coverage_rows(report)
-    if not rows:
+    if len(header) < 2:
         return "no compute capabilities requested"
-    return table_text(header, rows)
+    lines = [table_text(header, rows), "", COVERAGE_LEGEND]
+    components = readback.coverage_components(report)
+    skipped = [(path, why) for c in components for path, why in c["not_counted"].items()]
+    if skipped:
+        lines += ["", "Not counted:"] + [f"  {path}: {why}" for path, why in skipped]
+    unreadable = [(path, error) for c in components for path, error in c["unreadable"].items()]
+    if unreadable:
+        lines += ["", "Device code the parser could not read:"] + [f"  {path}: {why}" for path, why in unreadable]
+    verdicts = readback.coverage_verdicts(report)
+    width = max(len(a) for a in verdicts)
+    lines.append("")
+    for arch, v in verdicts.items():
+        lines += textwrap.wrap(v["text"], 110, initial_indent=f"{arch.ljust(width)}  ",
+                               subsequent_indent=" " * (width + 4), break_on_hyphens=False)
+    return "\n".join(lines)
 
 
 def report_text(report: dict, coverage: bool = False, as_json: bool = False) -> str:
@@ -119,7 +143,8 @@ def summary_text(report: dict) -> str:
     """`builder inspect` without --json: the report's scalar fields and small tables."""
     lines = []
     for key, value in report.items():
-        if key in ("coverage_table", "cuda_binaries", "tensorflow_build_info", "extension_build_info"):
+        if key in ("coverage_table", "coverage_verdicts", "coverage_components", "cuda_binaries",
+                   "tensorflow_build_info", "extension_build_info"):
             continue
         if isinstance(value, dict):
             lines.append(f"{key}:")

@@ -28,6 +28,8 @@ BUILDERS = typer.Option(None, "--builders", help="With --all: spread the variant
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines.")
+PLATFORM = typer.Option("linux/amd64", "--platform", help="Target platform, Docker's OS/ARCH: linux/amd64; linux/arm64 "
+                        "is refused, saying why (`builder show R` lists what each release serves).")
 INSECURE_REGISTRY = typer.Option(False, "--insecure-registry",
                                  help="Allow a registry without TLS or with an untrusted certificate "
                                       "(then no credentials are sent).")

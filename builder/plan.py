@@ -107,6 +107,7 @@ class BuildArgs:
     tags: tuple[str, ...] = ()
     build_id: str | None = None
     framework_src: Path | None = None
+    platform: str = "linux/amd64"   # Docker's --platform: policy.why_not_platform says what is served
     no_cache: bool = False
     compile_cache: str | None = None
     push_to: str | None = None
@@ -285,6 +286,10 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     if args.framework_src is not None and not args.framework_src.is_dir():
         raise UserError(f"--framework-src {args.framework_src} is not a directory")
     buildcontext.check_tree(args.framework_src or paths.framework_src_dir())  # no host files in the image
+    tree = args.framework_src or paths.framework_src_dir()
+    why = policy.why_not_platform(rel, args.platform, (tree / "configure.py").is_file() and (tree / "tensorflow").is_dir())
+    if why:
+        raise UserError(why)
     check_base_option(args.base)
     check_compile_cache(args.compile_cache)
     if args.push_to:

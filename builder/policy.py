@@ -79,3 +79,33 @@ def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str,
         else:
             ok.append(v)
     return ok, skipped
+
+
+# What `--platform` may name (Docker's OS/ARCH form) and which of them a release serves.
+# amd64: every release (TensorFlow's x86_64 wheels carry CUDA). arm64 (GH200, GB200): PyPI's
+# aarch64 TensorFlow wheels are built without CUDA (measured on 2.21.0:
+# tf.test.is_built_with_cuda() is False), so a GPU image for arm64 can only come from a
+# TensorFlow source tree, and this builder has no arm64 offline base to compile it on yet.
+PLATFORMS = ("linux/amd64", "linux/arm64")
+ARM64_WHY = ("TensorFlow's aarch64 wheels on PyPI are CPU-only (built without CUDA; measured on 2.21.0), so a GPU "
+             "image for arm64 (GH200, GB200) needs TensorFlow compiled from source (--framework-src TREE)")
+
+
+def platforms_served(release: Release) -> dict[str, str | None]:
+    """Each platform of PLATFORMS -> None where the release serves it, else why not."""
+    return {"linux/amd64": None, "linux/arm64": ARM64_WHY}
+
+
+def why_not_platform(release: Release, platform: str, tensorflow_tree: bool) -> str | None:
+    """--platform P for RELEASE: None when it can build that, else the one-line refusal.
+    TENSORFLOW_TREE: --framework-src is a TensorFlow source tree (not the extension)."""
+    if platform not in PLATFORMS:
+        return (f"--platform {platform}: not a platform this builder serves "
+                f"(it serves {', '.join(PLATFORMS)}; Docker's OS/ARCH form)")
+    why = platforms_served(release)[platform]
+    if why is None:
+        return None
+    if tensorflow_tree:  # the source path exists for amd64 (nvbuild.sh's hermetic build), not yet on arm64
+        return (f"--platform {platform}: release {release.name}'s offline base is built for linux/amd64 only "
+                "(no arm64 CUDA base is built here yet), so the TensorFlow tree cannot be compiled for arm64")
+    return f"--platform {platform}: release {release.name} cannot serve an arm64 GPU: {why}"

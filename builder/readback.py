@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import cuda_arch, paths
+from builder import cuda_arch, image_report, paths
 from builder.catalog import Release, Variant, canonical_name
 from builder.errors import UserError
 from builder.contract import InImage, Label
@@ -21,7 +21,6 @@ from builder.contract import InImage, Label
 REPORT_SCRIPT = InImage.IMAGE_REPORT
 # Libraries every GPU image must load (the driver excepted); TensorRT is optional.
 REQUIRED_LIBRARIES = ("cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse", "cudnn")
-KIND_TEXT = {"sass": "SASS", "ptx": "PTX JIT", "none": "none"}
 
 
 @dataclass
@@ -76,29 +75,173 @@ def _by_capability(coverage: dict) -> list:
     return sorted(coverage.items(), key=lambda kv: cuda_arch.order(kv[0]))
 
 
-def coverage_summary(report: dict) -> dict[str, str]:
-    """Per requested capability, the weakest way any binary runs on it:
-    {"8.6": "sass", "9.0": "ptx (tensorflow)", ...}."""
+# --- coverage by component ------------------------------------------------------------------
+# The components image_report.py sorts binaries into, in the order the table lists them:
+# what the image builds or installs for itself first, then NVIDIA's libraries, then the rest.
+COMPONENT_ORDER = tuple(c for _, c in image_report.PACKAGE_COMPONENTS) + \
+    tuple(c for c, _ in image_report.LIBRARY_COMPONENTS)
+# The components whose binaries the build checks itself (a requested capability they carry
+# no code for fails the build): TensorFlow's wheel, and what nvbuild.sh compiles. A gap in
+# the libraries the release pins (NVIDIA's, DALI's) is the pinned version's, and a warning.
+CHECKED_COMPONENTS = ("tensorflow", "extension", "horovod")
+KIND_RANK = {"none": 0, "ptx": 1, "sass": 2}
+
+
+def component_name(report: dict, component: str) -> str:
+    """'cuDNN 8.5.0': the component's name and, where the image reports one, its version."""
+    name = image_report.COMPONENT_NAMES.get(component, component)
+    version = {"tensorflow": report.get("version"), "extension": (report.get("extension") or {}).get("version"),
+               "horovod": (report.get("horovod") or {}).get("version"),
+               "dali": (report.get("dali") or {}).get("version")}.get(component)
+    lib = (report.get("libraries") or {}).get(component) or {}
+    version = version or (lib.get("version") if lib.get("loaded") else None)
+    return f"{name} {version}" if version else name
+
+
+def _order_key(component: str) -> tuple:
+    return (COMPONENT_ORDER.index(component), "") if component in COMPONENT_ORDER else (len(COMPONENT_ORDER), component)
+
+
+def coverage_components(report: dict) -> list[dict]:
+    """The coverage grouped by component: [{"component", "name", "binaries" (those that count),
+    "not_counted" ({path: why}), "unreadable" ({path: why}: fatbins the parser could not walk), "coverage":
+    {capability: {"kind", "from", "binaries": [n at that kind, n], "modules"?: [JIT-able,
+    all]}}}], in COMPONENT_ORDER.
+
+    A component runs on a GPU only as far as every binary of it with device code does, so
+    its verdict for a capability is the worst of theirs: cuDNN 8's six sub-libraries
+    (ops/cnn/adv, infer/train) and cuDNN 9's (engines, graph, ops, cnn, adv) each serve
+    their own operations, cuBLAS needs cuBLASLt, and a GPU that one of them has no code
+    for cannot run what it serves. (cuDNN 9's runtime-compiled engines are compiled by
+    NVRTC on the GPU and hold no device code in the image: not counted.) A file's own
+    verdict is the best code any of its modules has (cuda_arch.coverage), since NVIDIA's
+    libraries pick kernels by GPU; with PTX alone, the "modules" count says how much of it
+    can be JIT-compiled (the modules without PTX are for older GPUs only)."""
+    binaries = report.get("cuda_binaries") or []
+    rows = _by_capability(report.get("coverage") or {})
+    groups: dict[str, list[dict]] = {}
+    for b in binaries:
+        groups.setdefault(b["component"], []).append(b)
+    out = []
+    for component in sorted(groups, key=_order_key):
+        files = groups[component]
+        cells = {}
+        for arch, row in rows:
+            mine = [(b, row[b["path"]]) for b in files if b["path"] in row]
+            if not mine:
+                continue
+            kind = min((cell["kind"] for _, cell in mine), key=KIND_RANK.__getitem__)
+            worst = [(b, cell) for b, cell in mine if cell["kind"] == kind]
+            sources = sorted({cell["from"] for _, cell in worst if cell["from"]}, key=lambda s: int(s.split("_")[1]))
+            entry: dict = {"kind": kind, "from": _source_range(sources), "binaries": [len(worst), len(mine)]}
+            if kind == "ptx":
+                jit = sum((cell.get("modules") or [b.get("modules", 0)])[0] for b, cell in worst)
+                total = sum(b.get("modules", 0) for b, _ in worst)
+                if jit < total:
+                    entry["modules"] = [jit, total]
+            cells[arch] = entry
+        not_counted = {b["path"]: _why_not_counted(b) for b in files if not image_report.counted(b)}
+        out.append({"component": component, "name": component_name(report, component),
+                    "binaries": [b["path"] for b in files if image_report.counted(b)],
+                    "not_counted": not_counted, "unreadable": {b["path"]: b["error"] + ("; read with cuobjdump instead" if b.get("read_by") else
+                                                             "; counted as no code")
+                                   for b in files if b.get("error")},
+                    "coverage": cells})
+    return out
+
+
+def _source_range(sources: list[str]) -> str:
+    """One cell for a component whose binaries differ: sm_60 and sm_61 make "sm_60-61"."""
+    if len(sources) < 2:
+        return "".join(sources)
+    prefix = sources[0].split("_")[0]
+    return f"{sources[0]}-{sources[-1].split('_')[1]}" if all(s.startswith(prefix + "_") for s in sources) \
+        else ",".join(sources)
+
+
+def _why_not_counted(binary: dict) -> str:
+    if binary.get("shadowed_by"):
+        return f"not loaded: the loader takes {binary['shadowed_by']} for {binary.get('soname')}"
+    return "no kernels: its device code is empty modules only"
+
+
+def _cell_text(cell: dict | None, modules: str = " ({}/{})") -> str:
+    """A table cell: sm_80 (SASS), compute_80 (PTX JIT; with the share of modules that JIT
+    when not all do), none; '-' where the component has no binary counted."""
+    if not cell:
+        return "-"
+    if cell["kind"] == "none":
+        return "none"
+    return cell["from"] + (modules.format(*cell["modules"]) if cell.get("modules") else "")
+
+
+def _bare(component: dict) -> str:
+    """A component's name without its version (the table and the verdict's start have it)."""
+    return image_report.COMPONENT_NAMES.get(component["component"], component["component"])
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def coverage_verdicts(report: dict) -> dict[str, dict]:
+    """Per capability: {"verdict": "sass" (runs natively) | "ptx" (runs after JIT) | "none"
+    (cannot run), "none": [components], "ptx": {component: from}, "sass": [components],
+    "text": one line}: the weakest way any component runs on it, the components named."""
+    components = coverage_components(report)
     out = {}
-    for arch, row in _by_capability(report.get("coverage") or {}):
-        kinds = {cell["kind"] for cell in row.values()}
-        worst = "none" if "none" in kinds else "ptx" if "ptx" in kinds else "sass"
-        who = sorted({cell["component"] for cell in row.values() if cell["kind"] == worst})
-        out[arch] = worst if worst == "sass" else f"{worst} ({', '.join(who)})"
+    for arch, _ in _by_capability(report.get("coverage") or {}):
+        at = {c["component"]: c for c in components if arch in c["coverage"]}
+        by_kind = {k: [c for c in at.values() if c["coverage"][arch]["kind"] == k] for k in KIND_RANK}
+        verdict = "none" if by_kind["none"] else "ptx" if by_kind["ptx"] else "sass"
+        parts = []
+        if by_kind["none"]:
+            names = [c["name"] for c in by_kind["none"]]
+            parts.append(f"cannot run: {_names(names)} {'has' if len(names) == 1 else 'have'} no code for {arch}")
+        elif by_kind["ptx"]:
+            parts.append("runs after JIT")
+        else:
+            parts.append(f"runs natively: SASS in every component ({len(at)})" if at else "no CUDA binaries")
+        if by_kind["ptx"]:
+            parts.append("by JIT: " + ", ".join(f"{_bare(c)} ({_cell_text(c['coverage'][arch], ', {}/{} modules')})"
+                                                for c in by_kind["ptx"]))
+        if by_kind["sass"] and verdict != "sass":
+            parts.append("SASS in " + ", ".join(_bare(c) for c in by_kind["sass"]))
+        out[arch] = {"verdict": verdict, "none": [c["component"] for c in by_kind["none"]],
+                     "ptx": {c["component"]: c["coverage"][arch]["from"] for c in by_kind["ptx"]},
+                     "sass": [c["component"] for c in by_kind["sass"]], "text": "; ".join(parts)}
+    return out
+
+
+def coverage_summary(report: dict, most: int = 3) -> dict[str, str]:
+    """Per capability, the weakest way any component runs on it, with (at most MOST of) the
+    components that run that way, in COMPONENT_ORDER: {"8.6": "sass", "9.0": "ptx (tensorflow)",
+    "12.0": "none (cudnn, nccl)", "10.0": "ptx (tensorflow, extension, cudnn, +4)"}. Compact:
+    the image's coverage label is made of it."""
+    out = {}
+    for arch, v in coverage_verdicts(report).items():
+        kind = v["verdict"]
+        who = v["none"] if kind == "none" else list(v["ptx"]) if kind == "ptx" else []
+        shown = who[:most] + ([f"+{len(who) - most}"] if len(who) > most else [])
+        out[arch] = f"{kind} ({', '.join(shown)})" if who else kind
     return out
 
 
 def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
-    """The coverage table: a header and one row per capability, one column per binary."""
-    binaries = report.get("cuda_binaries") or []
-    header = ["capability"] + [f"{b['component']}:{_short(b['path'])}" for b in binaries]
+    """The coverage table: a header (component / binary, then one column per capability),
+    then per component a row with its verdicts and one indented row per binary that counts."""
+    archs = [arch for arch, _ in _by_capability(report.get("coverage") or {})]
+    header = ["COMPONENT / BINARY"] + archs
     rows = []
-    for arch, row in _by_capability(report.get("coverage") or {}):
-        cells = [arch]
-        for b in binaries:
-            cell = row.get(b["path"], {"kind": "none", "from": ""})
-            cells.append(f"{KIND_TEXT[cell['kind']]} {cell['from']}".strip())
-        rows.append(cells)
+    coverage = report.get("coverage") or {}
+    for c in coverage_components(report):
+        if not c["binaries"]:
+            continue
+        rows.append([c["name"]] + [_cell_text(c["coverage"].get(a)) for a in archs])
+        names = [_short(p) for p in c["binaries"]]
+        for path in c["binaries"]:
+            label = _short(path) if names.count(_short(path)) == 1 else path
+            rows.append([f"  {label}"] + [_cell_text(coverage[a].get(path)) for a in archs])
     return header, rows
 
 
@@ -141,24 +284,42 @@ def check(report: dict, release: Release, variant: Variant, requested: list[str]
             v.problems.append(f"Horovod {release.horovod.version} is not installed")
         elif hvd.get("version") != release.horovod.version:
             v.problems.append(f"the image holds Horovod {hvd.get('version')}, the catalog says {release.horovod.version}")
-    for arch, row in (report.get("coverage") or {}).items():
-        for path, cell in row.items():
-            if cell["kind"] == "none":
-                v.problems.append(f"compute capability {arch}: {cell['component']} binary {_short(path)} "
-                                  "carries no code a GPU of it can run (no SASS, no older PTX)")
-            elif cell["kind"] == "ptx" and cell["component"] != "tensorflow":
-                v.warnings.append(f"compute capability {arch}: {_short(path)} runs by PTX JIT from {cell['from']}")
-    ptx_tf = sorted({(a, c["from"]) for a, row in (report.get("coverage") or {}).items()
-                     for c in row.values() if c["kind"] == "ptx" and c["component"] == "tensorflow"})
-    for arch, source in ptx_tf:
-        v.warnings.append(f"compute capability {arch}: TensorFlow's own kernels run by PTX JIT from {source} "
-                          "(the first launch on such a GPU compiles them)")
+    coverage_verdict(report, v)
     v.problems += xla_problems(report, toggles)
     fs = report.get("filesystems") or {}
     if not toggles.get("gcp") and (fs.get("gs") or {}).get("available"):
         v.warnings.append(f"TF_NEED_GCP=0, but the {report.get('framework_name')} {report.get('version')} wheel "
                           "has gs:// built in: it stays available")
     return v
+
+
+def coverage_verdict(report: dict, v: Verdict) -> None:
+    """The coverage of the requested capabilities (the rows of the build's report): a binary
+    of CHECKED_COMPONENTS with no code for one is a problem; any other component with none
+    is a warning, one per capability and component, as is code that runs by PTX JIT."""
+    coverage = report.get("coverage") or {}
+    for arch, row in _by_capability(coverage):
+        for path, cell in row.items():
+            if cell["kind"] == "none" and cell["component"] in CHECKED_COMPONENTS:
+                v.problems.append(f"compute capability {arch}: {cell['component']} binary {_short(path)} "
+                                  "carries no code a GPU of it can run (no SASS, no older PTX)")
+    for c in coverage_components(report):
+        for arch, cell in _by_capability(c["coverage"]):
+            files = [p for p in c["binaries"] if coverage[arch].get(p, {}).get("kind") == cell["kind"]]
+            which = _short(files[0]) if len(files) == 1 else f"{len(files)} of its {len(c['binaries'])} binaries"
+            if cell["kind"] == "none" and c["component"] not in CHECKED_COMPONENTS:
+                v.warnings.append(f"compute capability {arch}: {c['name']} has no code a GPU of it can run "
+                                  f"({which}: no SASS, no older PTX)")
+            elif cell["kind"] == "ptx" and c["component"] == "tensorflow":
+                v.warnings.append(f"compute capability {arch}: TensorFlow's own kernels run by PTX JIT from "
+                                  f"{cell['from']} (the first launch on such a GPU compiles them)")
+            elif cell["kind"] == "ptx":
+                v.warnings.append(f"compute capability {arch}: {c['name']} runs by PTX JIT from {cell['from']} "
+                                  f"({which}{_modules_text(cell)})")
+
+
+def _modules_text(cell: dict) -> str:
+    return f"; {cell['modules'][0]} of its {cell['modules'][1]} modules have PTX" if cell.get("modules") else ""
 
 
 def xla_problems(report: dict, toggles: dict[str, bool]) -> list[str]:

@@ -12,10 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from builder import contract, cuda_arch, grammar, lock, paths, policy
+from builder import contract, cuda_arch, driver, grammar, lock, paths, policy
 from builder.base_recipe import BaseRecipe, host_compiler
 from builder.catalog import Release, Variant
-from builder.contract import Label
+from builder.contract import ImageEnv, InImage, Label
 from builder.errors import UserError
 from builder.templating import template_env
 
@@ -49,6 +49,7 @@ CONTEXT_TEMPLATES = {
     "nvbuildopts": "nvbuildopts.j2",
     "entrypoint/entrypoint.d/10-banner.sh": "entrypoint/entrypoint.d/10-banner.sh.j2",
     "entrypoint/entrypoint.d/15-container-copyright.txt": "entrypoint/entrypoint.d/15-container-copyright.txt.j2",
+    "entrypoint/entrypoint.d/55-gpu-jit-check.sh": "entrypoint/entrypoint.d/55-gpu-jit-check.sh.j2",
     "entrypoint/entrypoint.d/60-shm-check.sh": "entrypoint/entrypoint.d/60-shm-check.sh.j2",
     "docker-examples/Dockerfile.customtensorflow": "docker-examples/Dockerfile.customtensorflow.j2",
     "docker-examples/Dockerfile.addpackages": "docker-examples/Dockerfile.addpackages.j2",
@@ -130,11 +131,11 @@ def resolve_cuda_cc(release: Release, options: RenderOptions) -> list[str] | str
     try:
         archs = cuda_arch.parse(spec, release.cuda_cc)
         for toolkit, where in toolkits:
-            problems = cuda_arch.check(archs, toolkit, options.allow_ptx_jit)
+            problems = cuda_arch.check(archs, toolkit, options.allow_ptx_jit, ptxas=release.ptxas)
             if problems:
                 raise UserError(f"{problems[0]} ({where})")
         if options.allow_ptx_jit:
-            return cuda_arch.compiled(archs, _oldest_toolkit(toolkits))
+            return cuda_arch.compiled(archs, _oldest_toolkit(toolkits), release.ptxas)
     except cuda_arch.ArchError as exc:
         raise UserError(str(exc)) from None
     return archs
@@ -146,7 +147,7 @@ def jit_capabilities(release: Release, options: RenderOptions) -> list[str]:
         return []
     spec = options.cuda_cc if options.cuda_cc is not None else release.cuda_cc
     archs = cuda_arch.parse(spec, release.cuda_cc)
-    return cuda_arch.jit_only(archs, _oldest_toolkit(effective_cuda(release, options.base)))
+    return cuda_arch.jit_only(archs, _oldest_toolkit(effective_cuda(release, options.base)), release.ptxas)
 
 
 def _oldest_toolkit(toolkits: list[tuple[str, str]]) -> str:
@@ -229,6 +230,13 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     env = dict(release.env)
     env.update(variant.env)
     env.setdefault("NVIDIA_TENSORFLOW_VERSION", f"{release.name}-{variant.short}")
+    # The driver contract (builder/driver.py): the container toolkit refuses an older
+    # driver; kernels JIT-compiled from PTX are kept, up to the driver's maximum, where a
+    # volume can keep them across containers.
+    drv = driver.contract(release, variant, cuda_cc=archs if isinstance(archs, list) else None)
+    env.setdefault(ImageEnv.REQUIRE_CUDA, drv.require_cuda)
+    env.setdefault(ImageEnv.CACHE_PATH, InImage.JIT_CACHE)
+    env.setdefault(ImageEnv.CACHE_MAXSIZE, str(contract.JIT_CACHE_MAXSIZE))
     for name, value in options.env:
         if name in build_env:
             raise UserError(f"--env {name} is a build parameter; use the matching option "
@@ -259,6 +267,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         Label.BASE: options.base if options.base in BASE_CHOICES else "custom",
         Label.ENV_OVERRIDES: ",".join(name for name, _ in options.env),
         Label.WITHOUT: ",".join(options.without),
+        Label.MIN_DRIVER: drv.minimum,
+        Label.MIN_DRIVER_PTX_JIT: drv.ptx_jit or "",
     }
     return SimpleNamespace(
         release=release,
@@ -287,6 +297,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         labels=labels,
         year=year,
         upstream_copyright=release.entrypoint["upstream_copyright"].replace("{year}", str(year)),
+        driver=drv,
+        driver_line=driver.minimum_text(drv),
         baked_ca=bool(options.baked_ca),
     )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: set up the machine (engine included), then run the whole suite.
-#   bash scripts/test.sh            everything (what CI runs): unit and integration tests
+#   bash scripts/test.sh            everything (what CI runs): unit, GPU (skipped without one) and integration tests
 #   bash scripts/test.sh --quick    the development loop: the drift checks of the committed
 #                                   Dockerfiles and locks, then the unit tests on two
 #                                   workers; no engine needed (a few minutes)
@@ -14,7 +14,7 @@ if [ "$quick" = 1 ]; then
   builder render --all --check
   builder lock --check
   set +e
-  python3 -m pytest tests/unit -n 2 -p no:cacheprovider "$@"
+  python3 -m pytest tests/unit tests/gpu -n 2 -p no:cacheprovider "$@"
   rc=$?
 elif [ "$#" = 0 ]; then
   # Everything, in two sessions: the unit tests on two workers (a minute), then the
@@ -23,7 +23,7 @@ elif [ "$#" = 0 ]; then
   start=$SECONDS
   bash scripts/setup.sh
   set +e
-  python3 -m pytest tests/unit -n 2
+  python3 -m pytest tests/unit tests/gpu -n 2
   unit=$?
   TEST_TIME_BUDGET=$(( ${TEST_TIME_BUDGET:-4500} - (SECONDS - start) )) python3 -m pytest tests/integration
   rc=$?

@@ -56,6 +56,10 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_BREAK_SYSTEM_PACKAGES=1
+# The CUDA driver's JIT cache (CUDA_CACHE_PATH, set with the environment defaults): any
+# user's; a volume there keeps it across containers (README, "Running on a GPU"). Here, so
+# that a runtime image has it too.
+RUN install -d -m 1777 /var/cache/cuda-jit
 
 # Horovod 0.26.1 source: the PyPI source distribution, hash-checked, unpacked as it
 # is; nvbuild.sh applies /opt/tensorflow/patches/horovod/*.patch and builds it.
@@ -120,7 +124,10 @@ ENV TF_ADJUST_HUE_FUSED="1" \
     NVIDIA_PRODUCT_NAME="TensorFlow" \
     JUPYTER_PORT="8888" \
     TENSORBOARD_PORT="6006" \
-    NVIDIA_TENSORFLOW_VERSION="23.03-tf2"
+    NVIDIA_TENSORFLOW_VERSION="23.03-tf2" \
+    NVIDIA_REQUIRE_CUDA="cuda>=11.0,driver>=450.80.02" \
+    CUDA_CACHE_PATH="/var/cache/cuda-jit" \
+    CUDA_CACHE_MAXSIZE="4294967296"
 COPY entrypoint/ /opt/nvidia/
 COPY nvidia-examples/ /workspace/nvidia-examples/
 COPY docker-examples/ /workspace/docker-examples/
@@ -151,6 +158,8 @@ LABEL org.opencontainers.image.title="TensorFlow 23.03-tf2-py3" \
       dev.tfbuilder.base="auto" \
       dev.tfbuilder.env-overrides="" \
       dev.tfbuilder.without="" \
+      dev.tfbuilder.min-driver="450.80.02" \
+      dev.tfbuilder.min-driver-ptx-jit="530.30.02" \
       com.nvidia.build.id="${BUILD_ID}" \
       com.nvidia.build.ref="${BUILD_REF}" \
       org.opencontainers.image.created="${BUILD_DATE}" \

@@ -77,6 +77,10 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_BREAK_SYSTEM_PACKAGES=1
+# The CUDA driver's JIT cache (CUDA_CACHE_PATH, set with the environment defaults): any
+# user's; a volume there keeps it across containers (README, "Running on a GPU"). Here, so
+# that a runtime image has it too.
+RUN install -d -m 1777 /var/cache/cuda-jit
 # JupyterLab's settings: `jupyter lab` serves /workspace on $JUPYTER_PORT, with the token or
 # password the container is given (JUPYTER_TOKEN, JUPYTER_PASSWORD), else a random token.
 COPY jupyter/ /etc/jupyter/
@@ -134,7 +138,7 @@ COPY nvbuild.sh nvbuildopts cuda_arch.py image_report.py /opt/tensorflow/
 
 # Build parameters (user guide section 6); nvbuild.sh reads them, so a derived image
 # that reruns it builds the same way unless it says otherwise.
-ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
+ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
     TF_ENABLE_XLA="1" \
     TF_NEED_GCP="0" \
     TF_NEED_HDFS="0"
@@ -147,7 +151,7 @@ ARG COMPILE_CACHE=""
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali
 
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
-RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # Environment defaults (user guide section 7 and the release's own).
 ENV TF_ADJUST_HUE_FUSED="1" \
@@ -169,7 +173,10 @@ ENV TF_ADJUST_HUE_FUSED="1" \
     JUPYTER_PORT="8888" \
     TENSORBOARD_PORT="6006" \
     TF_USE_LEGACY_KERAS="1" \
-    NVIDIA_TENSORFLOW_VERSION="26.11-tf2"
+    NVIDIA_TENSORFLOW_VERSION="26.11-tf2" \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.0,driver>=525.60.13" \
+    CUDA_CACHE_PATH="/var/cache/cuda-jit" \
+    CUDA_CACHE_MAXSIZE="4294967296"
 COPY entrypoint/ /opt/nvidia/
 COPY nvidia-examples/ /workspace/nvidia-examples/
 COPY docker-examples/ /workspace/docker-examples/
@@ -193,13 +200,15 @@ LABEL org.opencontainers.image.title="TensorFlow 26.11-tf2-py3" \
       dev.tfbuilder.release="26.11" \
       dev.tfbuilder.variant="tf2-py3" \
       dev.tfbuilder.requested-framework="tensorflow==2.21.0" \
-      dev.tfbuilder.cuda-compute-capabilities="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
+      dev.tfbuilder.cuda-compute-capabilities="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
       dev.tfbuilder.xla="1" \
       dev.tfbuilder.gcp="0" \
       dev.tfbuilder.hdfs="0" \
       dev.tfbuilder.base="auto" \
       dev.tfbuilder.env-overrides="" \
       dev.tfbuilder.without="" \
+      dev.tfbuilder.min-driver="525.60.13" \
+      dev.tfbuilder.min-driver-ptx-jit="550.54.14" \
       com.nvidia.build.id="${BUILD_ID}" \
       com.nvidia.build.ref="${BUILD_REF}" \
       org.opencontainers.image.created="${BUILD_DATE}" \
@@ -223,7 +232,7 @@ COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/image_report.p
 COPY --from=devel /opt/nvidia/ /opt/nvidia/
 COPY --from=devel /etc/pip/constraint.txt /etc/pip/constraint.txt
 COPY --from=devel /workspace/ /workspace/
-ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
+ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
     TF_ENABLE_XLA="1" \
     TF_NEED_GCP="0" \
     TF_NEED_HDFS="0" \
@@ -246,7 +255,10 @@ ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
     JUPYTER_PORT="8888" \
     TENSORBOARD_PORT="6006" \
     TF_USE_LEGACY_KERAS="1" \
-    NVIDIA_TENSORFLOW_VERSION="26.11-tf2"
+    NVIDIA_TENSORFLOW_VERSION="26.11-tf2" \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.0,driver>=525.60.13" \
+    CUDA_CACHE_PATH="/var/cache/cuda-jit" \
+    CUDA_CACHE_MAXSIZE="4294967296"
 
 WORKDIR /workspace
 EXPOSE 6006
@@ -263,13 +275,15 @@ LABEL com.nvidia.volumes.needed="nvidia_driver" \
       dev.tfbuilder.release="26.11" \
       dev.tfbuilder.variant="tf2-py3" \
       dev.tfbuilder.requested-framework="tensorflow==2.21.0" \
-      dev.tfbuilder.cuda-compute-capabilities="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0" \
+      dev.tfbuilder.cuda-compute-capabilities="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
       dev.tfbuilder.xla="1" \
       dev.tfbuilder.gcp="0" \
       dev.tfbuilder.hdfs="0" \
       dev.tfbuilder.base="auto" \
       dev.tfbuilder.env-overrides="" \
       dev.tfbuilder.without="" \
+      dev.tfbuilder.min-driver="525.60.13" \
+      dev.tfbuilder.min-driver-ptx-jit="550.54.14" \
       org.opencontainers.image.title="TensorFlow 26.11-tf2-py3-runtime" \
       org.opencontainers.image.version="26.11-tf2-py3-runtime" \
       dev.tfbuilder.runtime-of="${DEVEL_IMAGE}" \

@@ -5,6 +5,7 @@ than skip, so a CI machine that lost its engine cannot pass silently.
 """
 import json
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -36,6 +37,34 @@ def image_id(ref):
 
 def labels(ref):
     return json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref).stdout)
+
+
+def coverage_cells(text: str) -> dict[str, dict[str, str]]:
+    """`builder inspect --coverage`'s table: {row (a component with its version, "cuDNN 8.5.0",
+    or one of its binaries' file names): {capability: cell ("sm_86", "compute_80 (278/279)", "none")}}."""
+    lines = text.splitlines()
+    table = lines[:lines.index("")] if "" in lines else lines
+    header = re.split(r"\s{2,}", table[0].strip())
+    return {cells[0]: dict(zip(header[1:], cells[1:])) for cells in (re.split(r"\s{2,}", line.strip()) for line in table[1:])}
+
+
+def coverage_verdicts(text: str) -> dict[str, str]:
+    """`builder inspect --coverage`'s verdict lines, one per capability (wrapped lines joined)."""
+    lines = text.rstrip().splitlines()
+    block = lines[len(lines) - lines[::-1].index(""):]
+    out: dict[str, str] = {}
+    for line in block:
+        if line[:1].isdigit():
+            arch, _, rest = line.partition(" ")
+            out[arch] = rest.strip()
+        elif out:
+            out[list(out)[-1]] += " " + line.strip()
+    return out
+
+
+def component_row(cells: dict[str, dict[str, str]], name: str) -> dict[str, str]:
+    """The row of the component whose name (without its version) is NAME."""
+    return next(row for key, row in cells.items() if key == name or key.startswith(name + " "))
 
 
 # Fixtures that build an image (the offline base, the release image): a test using one

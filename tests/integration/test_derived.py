@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import builder, docker, free_port, image_id, labels
+from .conftest import builder, component_row, coverage_cells, docker, free_port, image_id, labels
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "csrc/cpu/bias_relu.cc"            # the one translation unit the marker patch touches (an op's arithmetic)
@@ -305,8 +305,9 @@ def test_derive_rebuild_for_other_capabilities_keeps_labels_env_and_binary_in_st
                   "--compile-cache", compile_cache, "--tag", scratch_tag, "--no-test", "-q")
     assert out.returncode == 0, out.stderr[-3000:]
     table = builder("inspect", scratch_tag, "--coverage")
-    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
-    assert "PTX JIT compute_86" in rows["12.0"] and "none" not in rows["12.0"], table.stdout
+    cells = coverage_cells(table.stdout)
+    for name in ("tfext", "Horovod"):
+        assert component_row(cells, name)["12.0"] == "compute_86", table.stdout
     lab = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", scratch_tag).stdout)
     assert lab["dev.tfbuilder.cuda-compute-capabilities"] == "8.6"
     assert lab["dev.tfbuilder.coverage"] == "8.6=sass"

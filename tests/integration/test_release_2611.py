@@ -17,7 +17,8 @@ import pytest
 from builder import catalog
 from builder.base_recipe import BaseRecipe
 
-from .conftest import BUILD_ID, builder, docker, image_id, labels, start_offline_base
+from .conftest import (BUILD_ID, builder, component_row, coverage_cells, coverage_verdicts, docker, image_id, labels,
+                       start_offline_base)
 
 REPO = "itest/tf2611"
 FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
@@ -38,14 +39,10 @@ NEEDS_DISK = 30e9
 FAST_EXPORT = ("--compression", "zstd")
 
 
-JIT = f"{REPO}:jit"
-built: dict[str, subprocess.CompletedProcess] = {}  # the fixture's builds, for the tests that judge them
-
-
 @pytest.fixture(scope="module")
 def images(cache_dir):
-    """(devel, runtime) of 26.11 tf2-py3: built with the catalog's options, tagged; and the
-    PTX JIT image for Blackwell (JIT). Every image the module reads is built first; then
+    """(devel, runtime) of 26.11 tf2-py3: built with the catalog's options (9.0, 10.0 and
+    12.0 among its capabilities), tagged. Every image the module reads is built first; then
     BuildKit's records of the builds are released (their step snapshots, several GB on
     the containerd store, which nothing reads again) and the 21.08 base is started in the
     background: the module's disk peak is its build's, never the base's on top of it."""
@@ -64,14 +61,12 @@ def images(cache_dir):
                       *FAST_EXPORT, "--no-sbom", "-q")
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.split() == refs
-        built["jit"] = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--allow-ptx-jit", "--repo", REPO,
-                               "--tag", JIT, "--build-id", f"{BUILD_ID}-jit", *FAST_EXPORT, "--no-sbom", "-q")
         docker("builder", "prune", "-af")
         released = True
         start_offline_base()  # the 21.08 tests' base, built while this module's tests run
         yield refs[0], refs[2]
     finally:  # by name: a build that failed halfway has tagged some of them
-        for ref in [*refs, JIT, recipe.tag, recipe.rootfs_image]:
+        for ref in [*refs, recipe.tag, recipe.rootfs_image]:
             docker("rmi", ref)
         if not released:  # a failed build: its records, which nothing else uses, go now
             docker("builder", "prune", "-af")
@@ -111,16 +106,19 @@ def test_the_extension_carries_sass_for_the_catalogs_capabilities_and_ptx_for_th
 def test_coverage_answers_the_hopper_and_blackwell_rows(images):
     out = builder("inspect", images[0], "--coverage")
     assert out.returncode == 0, out.stderr
-    rows = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
-    assert set(FLEET) <= set(rows)
-    binaries = len(out.stdout.splitlines()[0].split()) - 1  # TensorFlow's libraries and the extension's
-    assert binaries >= 2 and "extension:_tfext_ops.so" in out.stdout.splitlines()[0]
-    assert rows["9.0"].count("SASS sm_90") == binaries   # Hopper: native, TensorFlow's and ours
-    for blackwell in ("10.0", "12.0"):                   # no CUDA 12.4 SASS: the newest PTX, by JIT
-        assert rows[blackwell].count("PTX JIT compute_90") == binaries, rows[blackwell]
-    assert "none" not in out.stdout
-    order = [line.split()[0] for line in out.stdout.splitlines()[1:]]
+    cells = coverage_cells(out.stdout)
+    tf, ext = component_row(cells, "TensorFlow"), component_row(cells, "tfext")
+    assert set(FLEET) <= set(tf)
+    assert tf["9.0"] == "sm_90"                                # Hopper: native
+    for blackwell in ("10.0", "12.0"):                         # TensorFlow's wheel stops at sm_90: its PTX, by JIT
+        assert tf[blackwell].startswith("compute_90"), tf
+    for arch in catalog.load().get("26.11").cuda_cc:           # ours: SASS for each of the catalog's
+        assert ext[arch] == f"sm_{arch.replace('.', '')}", ext
+    for name in ("cuDNN", "cuBLAS", "NCCL"):                   # NVIDIA's CUDA 12.9 wheels: rows of their own
+        assert component_row(cells, name)["9.0"] != "none", name
+    order = list(tf)
     assert order.index("9.0") < order.index("10.0") < order.index("12.0")
+    assert list(coverage_verdicts(out.stdout))[-3:] == ["9.0", "10.0", "12.0"]
 
 
 def test_xla_finds_ptxas_and_libdevice_in_nvidias_wheel_and_compiles_on_the_cpu(images):
@@ -184,17 +182,15 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
     assert table.returncode == 0 and f"builder inspect {devel} --coverage" in table.stdout
 
 
-def test_blackwell_is_refused_at_plan_time_and_built_with_the_ptx_jit_opt_in(images):
-    refused = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--dry-run")
-    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert "CUDA 12.8" in refused.stderr and "--allow-ptx-jit" in refused.stderr
-    out = built["jit"]  # built with the others (the fixture), before BuildKit's records were released
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "will run by PTX JIT" in out.stderr
-    table = builder("inspect", JIT, "--coverage")
-    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
-    assert "PTX JIT compute_90" in rows["12.0"] and "none" not in rows["12.0"], table.stdout
-    # the extension: SASS for 9.0, the toolkit's newest, and its PTX; nothing else compiled
-    assert " ".join(rows["9.0"].split()[-2:]) == "SASS sm_90"  # the last column: the extension
-    assert labels(JIT)["dev.tfbuilder.cuda-compute-capabilities"] == "9.0"  # what was compiled
-    assert image_id(JIT) != image_id(images[0])
+def test_blackwell_needs_no_opt_in_where_a_newer_ptxas_assembles_it(images):
+    """10.0 and 12.0 are the catalog's: the plan takes them without --allow-ptx-jit (12.4's
+    nvcc stops at 9.0; the cuda_nvcc wheel's ptxas 12.9 assembles them), and the build
+    says how each is made."""
+    plan = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--dry-run")
+    assert plan.returncode == 0 and "PTX JIT" not in plan.stderr, plan.stderr
+    # the image's own nvbuild.sh finds that ptxas and says what it assembles
+    out = docker("run", "--rm", "--entrypoint", "bash", images[0], "-c",
+                 "cd /opt/tensorflow && ./nvbuild.sh --sm 9.0,12.0 --configonly --only extension 2>&1")
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert re.search(r"ptxas 12\.9 beside nvcc 12\.4: \S*/nvidia/cuda_nvcc/bin/ptxas", out.stdout), out.stdout[-2000:]
+    assert "compute capabilities: 9.0,12.0 (sm_120 by ptxas 12.9 from compute_90)" in out.stdout, out.stdout[-2000:]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BUILD_ID, REPO, build_containers, builder, docker, docker_bridge_address, free_port, image_id, labels
+from .conftest import (BUILD_ID, REPO, build_containers, builder, component_row, coverage_cells, coverage_verdicts, docker,
+                       docker_bridge_address, free_port, image_id, labels)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,21 +130,29 @@ def test_inspect_reports_what_the_image_holds(release_image):
     # the image's capabilities and the fleet's (up to Blackwell's 10.0 and 12.0)
     assert set(report["coverage"]) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
     components = {b["component"] for b in report["cuda_binaries"]}
-    assert components == {"tensorflow", "extension", "horovod"}
+    assert {"tensorflow", "extension", "horovod", "cudnn", "cublas", "nccl", "dali"} <= components
+    assert report["coverage_verdicts"]["8.6"]["verdict"] == "sass"
 
 
 def test_inspect_coverage_table(release_image):
+    """Every CUDA binary of the image, by component (TensorFlow's, ours, NVIDIA's libraries,
+    DALI's), per capability, then a verdict per capability."""
     out = builder("inspect", release_image, "--coverage", "--cuda-cc", "9.0")
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[0].split()[0] == "capability" and "tensorflow:_pywrap_tensorflow_internal.so" in lines[0]
-    rows = {line.split()[0]: line for line in lines[1:]}
-    assert set(rows) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
-    assert "SASS sm_86" in rows["8.6"]                  # the extension and Horovod: native code
-    assert "SASS sm_80" in rows["8.6"]                  # TensorFlow's wheel: sm_80 SASS runs on 8.6
-    for gpu in ("9.0", "10.0", "12.0"):                 # Hopper and Blackwell: PTX JIT, from each binary's newest
-        assert "PTX JIT compute_80" in rows[gpu] and "PTX JIT compute_86" in rows[gpu], rows[gpu]
-    assert "none" not in out.stdout
+    assert out.stdout.startswith("COMPONENT / BINARY")
+    cells = coverage_cells(out.stdout)
+    tf, ext, hvd = (component_row(cells, n) for n in ("TensorFlow", "tfext", "Horovod"))
+    assert set(tf) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
+    assert cells["_pywrap_tensorflow_internal.so"]["8.6"] == "sm_80"   # TensorFlow's wheel: sm_80 SASS runs on 8.6
+    assert ext["8.6"] == hvd["8.6"] == "sm_86"                          # the extension and Horovod: native code
+    for gpu in ("9.0", "10.0", "12.0"):                                 # Hopper and Blackwell: PTX JIT, from each binary's newest
+        assert tf[gpu].startswith("compute_80") and ext[gpu] == hvd[gpu] == "compute_86", (tf, ext)
+    for name in ("cuDNN", "cuBLAS", "NCCL"):                            # NVIDIA's libraries have rows of their own
+        assert component_row(cells, name)["8.6"].startswith("sm_"), name
+    assert component_row(cells, "NCCL")["12.0"] == "none"               # NCCL 2.13 (CUDA 11): SASS up to sm_80, no PTX
+    assert "libcudnn_cnn_infer.so.8" in cells
+    verdicts = coverage_verdicts(out.stdout)
+    assert verdicts["8.6"].startswith("runs natively") and verdicts["12.0"].startswith("cannot run: NCCL")
 
 
 def test_failed_build_keeps_the_previous_image_and_shows_the_failing_step(release_image, tmp_path, compile_cache):

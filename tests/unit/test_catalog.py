@@ -123,9 +123,10 @@ def test_releases_without_cp311_wheels_keep_an_offline_python_they_can_install(r
         assert (r.offline.debian, r.offline.cuda, r.offline.python) == ("bullseye", "11.2", "3.9")
         assert r.offline.python in r.variants["tf2-py3"].pythons
     assert "9.0" not in real.get("23.03").cuda_cc
-    r = real.get("26.11")  # Debian 13: CUDA 12.4 and Python 3.13, Hopper included, Blackwell not
+    r = real.get("26.11")  # Debian 13: CUDA 12.4 and Python 3.13, Hopper and Blackwell included
     assert (r.offline.debian, r.offline.cuda, r.offline.python, r.os_version) == ("trixie", "12.4", "3.13", "13")
-    assert "9.0" in r.cuda_cc and not {"10.0", "12.0"} & set(r.cuda_cc)
+    # Blackwell by the cuda_nvcc wheel's ptxas (12.9), which the catalog check accepts
+    assert {"9.0", "10.0", "12.0"} <= set(r.cuda_cc) and r.ptxas == "12.9"
 
 
 def test_abstract_releases_are_not_listed(real):
@@ -346,3 +347,10 @@ def test_an_empty_catalog_directory_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BUILDER_CATALOG", str(tmp_path))
     line = _one_line_refusal(capsys, cli.main(["releases"]))
     assert line == f"error: catalog directory {tmp_path} holds no release files (*.yaml)"
+
+
+def test_the_ptxas_beside_nvcc_is_the_cuda_nvcc_wheels_version():
+    assert catalog.ptxas_version("nvidia-cuda-nvcc-cu12==12.9.86") == "12.9"
+    assert catalog.ptxas_version("nvidia-cuda-nvcc==13.0.48") == "13.0"
+    assert catalog.ptxas_version(None) is None and catalog.ptxas_version("nvidia-cudnn-cu12==9.1.0") is None
+    assert catalog.load().get("21.08").ptxas is None  # no newer ptxas: 12.0 there needs the opt-in

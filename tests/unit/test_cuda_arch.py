@@ -120,3 +120,38 @@ def test_every_coverage_report_answers_for_the_fleet():
     # a 21.08 image: SASS up to sm_86, PTX compute_86: Blackwell runs it by JIT
     assert cuda_arch.coverage("12.0", ["70", "86"], ["86"]) == ("ptx", "compute_86")
     assert cuda_arch.coverage("10.0", ["90"], ["90"]) == ("ptx", "compute_90")
+
+
+def test_a_newer_ptxas_of_the_same_major_assembles_what_nvcc_does_not_know():
+    # 26.11: Debian's nvcc 12.4 stops at 9.0; the nvidia-cuda-nvcc-cu12 12.9 wheel's ptxas
+    # assembles 10.0 and 12.0 from compute_90, so they are SASS without --allow-ptx-jit.
+    assert cuda_arch.check(["9.0", "10.0", "12.0"], "12.4", ptxas="12.9") == []
+    assert cuda_arch.resolve("9.0,10.0,12.0", "12.4", None, ptxas="12.9") == ["9.0", "10.0", "12.0"]
+    assert cuda_arch.assembled(["8.6", "9.0", "10.0", "12.0"], "12.4", "12.9") == ["10.0", "12.0"]
+    assert cuda_arch.gencode_flags(["9.0", "10.0", "12.0"], "12.4") == [
+        "-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"]
+    assert cuda_arch.jit_only(["9.0", "10.0", "12.0"], "12.4", "12.9") == []
+    # what neither knows still needs the opt-in: ptxas 12.8 stops at 12.0
+    assert "12.1 cannot be compiled" in cuda_arch.check(["9.0", "12.1"], "12.4", ptxas="12.8")[0]
+    assert cuda_arch.compiled(["8.0", "12.0", "12.1"], "12.4", "12.8") == ["8.0", "9.0", "12.0"]
+    # another major is no assembler (CUDA 13 PTX/code on a CUDA 12 runtime), nor an older ptxas
+    assert cuda_arch.assembled(["12.0"], "12.4", "13.0") == []
+    assert cuda_arch.assembled(["12.0"], "12.4", "12.4") == []
+    assert cuda_arch.check(["12.0"], "12.4", ptxas="13.0") != []
+
+
+def test_gencode_for_a_toolkit_leaves_out_the_assembled():
+    assert cuda_arch.gencode_flags(["8.6", "12.0"], "12.4")[-1] == "-gencode=arch=compute_86,code=compute_86"
+    # only assembled capabilities: nvcc writes the PTX they come from, its newest, and no SASS
+    assert cuda_arch.gencode_flags(["12.0"], "12.4") == ["-gencode=arch=compute_90,code=compute_90"]
+
+
+def test_the_in_image_policy_takes_the_ptxas_version(capsys):
+    assert cuda_arch.main(["resolve", "9.0,12.0", "12.4", "", "--ptxas", "12.9"]) == 0
+    assert capsys.readouterr().out.strip() == "9.0,12.0"
+    assert cuda_arch.main(["assemble", "9.0,10.0,12.0", "12.4", "--ptxas", "12.9"]) == 0
+    assert capsys.readouterr().out.strip() == "100 120"
+    # nvbuild.sh passes an empty version when the image has no newer ptxas
+    assert cuda_arch.main(["resolve", "9.0,12.0", "12.4", "", "--ptxas", ""]) == 2
+    assert cuda_arch.main(["assemble", "9.0", "12.4", "--ptxas", ""]) == 0
+    assert capsys.readouterr().out.strip() == ""

@@ -136,7 +136,11 @@ def test_describe_reads_labels_and_the_images_own_report():
     assert out["coverage"] == {"8.6": "sass", "9.0": "ptx (tensorflow)"}
     assert out["toggles"] == {"xla": True, "gcp": False, "hdfs": False} and out["patches"] == ["a.patch"]
     assert out["build_id"] == "b-1" and out["cuda_compute_capabilities"] == "8.6,9.0"
-    assert describe.coverage_text(out["_report"]).splitlines()[1].split() == ["8.6", "SASS", "sm_86"]
+    text = describe.coverage_text(out["_report"]).splitlines()
+    assert text[0].split() == ["COMPONENT", "/", "BINARY", "8.6", "9.0"]
+    assert text[1].split() == ["TensorFlow", "2.5.0", "sm_86", "compute_86"]   # the component, then its binaries
+    assert text[2].split() == ["_pywrap.so", "sm_86", "compute_86"]
+    assert text[-2:] == ["8.6  runs natively: SASS in every component (1)", "9.0  runs after JIT; by JIT: TensorFlow (compute_86)"]
 
 
 def test_describe_refuses_images_the_builder_did_not_make():

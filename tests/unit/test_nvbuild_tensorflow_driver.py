@@ -75,6 +75,9 @@ def tree(tmp_path, venv):
     src = opt / "tensorflow-source"
     (src / "tensorflow").mkdir(parents=True)
     (src / "configure.py").write_text(FAKE_CONFIGURE)
+    (src / "tensorflow" / "core" / "public").mkdir(parents=True)  # a 2.5 tree: the configure way
+    (src / "tensorflow" / "core" / "public" / "version.h").write_text(
+        "#define TF_MAJOR_VERSION 2\n#define TF_MINOR_VERSION 5\n#define TF_PATCH_VERSION 0\n")
     shutil.copy(ROOT / "nvbuild.sh", opt)
     (opt / "image_report.py").write_text(STUB_REPORT)
     shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)

@@ -124,11 +124,12 @@ def test_labels_come_from_the_report(report):
 def test_coverage_rows(report):
     more = dict(report, coverage=coverage_table(report["cuda_binaries"], ["8.6", "9.0"]))
     header, rows = readback.coverage_rows(more)
-    assert header == ["capability", "tensorflow:_pywrap_tensorflow_internal.so", "extension:_tfext_ops.so",
-                      "horovod:mpi_lib.cpython-39-x86_64-linux-gnu.so"]
-    assert rows == [["8.6", "SASS sm_80", "SASS sm_86", "SASS sm_86"],
-                    ["9.0", "PTX JIT compute_80", "PTX JIT compute_86", "PTX JIT compute_86"]]
-    assert readback.coverage_summary(more) == {"8.6": "sass", "9.0": "ptx (extension, horovod, tensorflow)"}
+    assert header == ["COMPONENT / BINARY", "8.6", "9.0"]
+    assert rows == [["TensorFlow 2.5.0", "sm_80", "compute_80"], ["  _pywrap_tensorflow_internal.so", "sm_80", "compute_80"],
+                    ["tfext 0.2.0", "sm_86", "compute_86"], ["  _tfext_ops.so", "sm_86", "compute_86"],
+                    ["Horovod 0.22.1", "sm_86", "compute_86"],
+                    ["  mpi_lib.cpython-39-x86_64-linux-gnu.so", "sm_86", "compute_86"]]
+    assert readback.coverage_summary(more) == {"8.6": "sass", "9.0": "ptx (tensorflow, extension, horovod)"}
 
 
 class ReportingEngine:
@@ -212,6 +213,140 @@ def test_coverage_rows_come_in_capability_order_not_text_order(report):
     report["coverage"] = coverage_table(report["cuda_binaries"], ["6.0", "8.6", "9.0", "10.0", "12.0"])
     report["coverage"] = dict(sorted(report["coverage"].items()))  # as json.dumps(sort_keys=True) leaves it
     assert list(report["coverage"])[:2] == ["10.0", "12.0"]
-    _, rows = readback.coverage_rows(report)
-    assert [r[0] for r in rows] == ["6.0", "8.6", "9.0", "10.0", "12.0"]
+    header, _ = readback.coverage_rows(report)
+    assert header[1:] == ["6.0", "8.6", "9.0", "10.0", "12.0"]
     assert list(readback.coverage_summary(report)) == ["6.0", "8.6", "9.0", "10.0", "12.0"]
+    assert list(readback.coverage_verdicts(report)) == ["6.0", "8.6", "9.0", "10.0", "12.0"]
+    assert list(readback.coverage_components(report)[0]["coverage"]) == ["6.0", "8.6", "9.0", "10.0", "12.0"]
+
+
+# --- every CUDA binary of the image, grouped by component -------------------------------------------
+SITE = "/usr/local/lib/python3.9/dist-packages"
+
+
+def full_report(archs=("8.6", "9.0", "12.0")) -> dict:
+    """21.08's report with NVIDIA's libraries too, shaped like what image_report.py reads there:
+    cuDNN 8's sub-libraries (PTX in a few modules only), NCCL (no PTX), cuBLAS with a
+    shadowed copy from the CUDA toolkit and an empty module of libnvblas."""
+    report = sample_report()
+    cudnn = lambda name, modules, ptx: {"component": "cudnn", "path": f"{SITE}/nvidia/cudnn/lib/{name}",  # noqa: E731
+                                        "sass": ["35", "50", "60", "61", "70", "75", "80", "86"], "ptx": ["70"],
+                                        "modules": modules, "ptx_modules": {"70": ptx}}
+    report["cuda_binaries"] = [dict(b, modules=1, ptx_modules={b["ptx"][0]: 1}) for b in report["cuda_binaries"]] + [
+        cudnn("libcudnn_ops_infer.so.8", 17, 17), cudnn("libcudnn_cnn_infer.so.8", 1439, 70),
+        {"component": "cublas", "path": f"{SITE}/nvidia/cublas/lib/libcublasLt.so.11", "soname": "libcublasLt.so.11",
+         "sass": ["35", "50", "60", "61", "70", "75", "80", "86", "90"], "ptx": ["90"], "modules": 796,
+         "ptx_modules": {"90": 87}},
+        {"component": "cublas", "path": "/usr/lib/x86_64-linux-gnu/libcublasLt.so.11.4.1.1043",
+         "soname": "libcublasLt.so.11", "sass": ["35", "50", "60", "61", "70", "75", "80"], "ptx": ["80"],
+         "modules": 258, "ptx_modules": {"80": 75}, "shadowed_by": f"{SITE}/nvidia/cublas/lib/libcublasLt.so.11"},
+        {"component": "cublas", "path": "/usr/lib/x86_64-linux-gnu/libnvblas.so.11.4.1.1043", "sass": [], "ptx": [],
+         "modules": 0, "ptx_modules": {}, "no_kernels": True},
+        {"component": "nccl", "path": f"{SITE}/nvidia/nccl/lib/libnccl.so.2", "sass": ["35", "50", "60", "61", "70", "80"],
+         "ptx": [], "modules": 1, "ptx_modules": {}},
+    ]
+    report["coverage"] = coverage_table(report["cuda_binaries"], list(archs))
+    report["dali"] = None
+    return report
+
+
+def test_components_are_grouped_in_order_with_their_worst_binary():
+    components = readback.coverage_components(full_report())
+    assert [(c["component"], c["name"]) for c in components] == [
+        ("tensorflow", "TensorFlow 2.5.0"), ("extension", "tfext 0.2.0"), ("horovod", "Horovod 0.22.1"),
+        ("cudnn", "cuDNN 8.5.0"), ("cublas", "cuBLAS 11.4.1"), ("nccl", "NCCL 2.13.4")]
+    cudnn, cublas, nccl = components[3:]
+    assert cudnn["coverage"]["8.6"] == {"kind": "sass", "from": "sm_86", "binaries": [2, 2]}
+    # 12.0: PTX in every cuDNN file, but in 87 of its 1456 modules only (the rest: SASS of one GPU generation)
+    assert cudnn["coverage"]["12.0"] == {"kind": "ptx", "from": "compute_70", "binaries": [2, 2], "modules": [87, 1456]}
+    assert cublas["binaries"] == [f"{SITE}/nvidia/cublas/lib/libcublasLt.so.11"]           # the loader's copy only
+    assert cublas["not_counted"] == {
+        "/usr/lib/x86_64-linux-gnu/libcublasLt.so.11.4.1.1043":
+            f"not loaded: the loader takes {SITE}/nvidia/cublas/lib/libcublasLt.so.11 for libcublasLt.so.11",
+        "/usr/lib/x86_64-linux-gnu/libnvblas.so.11.4.1.1043": "no kernels: its device code is empty modules only"}
+    assert cublas["coverage"]["9.0"]["kind"] == "sass" and nccl["coverage"]["9.0"]["kind"] == "none"
+
+
+def test_a_component_is_as_weak_as_its_weakest_binary():
+    report = full_report(["12.0"])
+    ops = next(b for b in report["cuda_binaries"] if b["path"].endswith("libcudnn_ops_infer.so.8"))
+    ops["ptx"], ops["ptx_modules"] = [], {}              # one sub-library without PTX: cuDNN cannot run there
+    report["coverage"] = coverage_table(report["cuda_binaries"], ["12.0"])
+    cudnn = next(c for c in readback.coverage_components(report) if c["component"] == "cudnn")
+    assert cudnn["coverage"]["12.0"] == {"kind": "none", "from": "", "binaries": [1, 2]}
+
+
+def test_verdicts_per_capability_name_the_components():
+    verdicts = readback.coverage_verdicts(full_report())
+    assert verdicts["8.6"]["verdict"] == "sass" and verdicts["8.6"]["text"] == "runs natively: SASS in every component (6)"
+    assert verdicts["9.0"]["verdict"] == "none" and verdicts["9.0"]["none"] == ["nccl"]
+    assert verdicts["12.0"]["text"] == (
+        "cannot run: NCCL 2.13.4 has no code for 12.0; by JIT: TensorFlow (compute_80), tfext (compute_86), "
+        "Horovod (compute_86), cuDNN (compute_70, 87/1456 modules), cuBLAS (compute_90, 87/796 modules)")
+    report = full_report(["9.0"])
+    report["cuda_binaries"] = [b for b in report["cuda_binaries"] if b["component"] != "nccl"]
+    report["coverage"] = coverage_table(report["cuda_binaries"], ["9.0"])
+    assert readback.coverage_verdicts(report)["9.0"] == {
+        "verdict": "ptx", "none": [], "sass": ["cublas"],
+        "ptx": {"tensorflow": "compute_80", "extension": "compute_86", "horovod": "compute_86", "cudnn": "compute_70"},
+        "text": "runs after JIT; by JIT: TensorFlow (compute_80), tfext (compute_86), Horovod (compute_86), "
+                "cuDNN (compute_70, 87/1456 modules); SASS in cuBLAS"}
+
+
+def test_the_coverage_label_stays_short():
+    report = full_report(("8.6", "9.0", "12.0"))
+    label = readback.measured_labels(report)["dev.tfbuilder.coverage"]
+    assert label == "8.6=sass 9.0=none(nccl) 12.0=none(nccl)"
+    report["cuda_binaries"] = [b for b in report["cuda_binaries"] if b["component"] != "nccl"]
+    report["coverage"] = coverage_table(report["cuda_binaries"], ["12.0"])
+    assert readback.measured_labels(report)["dev.tfbuilder.coverage"] == "12.0=ptx(tensorflow,extension,horovod,+2)"
+
+
+def test_gaps_in_pinned_libraries_are_warnings_gaps_in_built_binaries_problems(rel):
+    report = full_report(REQUESTED + ["9.0"])
+    v = readback.check(report, rel, rel.variant("tf2-py3"), REQUESTED, TOGGLES)
+    assert v.problems == []
+    assert "compute capability 9.0: NCCL 2.13.4 has no code a GPU of it can run (libnccl.so.2: no SASS, no older PTX)" \
+        in v.warnings
+    assert "compute capability 9.0: cuDNN 8.5.0 runs by PTX JIT from compute_70 (2 of its 2 binaries; 87 of its " \
+           "1456 modules have PTX)" in v.warnings
+    assert not [w for w in v.warnings if "cuBLAS" in w]                                   # sm_90 SASS
+    bad = copy.deepcopy(report)
+    tf = bad["cuda_binaries"][0]
+    tf["sass"], tf["ptx"] = ["80"], []
+    bad["coverage"] = coverage_table(bad["cuda_binaries"], ["9.0"])
+    assert readback.check(bad, rel, rel.variant("tf2-py3"), REQUESTED, TOGGLES).problems == [
+        "compute capability 9.0: tensorflow binary _pywrap_tensorflow_internal.so carries no code a GPU of it can run "
+        "(no SASS, no older PTX)"]
+
+
+def test_inspect_coverage_prints_the_table_what_is_not_counted_and_the_verdicts():
+    import re
+
+    from builder import describe
+
+    lines = describe.coverage_text(full_report()).splitlines()
+    table = lines[:lines.index("")]
+    assert re.split(r"\s{2,}", table[0]) == ["COMPONENT / BINARY", "8.6", "9.0", "12.0"]
+    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in table[1:])}
+    assert rows["cuDNN 8.5.0"] == ["sm_86", "compute_70 (87/1456)", "compute_70 (87/1456)"]
+    assert rows["libcudnn_cnn_infer.so.8"] == ["sm_86", "compute_70 (70/1439)", "compute_70 (70/1439)"]
+    assert rows["NCCL 2.13.4"] == rows["libnccl.so.2"] == ["sm_80", "none", "none"]
+    assert rows["cuBLAS 11.4.1"] == ["sm_86", "sm_90", "compute_90 (87/796)"]
+    assert "libcublasLt.so.11.4.1.1043" not in rows and "libnvblas.so.11.4.1.1043" not in rows
+    assert table[1].startswith("TensorFlow") and table[2].startswith("  _pywrap")     # binaries under their component
+    assert "Not counted:" in lines and any("libnvblas" in line and "no kernels" in line for line in lines)
+    assert any(line.startswith("12.0  cannot run: NCCL 2.13.4 has no code for 12.0") for line in lines)
+    assert "8.6   runs natively: SASS in every component (6)" in lines
+
+
+def test_a_fatbin_the_parser_could_not_read_is_said():
+    from builder import describe
+
+    report = full_report(["8.6"])
+    nccl = next(b for b in report["cuda_binaries"] if b["component"] == "nccl")
+    nccl.update(sass=[], ptx=[], error="the fatbin entry at offset 0x40 overruns its container")
+    report["coverage"] = coverage_table(report["cuda_binaries"], ["8.6"])
+    text = describe.coverage_text(report)
+    assert f"  {nccl['path']}: the fatbin entry at offset 0x40 overruns its container; counted as no code" in text
+    assert readback.coverage_verdicts(report)["8.6"]["none"] == ["nccl"]

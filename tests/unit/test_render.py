@@ -242,22 +242,32 @@ def test_corporate_settings_never_appear_in_what_is_rendered(cat):
 
 
 def test_a_capability_the_toolkit_cannot_compile_is_refused_or_left_to_ptx_jit_on_request(cat):
-    rel = cat.get("26.11")
+    rel = cat.get("21.08")  # CUDA 11: no newer ptxas of its major in the image
     newest = cuda_arch.supported_archs(rel.offline.cuda)[-1]
     with pytest.raises(UserError) as err:
-        _render(cat, "26.11", cuda_cc="8.0,12.0", base="offline")
+        _render(cat, "21.08", cuda_cc="8.0,12.0", base="offline")
     assert "compute capability 12.0 cannot be compiled" in str(err.value)
     assert f"--allow-ptx-jit runs it by PTX JIT of compute_{newest.digits}" in str(err.value)
-    out = _render(cat, "26.11", cuda_cc="8.0,12.0", base="offline", allow_ptx_jit=True)
+    out = _render(cat, "21.08", cuda_cc="8.0,12.0", base="offline", allow_ptx_jit=True)
     # SASS for what the toolkit compiles, its newest included (for the PTX the GPU JITs)
     assert out.meta["cuda_compute_capabilities"] == ["8.0", str(newest)]
     assert out.meta["ptx_jit"] == ["12.0"]
     assert f'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.0,{newest}"' in out.dockerfile
-    assert _render(cat, "26.11", base="offline").meta["ptx_jit"] == []
+    assert _render(cat, "21.08", base="offline").meta["ptx_jit"] == []
+
+
+def test_blackwell_is_native_where_the_release_has_a_newer_ptxas(cat):
+    """26.11: nvcc 12.4 stops at 9.0; the cuda_nvcc wheel's ptxas 12.9 assembles 10.0 and
+    12.0, so they are compiled (SASS) without the opt-in, and nothing is left to JIT."""
+    out = _render(cat, "26.11", cuda_cc="8.0,12.0", base="offline")
+    assert out.meta["cuda_compute_capabilities"] == ["8.0", "12.0"] and out.meta["ptx_jit"] == []
+    assert 'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.0,12.0"' in out.dockerfile
+    jit = _render(cat, "26.11", cuda_cc="8.0,12.0", base="offline", allow_ptx_jit=True)
+    assert jit.meta["ptx_jit"] == [] and jit.meta["cuda_compute_capabilities"] == ["8.0", "12.0"]
 
 
 def test_the_opt_in_and_the_refusal_on_the_command_line():
-    refused = subprocess.run([sys.executable, "-m", "builder.cli", "build", "--release", "26.11", "--cuda-cc", "12.0",
+    refused = subprocess.run([sys.executable, "-m", "builder.cli", "build", "--release", "21.08", "--cuda-cc", "12.0",
                               "--dry-run"], capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "--allow-ptx-jit" in refused.stderr and "or newer compiles 12.0" in refused.stderr

@@ -59,7 +59,7 @@ def test_a_release_with_cuda_from_wheels_is_core_devel_and_runtime_stages_of_one
     assert copies[0] == "--from=compiled /compiled/ /"
     assert not any("dist-packages" in c or "nvbuild.sh" in c or "tensorflow-source" in c for c in copies)
     assert not [a for c, a in st["runtime"] if c == "RUN"]
-    assert 'TF_USE_LEGACY_KERAS="1"' in text and 'TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0"' in text
+    assert 'TF_USE_LEGACY_KERAS="1"' in text and 'TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0"' in text
     labels = " ".join(a for c, a in st["runtime"] if c == "LABEL")
     assert 'org.opencontainers.image.version="26.11-tf2-py3-runtime"' in labels
     assert 'dev.tfbuilder.runtime-of="${DEVEL_IMAGE}"' in labels and 'dev.tfbuilder.base="offline"' in labels

@@ -291,6 +291,12 @@ def _has_kernels(kind: int, flags: int, payload: bytes) -> bool:
     return sections is None or any(name.startswith(".text.") for name in sections)
 
 
+# Libraries whose .nv_fatbin is a stub and whose kernels are data they load themselves
+# (cuFFT 10+: its .nv_fatbin holds one sm_52 module; cuobjdump lists no more): what they
+# run on cannot be read from the file, so they are listed, not counted.
+KERNELS_ELSEWHERE = ("libcufft.so*", "libcufftw.so*")
+
+
 def device_code(path: str) -> dict | None:
     """What one file carries: None when it is no ELF object with a .nv_fatbin section; else
     {"path", "sass": ["50", ...], "ptx": ["80"], "modules": N, "ptx_modules": {"80": n},
@@ -333,6 +339,8 @@ def device_code(path: str) -> dict | None:
         out["ptx_modules"] = {a: oldest.count(a) for a in sorted(set(oldest), key=int)}
         if empty and not sass and not ptx:
             out["no_kernels"] = True
+        if any(fnmatch.fnmatch(os.path.basename(path), p) for p in KERNELS_ELSEWHERE):
+            out["kernels_elsewhere"] = True
         return out
     except (OSError, struct.error, FatbinError) as exc:
         return {"path": path, **_cuobjdump_listing(path), "error": str(exc)[:200]}
@@ -541,7 +549,7 @@ def cuda_binaries(loaded: dict[str, str]) -> list[dict]:
 
 def counted(binary: dict) -> bool:
     """Does a binary count for coverage (kernels the loader's copy carries)?"""
-    return not binary.get("no_kernels") and not binary.get("shadowed_by")
+    return not binary.get("no_kernels") and not binary.get("shadowed_by") and not binary.get("kernels_elsewhere")
 
 
 def jit_modules(binary: dict, arch: str) -> int:

@@ -162,6 +162,8 @@ def _source_range(sources: list[str]) -> str:
 def _why_not_counted(binary: dict) -> str:
     if binary.get("shadowed_by"):
         return f"not loaded: the loader takes {binary['shadowed_by']} for {binary.get('soname')}"
+    if binary.get("kernels_elsewhere"):
+        return "its kernels are not in .nv_fatbin (a stub there; the library loads its own): not readable here"
     return "no kernels: its device code is empty modules only"
 
 

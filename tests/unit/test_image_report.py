@@ -2,12 +2,13 @@
 fatbin containers of .nv_fatbin (golden bytes from a real image, and synthetic ones), the
 files it finds and the components it sorts them into. The cross-check against cuobjdump on
 a real image is tests/integration/test_coverage.py."""
+import fnmatch
 import os
 import struct
 
 import pytest
 
-from builder import image_report
+from builder import image_report, readback
 from builder.image_report import FatbinError, coverage_table, device_code, fatbin_entries
 
 MAGIC = 0xBA55ED50
@@ -305,3 +306,14 @@ def test_coverage_table_counts_the_loaded_kernels_and_says_how_much_jit_covers()
     assert table["12.0"]["/b.so"] == {"component": "cudnn", "kind": "ptx", "from": "compute_80"}  # all 3 JIT
     assert table["12.0"]["/tf.so"] == {"component": "tensorflow", "kind": "ptx", "from": "compute_80"}
     assert image_report.jit_modules(binaries[0], "7.5") == 2 and image_report.jit_modules(binaries[1], "7.5") == 0
+
+
+def test_a_library_whose_kernels_are_not_in_its_fatbin_is_listed_not_counted():
+    # cuFFT 11.4 (CUDA 12.9): one sm_52 stub module in .nv_fatbin, its kernels loaded from
+    # its own data; counting the stub would say cuFFT runs on no GPU newer than Maxwell
+    stub = {"path": "/x/nvidia/cufft/lib/libcufft.so.11", "sass": ["52"], "ptx": [], "modules": 1,
+            "kernels_elsewhere": True}
+    assert not image_report.counted(stub)
+    assert "not in .nv_fatbin" in readback._why_not_counted(stub)
+    assert image_report.counted({**stub, "kernels_elsewhere": False})
+    assert any(fnmatch.fnmatch("libcufft.so.11", p) for p in image_report.KERNELS_ELSEWHERE)

@@ -318,6 +318,14 @@ if [ -n "$CUDA_VER" ]; then
     || fail configure "compute capabilities '$SM' rejected"
   SM=$resolved
 fi
+# What nvcc alone compiles: TensorFlow's configure.py (trees up to 2.15) and Horovod's CMake
+# have no ptxas step, so what only the newer ptxas assembles runs there by PTX JIT of
+# nvcc's newest (the extension and hermetic TensorFlow take $SM whole).
+SM_NVCC=$SM
+if [ -n "$PTXAS_VER" ] && [ -n "$CUDA_VER" ]; then
+  SM_NVCC=$("$PYTHON" "$POLICY" resolve "$SM" "$CUDA_VER" "" --allow-ptx-jit) \
+    || fail configure "compute capabilities '$SM' rejected"
+fi
 
 # --- the configure contract TensorFlow's configure reads --------------------------------
 export TF_NEED_CUDA=$([ -n "$CUDA_VER" ] && echo 1 || echo 0)
@@ -730,6 +738,11 @@ build_framework() {
 
   # Configuration identity: reconfigure only when it changes.
   local config_id="sm=$SM python=$PYTHON xla=$TF_ENABLE_XLA gcp=$TF_NEED_GCP hdfs=$TF_NEED_HDFS cuda=$CUDA_VER"
+  config_id+=" ptxas=$PTXAS_BIN@$PTXAS_VER"
+  if [ "$TF_WAY" = configure ] && [ "$SM_NVCC" != "$SM" ]; then
+    log "TensorFlow $TF_TREE_VERSION's configure.py compiles with nvcc $CUDA_VER alone: $SM_NVCC (the rest by PTX JIT)"
+    export TF_CUDA_COMPUTE_CAPABILITIES=$SM_NVCC
+  fi
   if [ "$TF_WAY" = hermetic ]; then
     hermetic_settings "${extra_flags[@]}"
     config_id+=" way=hermetic ${HERMETIC_FLAGS[*]}"
@@ -881,14 +894,14 @@ build_horovod() {
   local settings=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
                   HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_BUILD_ARCH_FLAGS="-mf16c -mavx -mfma")
   if [ -n "$CUDA_VER" ]; then
-    targets="compute capabilities $SM"
+    targets="compute capabilities $SM_NVCC"
     if [ -x /usr/local/cuda/bin/nvcc ]; then cuda_home=/usr/local/cuda
     else cuda_home=$(dirname "$(dirname "$(readlink -f "$NVCC_BIN")")"); fi
     nccl_h=$(header_path nccl.h)
     [ -n "$nccl_h" ] || fail "horovod compile" "CUDA $CUDA_VER but no nccl.h (install nvidia-nccl-cu11, or set NVBUILD_HOROVOD=0)"
     nccl_root=$(dirname "$(dirname "$nccl_h")")
     settings+=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$cuda_home" HOROVOD_NCCL_LINK=SHARED
-               HOROVOD_BUILD_CUDA_CC_LIST="$(echo "$SM" | tr -d .)")
+               HOROVOD_BUILD_CUDA_CC_LIST="$(echo "$SM_NVCC" | tr -d .)")
   fi
   local inherited=()  # HOROVOD_* the environment already sets (and this script does not)
   mapfile -t inherited < <(env | LC_ALL=C sort | grep '^HOROVOD_' | grep -v -E \

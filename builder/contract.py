@@ -56,6 +56,7 @@ class Label:
     # NVIDIA_REQUIRE_CUDA enforces), and the oldest where kernels are JIT-compiled from PTX.
     MIN_DRIVER = "dev.tfbuilder.min-driver"
     MIN_DRIVER_PTX_JIT = "dev.tfbuilder.min-driver-ptx-jit"
+    PTXAS = "dev.tfbuilder.ptxas"   # "12.9": the newer ptxas nvbuild.sh assembles with ("" none)
 
     # What the image reported (readback.measured_labels, added after the build).
     FRAMEWORK = "dev.tfbuilder.framework"

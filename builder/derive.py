@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from builder.engine import Runs
 
-from builder import catalog, cuda_arch, grammar, lock
+from builder import cuda_arch, grammar, lock
 from builder.contract import InImage, Label
 from builder.errors import PatchError, UserError
 from builder.job import Expectation, FilesContext, ImageJob
@@ -151,12 +151,10 @@ def check_parent_is_devel(parent: str, labels: dict) -> None:
 
 
 def parent_ptxas(labels: dict) -> str | None:
-    """The newer ptxas the parent's release puts beside its nvcc (Release.ptxas), found by
-    its release label in the selected catalog; None where the catalog does not know it
-    (nvbuild.sh in the image then decides, from the ptxas it finds)."""
-    known = catalog.load_selected().releases
-    release = known.get(labels.get(Label.RELEASE) or "")
-    return release.ptxas if release else None
+    """The newer ptxas the parent's nvbuild.sh assembles with, as its label says (set by
+    the build from the release's locked cuda_nvcc wheel); None for an image without the
+    label (built before nvbuild.sh could assemble, or without such a ptxas)."""
+    return labels.get(Label.PTXAS) or None
 
 
 def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:

@@ -196,7 +196,9 @@ def own_code(release: Release, cuda_cc: list[str] | None = None) -> Code:
     assembled = set(cuda_arch.assembled(cc, oldest, ptxas)) if ptxas else set()
     sass = tuple(a for a in cc if a in nvcc or a in assembled)
     compiled_by_nvcc = [a for a in cc if a in nvcc]
-    ptx = (max(compiled_by_nvcc, key=cuda_arch.order),) if compiled_by_nvcc else ()
+    # the PTX nvcc embeds: its newest listed, else (all assembled) its own newest (gencode_flags)
+    ptx = (max(compiled_by_nvcc, key=cuda_arch.order),) if compiled_by_nvcc else \
+        ((str(cuda_arch.supported_archs(oldest)[-1]),) if assembled else ())
     return Code("the image's own CUDA code (extension, Horovod)", newest_toolkit, sass, ptx, ptx_isa(newest_toolkit))
 
 

@@ -173,7 +173,7 @@ def driver_libraries() -> list[str]:
 # followed by entries, each a header and its payload:
 #     kind u16 (1 PTX, 2 ELF = SASS) | u16 | header size u32 | payload size u64 |
 #     compressed size u32 | u32 | minor u16 | major u16 | arch u32 (80: sm_80 or compute_80) |
-#     name offset u32 | name size u32 | flags u64 (0x2000: compressed) | u64 | u64
+#     name offset u32 | name size u32 | flags u64 (0x2000, 0x8000: compressed) | u64 | u64
 # (64 bytes; newer toolkits write longer headers, which their header size says). The layout
 # as public parsers of the format read it (n-eiling/cuda-fatbin-decompression, jiegec/fatbinary);
 # a compressed entry's header still names its architecture. Only the headers are read
@@ -191,7 +191,7 @@ KIND_PTX, KIND_ELF = 1, 2
 # FORMAT_SPECIFICATION.md) says --list-elf lists it with the ELF entries; no CUDA 11 binary
 # has one, so tests/integration/test_coverage.py is where a newer image would show otherwise.
 SASS_KINDS = (KIND_ELF, 0x10)
-FLAG_COMPRESSED = 0x2000
+FLAG_COMPRESSED = 0x2000 | 0x8000  # LZ4 (CUDA 11+), zstd (CUDA 12.8+, as public write-ups read it)
 # A .nv_fatbin this small is read whole and its modules checked for kernels: NVIDIA ships
 # libraries whose only device code is one empty sm_52 module (libnvblas, libcufftw, libnppc,
 # libaccinj64: 1 KB); a module without kernels is no device code. A larger section holds kernels.
@@ -311,7 +311,10 @@ def device_code(path: str) -> dict | None:
     except OSError:
         return None
     try:
-        read = lambda n, offset: os.pread(fd, n, offset)  # noqa: E731
+        fsize = os.fstat(fd).st_size
+        # every read within the file: sizes and offsets come from headers a corrupt file may fake
+        read = lambda n, offset: os.pread(fd, max(0, min(n, fsize - offset)), offset) \
+            if 0 <= offset < fsize else b""  # noqa: E731
         sections = elf_sections(read)
         if not sections or FATBIN_SECTION not in sections:
             return None
@@ -342,7 +345,7 @@ def device_code(path: str) -> dict | None:
         if any(fnmatch.fnmatch(os.path.basename(path), p) for p in KERNELS_ELSEWHERE):
             out["kernels_elsewhere"] = True
         return out
-    except (OSError, struct.error, FatbinError) as exc:
+    except (OSError, struct.error, ValueError, OverflowError, MemoryError) as exc:  # FatbinError is a ValueError
         return {"path": path, **_cuobjdump_listing(path), "error": str(exc)[:200]}
     finally:
         os.close(fd)

@@ -88,7 +88,8 @@ def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str,
 # TensorFlow source tree, and this builder has no arm64 offline base to compile it on yet.
 PLATFORMS = ("linux/amd64", "linux/arm64")
 ARM64_WHY = ("TensorFlow's aarch64 wheels on PyPI are CPU-only (built without CUDA; measured on 2.21.0), so a GPU "
-             "image for arm64 (GH200, GB200) needs TensorFlow compiled from source (--framework-src TREE)")
+             "image for arm64 (GH200, GB200) needs TensorFlow compiled from source on an arm64 CUDA base, "
+             "which this builder does not build yet")
 
 
 def platforms_served(release: Release) -> dict[str, str | None]:
@@ -107,5 +108,6 @@ def why_not_platform(release: Release, platform: str, tensorflow_tree: bool) -> 
         return None
     if tensorflow_tree:  # the source path exists for amd64 (nvbuild.sh's hermetic build), not yet on arm64
         return (f"--platform {platform}: release {release.name}'s offline base is built for linux/amd64 only "
-                "(no arm64 CUDA base is built here yet), so the TensorFlow tree cannot be compiled for arm64")
+                "(no arm64 CUDA base is built here yet), so the TensorFlow tree cannot be compiled for arm64 "
+                "(docs/guide/tensorflow-from-source.md)")
     return f"--platform {platform}: release {release.name} cannot serve an arm64 GPU: {why}"

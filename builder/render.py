@@ -269,6 +269,9 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         Label.WITHOUT: ",".join(options.without),
         Label.MIN_DRIVER: drv.minimum,
         Label.MIN_DRIVER_PTX_JIT: drv.ptx_jit or "",
+        # the locked ptxas beside nvcc that this image's nvbuild.sh assembles with: a derive
+        # from it may ask for what that ptxas knows (derive.parent_ptxas)
+        Label.PTXAS: release.ptxas or "",
     }
     return SimpleNamespace(
         release=release,

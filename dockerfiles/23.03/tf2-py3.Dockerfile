@@ -160,6 +160,7 @@ LABEL org.opencontainers.image.title="TensorFlow 23.03-tf2-py3" \
       dev.tfbuilder.without="" \
       dev.tfbuilder.min-driver="450.80.02" \
       dev.tfbuilder.min-driver-ptx-jit="530.30.02" \
+      dev.tfbuilder.ptxas="" \
       com.nvidia.build.id="${BUILD_ID}" \
       com.nvidia.build.ref="${BUILD_REF}" \
       org.opencontainers.image.created="${BUILD_DATE}" \

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # GPU check of tfext's CUDA kernels: framework-src/csrc/cuda/*.cu.cc compiled standalone (no
-# TensorFlow) by this machine's nvcc for its GPU, once as SASS and once as PTX only (the
-# driver JITs it), each run against the extension's CPU arithmetic (framework-src/csrc/cpu)
-# by kernel_check.cc. README.md in this directory has the details.
+# TensorFlow) by this machine's nvcc for its GPU (sm_XY) in three modes, each run against the
+# extension's CPU arithmetic (framework-src/csrc/cpu) by kernel_check.cc: SASS; PTX only (the
+# driver JITs it); and "assembled": the only code fit for the GPU is an sm_XY cubin that
+# ptxas assembled from an older arch's PTX and nvcc's fatbinary took in through
+# -Xfatbin --options-file (framework-src/Makefile's ASSEMBLE rule). README.md has the details.
 #
 #   tests/gpu/run_gpu_check.sh                  build for the GPU and check (needs a GPU)
-#   tests/gpu/run_gpu_check.sh --compile-only   build both binaries for --arch (default 90)
-#                                               and run the harness's CPU self-check: no GPU
+#   tests/gpu/run_gpu_check.sh --compile-only   build the three binaries for --arch (default
+#                                               90) and run the harness's CPU self-check: no GPU
 #   --arch XY    compile for sm_XY/compute_XY instead of the GPU's capability
 #
-# nvcc: $NVCC, else the one on PATH, else /usr/local/cuda/bin/nvcc. Eigen (for Eigen::half in
-# csrc/cpu): $EIGEN_INCLUDE, else /usr/include/eigen3, else eigen_shim/ (CUDA's half).
+# nvcc: $NVCC, else the one on PATH, else /usr/local/cuda/bin/nvcc; ptxas: $PTXAS, else the
+# one beside nvcc. Eigen (for Eigen::half in csrc/cpu): $EIGEN_INCLUDE, else
+# /usr/include/eigen3, else eigen_shim/ (CUDA's half).
 # Exit: 0 all passed; 1 a failure; 2 usage; 77 skipped (no GPU or no nvcc; one line says why).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,7 +28,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --compile-only) compile_only=1 ;;
     --arch) arch=${2:-}; shift ;;
-    -h|--help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--compile-only] [--arch XY]" >&2; exit 2 ;;
   esac
   shift

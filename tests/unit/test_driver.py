@@ -232,6 +232,8 @@ BUILD_INFO = {
          "ptx": ["90"]},
         {"component": "extension", "path": "/x/_tfext_ops.so", "sass": ["75", "80", "86", "89", "90", "100", "120"],
          "ptx": ["90"]},
+        # cuFFT: a stub sm_52 module in .nv_fatbin, its kernels elsewhere: never judged
+        {"component": "cufft", "path": "/x/libcufft.so.11", "sass": ["52"], "ptx": [], "kernels_elsewhere": True},
     ],
     "coverage": {
         "9.0": {"/x/libtensorflow_cc.so.2": {"component": "tensorflow", "kind": "sass", "from": "sm_90"},
@@ -316,6 +318,7 @@ def test_a_driver_too_old_for_the_ptx_or_the_libraries_is_named(jit_check):
 def test_a_gpu_outside_the_table_is_judged_from_the_binaries(jit_check):
     out, _, _ = jit_check("12.1, 580.65.06\n")           # not a coverage row: cuda_binaries decide
     assert "(compute capability 12.1), only PTX (compute_90)" in out.stdout
+    assert "cuFFT" not in out.stdout                     # its stub module is no verdict on it
     out, _, _ = jit_check("5.2, 580.65.06\n")            # older than TensorFlow's oldest code
     assert "TensorFlow's kernels carry no code for this GPU (compute capability 5.2)" in out.stdout
     assert "WARNING: the extension (tfext) carries no code for this GPU (compute capability 5.2)." in out.stdout
@@ -330,3 +333,9 @@ def test_a_gpu_outside_the_table_is_judged_from_the_binaries(jit_check):
 def test_a_failing_or_odd_nvidia_smi_is_ignored(jit_check, smi, rc, env):
     out, _, _ = jit_check(smi, smi_rc=rc, env=env)
     assert out.returncode == 0 and out.stdout == "END\n" and out.stderr == ""
+
+
+def test_own_code_keeps_the_ptx_nvcc_embeds_when_every_capability_is_assembled():
+    rel = catalog.load().get("26.11")
+    code = driver.own_code(rel, ["10.0"])       # nvcc 12.4 compiles none of it: it writes compute_90 PTX
+    assert code.sass == ("10.0",) and code.ptx == ("9.0",)

@@ -69,15 +69,18 @@ def test_a_derived_image_may_leave_blackwell_to_ptx_jit_when_it_says_so():
                               "p", info)
 
 
-def test_a_26_11_parent_takes_blackwell_natively_by_its_releases_ptxas():
-    """A parent of release 26.11 has the cuda_nvcc wheel's ptxas 12.9 beside nvcc 12.4:
-    --sm 10.0,12.0 is machine code there, no opt-in; a parent of another release is not."""
+def test_a_parent_whose_nvbuild_assembles_takes_blackwell_natively():
+    """A 26.11 image says (label) that its nvbuild.sh has the cuda_nvcc wheel's ptxas 12.9
+    beside nvcc 12.4: --sm 10.0,12.0 is machine code there, no opt-in. An image without
+    the label (built before, or another release) is not."""
     spec = derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "9.0,10.0,12.0"])
-    derive.check_capabilities(spec, "p", parent({"dev.tfbuilder.cuda": "12.4.1", "dev.tfbuilder.release": "26.11"}))
-    assert derive._label_capabilities(spec, {"dev.tfbuilder.cuda": "12.4.1", "dev.tfbuilder.release": "26.11"}) \
-        == "9.0,10.0,12.0"
+    assembles = {"dev.tfbuilder.cuda": "12.4.1", "dev.tfbuilder.ptxas": "12.9"}
+    derive.check_capabilities(spec, "p", parent(assembles))
+    assert derive._label_capabilities(spec, assembles) == "9.0,10.0,12.0"
     with pytest.raises(UserError, match="12.0 cannot be compiled"):
-        derive.check_capabilities(spec, "p", parent({"dev.tfbuilder.cuda": "12.4.1", "dev.tfbuilder.release": "my-own"}))
+        derive.check_capabilities(spec, "p", parent({"dev.tfbuilder.cuda": "12.4.1", "dev.tfbuilder.release": "26.11"}))
+    jit = derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "9.0,12.0", "--allow-ptx-jit"])
+    assert derive._label_capabilities(jit, {"dev.tfbuilder.cuda": "12.4.1"}) == "9.0"  # what it really compiles
 
 
 class NoBuildEngine:

@@ -317,3 +317,16 @@ def test_a_library_whose_kernels_are_not_in_its_fatbin_is_listed_not_counted():
     assert "not in .nv_fatbin" in readback._why_not_counted(stub)
     assert image_report.counted({**stub, "kernels_elsewhere": False})
     assert any(fnmatch.fnmatch("libcufft.so.11", p) for p in image_report.KERNELS_ELSEWHERE)
+
+
+def test_a_corrupt_elf_is_one_files_error_never_the_reports(tmp_path):
+    # a section-name table that claims 2**62 bytes: read within the file, never allocated
+    head = bytearray(64)
+    head[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", head, 0x28, 64)            # section headers right after
+    struct.pack_into("<HHH", head, 0x3A, 64, 2, 1)    # 2 sections, names in section 1
+    names = bytearray(64)
+    struct.pack_into("<IIQQQQ", names, 0, 0, 3, 0, 0, 200, 1 << 62)
+    path = tmp_path / "libcorrupt.so"
+    path.write_bytes(bytes(head) + bytes(64) + bytes(names))
+    assert device_code(str(path)) is None  # no .nv_fatbin to be read: no MemoryError either

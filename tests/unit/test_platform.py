@@ -14,7 +14,7 @@ def test_every_release_serves_amd64_and_says_why_not_arm64(releases):
     for rel in releases.releases.values():
         served = policy.platforms_served(rel)
         assert served["linux/amd64"] is None
-        assert "CPU-only" in served["linux/arm64"] and "--framework-src" in served["linux/arm64"]
+        assert "CPU-only" in served["linux/arm64"] and "compiled from source" in served["linux/arm64"]
 
 
 @pytest.mark.parametrize("platform,tree,text", [
@@ -35,4 +35,4 @@ def test_build_refuses_arm64_in_one_line_before_the_engine(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the engine was reached"))
     code = cli.main(["build", "--release", "26.11", "--platform", "linux/arm64", "--dry-run"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "CPU-only" in err[0] and "--framework-src" in err[0], err
+    assert code == 2 and len(err) == 1 and "CPU-only" in err[0] and "arm64 CUDA base" in err[0], err

@@ -256,7 +256,9 @@ void Compare(Kernel k, const Case& c, int case_no, const std::vector<T>& x, cons
   }
 }
 
-const char* kRowFormat = "| %-19s | %-24s | %5s | %11s | %11s | %-6s |\n";
+// mode: 45 columns, the longest label run_gpu_check.sh gives ("SASS sm_100a via ptxas+fatbinary
+// options file").
+const char* kRowFormat = "| %-19s | %-45s | %5s | %11s | %11s | %-6s |\n";
 
 void PrintRow(const std::string& kernel, const std::string& mode, const Stats& s, const std::string& result) {
   char abs_err[32], rel_err[32], cases[16];
@@ -339,7 +341,7 @@ int main(int argc, char** argv) {
   }
   if (header) {
     std::printf(kRowFormat, "kernel", "mode", "cases", "max abs err", "max rel err", "result");
-    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(21, '-').c_str(), std::string(26, '-').c_str(),
+    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(21, '-').c_str(), std::string(47, '-').c_str(),
                 std::string(7, '-').c_str(), std::string(13, '-').c_str(), std::string(13, '-').c_str(),
                 std::string(8, '-').c_str());
   }

@@ -1,12 +1,15 @@
 """tests/gpu/run_gpu_check.sh as tests (README.md in this directory says what it checks).
 
 test_kernels_match_cpu needs a GPU and nvcc, and is skipped with the script's reason without
-them; test_harness_compiles needs only nvcc: it builds both binaries (sm_90 SASS, compute_90
-PTX) and runs the harness's CPU self-check. scripts/test.sh runs this directory with the
-unit tests, so CI's log shows the skip and its reason.
+them; test_harness_compiles needs only nvcc: it builds the three binaries (sm_90 SASS;
+compute_90 PTX; sm_90 assembled by ptxas from compute_75 PTX and injected into nvcc's fatbin
+through a fatbinary options file, beside sm_75 SASS) and runs the harness's CPU self-check.
+scripts/test.sh runs this directory with the unit tests, so CI's log shows the skip and its
+reason.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -42,3 +45,9 @@ def test_harness_compiles() -> None:
     proc = run_check("--compile-only", "--arch", "90")
     passed_or_skip(proc)
     assert "compile-only: OK" in proc.stdout
+    # The assembled mode was built (ptxas and the options file worked), and its cubins define
+    # the kernels nvcc's own code does (python3 reads them: it runs this test).
+    assert re.search(r"^  kernel_check_assembled +SASS sm_90 via ptxas\+fatbinary options file "
+                     r"\(from compute_\d+ PTX", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^kernels: the injected sm_90 cubins define the \d+ that nvcc's sm_\d+ code",
+                     proc.stdout, re.M), proc.stdout

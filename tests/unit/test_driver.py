@@ -91,8 +91,8 @@ def test_21_08_minimum_and_verdicts():
     assert v["8.6"].runs and "SASS sm_80" in v["8.6"].text                # sm_80 runs on 8.6
     for gpu in ("9.0", "10.0", "12.0"):
         assert v[gpu].runs is False
-        assert v[gpu].text == (f"cannot run — its CUDA 11.x cuDNN/cuBLAS carry no code for {gpu} "
-                               "(CUDA 11.2 compiles up to 8.6)")
+        assert v[gpu].text == (f"cannot run — its CUDA 11.x cuDNN/cuBLAS are built for GPUs up to 8.6 "
+                               f"(CUDA 11.2), not for {gpu}; `builder inspect IMAGE --coverage` lists what each holds")
     assert c.jit_gpus == []          # every GPU it runs on has machine code for everything
 
 

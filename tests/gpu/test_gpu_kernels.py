@@ -46,7 +46,10 @@ def test_harness_compiles() -> None:
     passed_or_skip(proc)
     assert "compile-only: OK" in proc.stdout
     # The assembled mode was built (ptxas and the options file worked), and its cubins define
-    # the kernels nvcc's own code does (python3 reads them: it runs this test).
+    # the kernels nvcc's own code does (python3 reads them: it runs this test). A machine
+    # without a ptxas beside its nvcc skips that mode, saying why.
+    if "assembled mode skipped: no ptxas" in proc.stdout:
+        pytest.skip(next(line for line in proc.stdout.splitlines() if line.startswith("assembled mode skipped")))
     assert re.search(r"^  kernel_check_assembled +SASS sm_90 via ptxas\+fatbinary options file "
                      r"\(from compute_\d+ PTX", proc.stdout, re.M), proc.stdout
     assert re.search(r"^kernels: the injected sm_90 cubins define the \d+ that nvcc's sm_\d+ code",

@@ -240,10 +240,13 @@ cleanup() { [ -n "${WORK:-}" ] && rm -rf "$WORK"; }
 trap cleanup EXIT
 
 # --- toolkit versions, discovered from the image rather than repeated -------------------
+cuda_release() {  # cuda_release TOOL: the CUDA release (MAJOR.MINOR) nvcc or ptxas says it is
+  "$1" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p' | head -n1
+}
 CUDA_VER=""
 NVCC_BIN=$(command -v nvcc || true)
 if [ -n "$NVCC_BIN" ]; then
-  CUDA_VER=$("$NVCC_BIN" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p' | head -n1)
+  CUDA_VER=$(cuda_release "$NVCC_BIN")
 fi
 # NVIDIA's library wheels (nvidia-cudnn-cu11, nvidia-nccl-cu11, ...) install
 # site-packages/nvidia/<lib>/{include,lib}: their package directories, one per line.
@@ -302,7 +305,7 @@ PTXAS_BIN="" PTXAS_VER=""
 if [ -n "$CUDA_VER" ]; then
   while IFS= read -r pkg; do
     [ -x "$pkg/bin/ptxas" ] || continue
-    v=$("$pkg/bin/ptxas" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p' | head -n1)
+    v=$(cuda_release "$pkg/bin/ptxas")
     [ "${v%%.*}" = "${CUDA_VER%%.*}" ] || continue
     if [ "$(printf '%s\n' "${PTXAS_VER:-$CUDA_VER}" "$v" | sort -V | tail -n1)" = "$v" ] && [ "$v" != "${PTXAS_VER:-$CUDA_VER}" ]; then
       PTXAS_BIN=$pkg/bin/ptxas PTXAS_VER=$v

@@ -496,38 +496,34 @@ def test_versions_are_matched_to_the_list_a_tree_carries(tf_tree):
     assert calls[0]["env"]["HERMETIC_CUDA_VERSION"] == "12.4.0"
 
 
-def test_a_newer_ptxas_beside_nvcc_raises_the_hermetic_cuda(tf_tree, image_python):
+@pytest.fixture
+def ptxas_wheel(image_python):
+    """26.11's nvidia-cuda-nvcc 12.9 wheel beside nvcc 12.4 (ptxas alone), for one test."""
+    pkg = image_python.nvidia / "cuda_nvcc"
+    (pkg / "include").mkdir(parents=True)
+    (pkg / "bin").mkdir()
+    (pkg / "bin" / "ptxas").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n")
+    (pkg / "bin" / "ptxas").chmod(0o755)
+    yield pkg
+    shutil.rmtree(pkg)
+
+
+def test_a_newer_ptxas_beside_nvcc_raises_the_hermetic_cuda(tf_tree, ptxas_wheel):
     """26.11 carries NVIDIA's nvidia-cuda-nvcc 12.9 wheel (ptxas alone) beside nvcc 12.4: the
     image then compiles Blackwell's 12.0, and hermetic CUDA is asked for 12.9 to do the same."""
-    ptxas = image_python.nvidia / "cuda_nvcc"
-    (ptxas / "include").mkdir(parents=True)
-    (ptxas / "bin").mkdir()
-    (ptxas / "bin" / "ptxas").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n")
-    (ptxas / "bin" / "ptxas").chmod(0o755)
-    try:
-        run = tf_tree("2.21")
-        proc, calls = run("--configonly", "--sm", "9.0,12.0")
-    finally:
-        shutil.rmtree(ptxas)
+    run = tf_tree("2.21")
+    proc, calls = run("--configonly", "--sm", "9.0,12.0")
     assert proc.returncode == 0, proc.stderr
     env = calls[0]["env"]
     assert (env["HERMETIC_CUDA_VERSION"], env["HERMETIC_CUDA_COMPUTE_CAPABILITIES"]) == ("12.9.0", "sm_90,compute_120")
     assert "HERMETIC_CUDA_VERSION=12.9.0 (ptxas 12.9 beside nvcc 12.4;" in proc.stderr
 
 
-def test_a_2_15_tree_compiles_with_nvcc_alone_beside_a_newer_ptxas(tf_tree, image_python):
+def test_a_2_15_tree_compiles_with_nvcc_alone_beside_a_newer_ptxas(tf_tree, ptxas_wheel):
     """configure.py (trees up to 2.15) has no ptxas step: what only the wheel's ptxas
     assembles (12.0) is left to PTX JIT of nvcc's newest, not handed to nvcc 12.4."""
-    ptxas = image_python.nvidia / "cuda_nvcc"
-    (ptxas / "include").mkdir(parents=True)
-    (ptxas / "bin").mkdir()
-    (ptxas / "bin" / "ptxas").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n")
-    (ptxas / "bin" / "ptxas").chmod(0o755)
-    try:
-        run = tf_tree("2.15")
-        proc, calls = run("--configonly", "--sm", "9.0,12.0")
-    finally:
-        shutil.rmtree(ptxas)
+    run = tf_tree("2.15")
+    proc, calls = run("--configonly", "--sm", "9.0,12.0")
     assert proc.returncode == 0, proc.stderr
     assert calls[0]["tool"] == "configure.py" and calls[0]["env"]["TF_CUDA_COMPUTE_CAPABILITIES"] == "9.0"
     assert "configure.py compiles with nvcc 12.4 alone: 9.0 (the rest by PTX JIT)" in proc.stderr

@@ -1,8 +1,11 @@
 """Every path the builder uses, in one place.
 
 The project's non-Python parts (templates/, framework-src/, nvbuild.sh) sit at the top of
-the checkout (the fixed layout), so the builder is installed editable (`pip install -e .`);
-BUILDER_HOME points elsewhere when needed.
+the checkout (the fixed layout). The builder runs from one of two places: a checkout (an
+editable install, `pip install -e .`: the directory above builder/ holds templates/; or the
+directory BUILDER_HOME names), or an installed wheel, which carries copies of them under
+builder/_data/ (setup.py puts them there, with the commit the wheel was built from). What
+only a checkout has (dockerfiles/, the git history) is asked for with checkout_root().
 
 What commands write (build logs, the settings server's state, the compile cache, read-back
 reports) lives under one cache directory: BUILDER_CACHE_DIR, else $XDG_CACHE_HOME/tfbuilder,
@@ -20,14 +23,44 @@ from builder.errors import UserError
 # The engine's trust per registry (HOST[:PORT]/ca.crt, client.cert, client.key): the builder's
 # own registry requests and cosign trust the same.
 CERTS_D = Path("/etc/docker/certs.d")
+PACKAGE_DIR = Path(__file__).resolve().parent
+# An installed wheel's templates/, framework-src/, nvbuild.sh and BUILD_COMMIT (setup.py).
+DATA_DIR = PACKAGE_DIR / "_data"
+BUILD_COMMIT = DATA_DIR / "BUILD_COMMIT"
+
+
+def checkout_root() -> Path | None:
+    """The checkout the builder runs from: BUILDER_HOME, else the directory above builder/
+    when it holds templates/ (an editable install); None for an installed wheel (its data
+    wins: a site-packages may hold some other distribution's templates/)."""
+    env = os.environ.get("BUILDER_HOME")
+    if env:
+        return Path(env)
+    parent = PACKAGE_DIR.parent
+    return parent if (parent / "templates").is_dir() and not DATA_DIR.is_dir() else None
 
 
 def project_root() -> Path:
-    env = os.environ.get("BUILDER_HOME")
-    root = Path(env) if env else Path(__file__).resolve().parent.parent
+    """Where templates/, framework-src/ and nvbuild.sh are: the checkout, else the wheel's data."""
+    checkout = checkout_root()
+    root = checkout or DATA_DIR
     if not (root / "templates").is_dir():
-        raise UserError(f"no templates/ under {root}: install the builder with `pip install -e .` "
-                        "from its checkout, or set BUILDER_HOME to the checkout")
+        if checkout is not None:
+            raise UserError(f"BUILDER_HOME={checkout} has no templates/: point it at the builder's checkout")
+        raise UserError(f"the installed builder has no templates/ under {root}: reinstall it "
+                        "(`pip install .` from its checkout), or set BUILDER_HOME to the checkout")
+    return root
+
+
+def require_checkout(what: str, instead: str = "") -> Path:
+    """The checkout's root, for WHAT (a clause saying what needs it) that only a checkout
+    has; INSTEAD: what works without one, offered first."""
+    root = checkout_root()
+    if root is None:
+        offer = f"{instead}, or " if instead else ""
+        raise UserError(f"{what}, and this builder is installed from a wheel ({PACKAGE_DIR}): "
+                        f"{offer}run it from its checkout (or set BUILDER_HOME to one)")
+    project_root()  # a BUILDER_HOME without templates/ is refused here too
     return root
 
 
@@ -44,11 +77,11 @@ def nvbuild_script() -> Path:
 
 
 def cuda_arch_module() -> Path:
-    return Path(__file__).resolve().parent / "cuda_arch.py"
+    return PACKAGE_DIR / "cuda_arch.py"
 
 
 def image_report_module() -> Path:
-    return Path(__file__).resolve().parent / "image_report.py"
+    return PACKAGE_DIR / "image_report.py"
 
 
 # --- what the commands write ----------------------------------------------------------

@@ -4,14 +4,13 @@ slsaprovenance` wraps it in an in-toto statement whose subject is the pushed dig
 Everything comes from the image: its labels (written after the read-back: release,
 variant, options, the builder's git ref, the base image and its digest) and the digests
 of the lock files and patches it carries. `predicate()` is pure; `source_ref()` and
-`build_date()` say where and when a build runs (the builder checkout's commit, the time)."""
+`build_date()` say where and when a build runs (the builder's commit, the time)."""
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 
-from builder import paths
+from builder import version
 from builder.contract import Label
 
 BUILD_TYPE = "urn:tfbuilder:build:v1"
@@ -54,14 +53,9 @@ def base_of(predicate_doc: dict) -> tuple[str, str]:
 
 
 def source_ref() -> str:
-    """The builder checkout's commit (with -dirty when it has uncommitted changes)."""
-    root = paths.project_root()
-    try:
-        rev = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return rev.stdout.strip() or "unknown"
+    """The commit the builder comes from: its checkout's (with -dirty when it has uncommitted
+    changes), or the one an installed wheel was built from; "unknown" when neither says."""
+    return version.source_commit()
 
 
 def build_date() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from pathlib import Path
 
 from builder import bake, base, buildcontext, dockerfiles, lock, outputdir, paths
@@ -23,6 +24,9 @@ def run_lock(catalog, release: str | None, variant: str | None, check: bool, upg
     if check and upgrade:
         raise UserError("--check and --upgrade exclude each other")
     root = lock.locks_dir()
+    if not check and not os.environ.get("BUILDER_CATALOG"):  # the shipped locks live in the package
+        paths.require_checkout("`builder lock` rewrites the shipped builder/locks/",
+                               "lock a private catalog (BUILDER_CATALOG=DIR writes DIR/locks)")
     plan = lock.plan(catalog, release, variant)
     for reason in plan.skipped:
         out.say(f"skipped {reason}")
@@ -95,7 +99,9 @@ def run_render_all(catalog, output: Path | None, check: bool, *, out: Output | N
     """`render --all`: write (or, with CHECK, compare) dockerfiles/, or write every build
     context under OUTPUT; False when CHECK found drift. Writers of dockerfiles/ take turns."""
     out = out or Output()
-    root = paths.project_root()
+    # dockerfiles/ (written, or checked) is the checkout's; build contexts (-o) need none
+    root = paths.project_root() if output is not None else paths.require_checkout(
+        "`render --all` writes (--check: compares) the checkout's dockerfiles/", "give -o DIR for build contexts")
     writing = output is None and not check
     with outputdir.locked(root / "dockerfiles") if writing else contextlib.nullcontext():
         result = dockerfiles.sync_all(catalog, root, output, check)

@@ -37,7 +37,7 @@ class Baked:
 
 
 def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings: buildsettings.BuildSettings,
-                  quiet: bool, say: Callable[[str], None]) -> dict[str, Baked] | None:
+                  quiet: bool | str, say: Callable[[str], None]) -> dict[str, Baked] | None:
     """--all: every variant (and the base, when it must be built) in one bake, or None
     (said why) where the variants must be built one by one."""
     why = why_not(plan, engine, choice)
@@ -67,7 +67,7 @@ def why_not(plan: BuildPlan, engine: Engine, choice: BaseChoice) -> str | None:
 
 
 def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsettings.BuildSettings,
-             quiet: bool) -> dict[str, Baked]:
+             quiet: bool | str) -> dict[str, Baked]:
     """Bake every variant of PLAN (and its base, when it must be built); variant -> image."""
     release, recipe = plan.release, plan.recipe
     rendered_all = [vp.renders[choice.kind] for vp in plan.variants]  # rendered by the plan for this base
@@ -83,9 +83,11 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
             # a compile cache off loopback is reached over the default network, as a single build reaches it
             args = {"BUILD_REF": plan.buildargs["BUILD_REF"], "BUILD_DATE": provenance.build_date()}  # BUILD_ID: the definition's
             args.update({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})
-            run = bake.RunInputs(delivery.secrets, settings.layer_cache, args, plan.no_cache, settings.compression)
-            definition = bake.definition(release, rendered_all, layout, plan.build_id, run,
-                                         with_base=choice.needs_build)
+            run = bake.RunInputs(delivery.secrets, settings.layer_cache, {**plan.build_args, **args}, plan.no_cache,
+                                 settings.compression)
+            definition = with_base_args(bake.definition(release, rendered_all, layout, plan.build_id, run,
+                                                        with_base=choice.needs_build),
+                                        release, dict(plan.base_job.buildargs) if plan.base_job else {})
             variants = definition["group"]["default"]["targets"]
             spread = builders.assign(variants, plan.builders or (settings.builder or builders.HERE,))
             jobs = [BakeJob(definition, targets + ([bake.base_target(release)] if choice.needs_build else []),
@@ -105,6 +107,15 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
                 baked[vp.variant.name] = (Baked("", job, outcome) if isinstance(outcome, BuildError)
                                           else Baked(outcome[name], job))
     return baked
+
+
+def with_base_args(definition: dict, release, base_args: dict[str, str]) -> dict:
+    """DEFINITION with the base target given the plan's base job's arguments too (the
+    --build-arg proxies), as a single build of the base gets them."""
+    base_target = definition["target"].get(bake.base_target(release))
+    if base_target is not None and base_args:
+        base_target["args"] = {**base_args, **base_target["args"]}
+    return definition
 
 
 def log_name(release: str, build_id: str, builder: str | None) -> Path:

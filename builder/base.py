@@ -60,7 +60,7 @@ def write_context(recipe: BaseRecipe, dest: Path) -> Path:
 
 
 def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
-                rebuild: bool = False, quiet: bool = False, job: ImageJob | None = None) -> tuple[str, bool]:
+                rebuild: bool = False, quiet: bool | str = False, job: ImageJob | None = None) -> tuple[str, bool]:
     """Return (tag, built_now). An existing tag is reused unless `rebuild`. JOB: the
     recipe's job as the plan made it (else made here)."""
     job = job or recipe.job()
@@ -84,29 +84,25 @@ class BaseChoice:
 
 
 def choose(engine: ImageStore, decision: BaseDecision, dry_run: bool) -> BaseChoice:
-    """The first of DECISION's options that is here, can be pulled, or is the offline base
-    (built when it is not here); pulls nothing under --dry-run."""
-    tried: list[str] = []
+    """DECISION's base: the offline base (used when here, else built), or an image used
+    when here, else pulled (nothing is pulled under --dry-run). No fallback to another
+    base: the tag a build moves always names the same recipe."""
     for option in decision.options:
         if option.obtain == "build":
             present = engine.image_id(option.image) is not None
-            why = "; ".join(tried + [""]) + f"using the {option.description}" if tried else \
-                f"--base offline: {option.description}"
-            return BaseChoice(option.kind, option.image, why + ("" if present else ", to be built"),
-                              needs_build=not present)
+            return BaseChoice(option.kind, option.image, f"{decision.asked}: {option.description}"
+                              + ("" if present else ", to be built"), needs_build=not present)
         if engine.image_id(option.image):
-            return BaseChoice(option.kind, option.image, f"{option.description} is present locally"
-                              if option.kind != "custom" else f"--base {option.image}")
+            return BaseChoice(option.kind, option.image, f"{decision.asked}: present locally")
         if not dry_run and engine.pull(option.image):
-            return BaseChoice(option.kind, option.image, f"pulled {option.description}"
-                              if option.kind != "custom" else f"--base {option.image}")
-        tried.append(f"{option.description} is not present locally"
-                     + (" (pull not tried: --dry-run)" if dry_run else " and cannot be pulled"))
+            return BaseChoice(option.kind, option.image, f"{decision.asked}: pulled")
+        if dry_run:
+            return BaseChoice(option.kind, option.image, f"{decision.asked}: not present locally, to be pulled")
     raise UserError(decision.refusal)
 
 
 def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, job: ImageJob,
-            settings: buildsettings.BuildSettings, quiet: bool) -> None:
+            settings: buildsettings.BuildSettings, quiet: bool | str) -> None:
     """Build the offline base (RECIPE, as JOB) when CHOICE needs it."""
     if choice.needs_build:
         log(f"base: building {choice.image}")

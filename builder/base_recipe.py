@@ -22,7 +22,7 @@ ROOTFS_REPOSITORY = "local/debian-rootfs"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # nvcc 11.8 accepts host compilers up to GCC 11; bookworm's default is GCC 12. trixie's
 # toolkit is CUDA 12.4, which accepts up to GCC 13 (its default g++ 14 fails in
-# libstdc++-14's headers even with -allow-unsupported-compiler: docs/RELEASE-26.11.md).
+# libstdc++-14's headers even with -allow-unsupported-compiler: docs/explanation/release-26.11.md).
 HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11"),
                  "trixie": ("g++ g++-13", "g++-13")}
 # trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.

@@ -86,7 +86,7 @@ class BuildKitEngine(DockerEngine):
         for job, at in zip(jobs, places):  # before anything builds: a refusal wastes nothing
             builders.ensure_inputs(at, builders.from_images(job.definition, job.targets), self._env(), say)
         shown = [progress] if len(jobs) == 1 else [Progress(f"{progress.label}@{at.name}", progress.stream,
-                                                            progress.quiet) for at in places]
+                                                            progress.mode) for at in places]
         with tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp, ExitStack() as stack:
             archives = [Path(tmp) / str(i) for i in range(len(jobs))]
             for archive in archives:
@@ -188,6 +188,11 @@ def step_label(name: str) -> str:
 
 def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None:
     """One buildx event onto the progress line and into the log file."""
+    if event.kind == "raw":  # --progress rawjson: buildx's own object; the log keeps the events below
+        progress.on_raw(event.raw or {})
+        return
+    if event.kind == "log":
+        progress.on_log(event.text)
     numbered = numbered_step(event.step)
     if event.kind == "step" and numbered:
         progress.on_step(int(numbered.group(1)), int(numbered.group(2)), numbered.group(3))

@@ -128,10 +128,22 @@ def _seconds(started: str, completed: str) -> float:
 
 @dataclass
 class Event:
-    kind: str            # "step" (started), "done" (completed or cached), "cached", "log", "error", "note" (ours)
+    kind: str            # "step" (started), "done" (completed or cached), "cached", "log", "error", "note" (ours),
+                         # "raw" (buildx's SolveStatus object itself, for --progress rawjson)
     step: str
     text: str = ""
     seconds: float = 0.0  # "done": how long the step ran (a "cached" event: nothing ran, the layer came from a cache)
+    raw: dict | None = None
+
+
+def redacted(obj: dict) -> dict:
+    """A SolveStatus object with its logs (base64) redacted of credentials, as rawjson shows it."""
+    logs = []
+    for log in obj.get("logs") or []:
+        text = base64.b64decode(log.get("data") or "").decode("utf-8", "replace")
+        clean = redact(text)
+        logs.append(log if clean == text else {**log, "data": base64.b64encode(clean.encode()).decode()})
+    return {**obj, "logs": logs} if logs else obj
 
 
 class Steps:
@@ -191,6 +203,7 @@ class Job:
     failed: tuple[str, str] = ("", "")  # the failing step and why (its first error, not the summary)
 
     def feed(self, obj: dict) -> None:
+        self.on_event(Event("raw", "", raw=redacted(obj)))
         for event in self.steps.feed(obj):
             if event.kind == "log":
                 self.tail = (self.tail + redact(event.text).splitlines())[-TAIL_LINES:]

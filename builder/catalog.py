@@ -33,14 +33,25 @@ DEBIAN_SUITES = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
 # Allowed keys at each level; anything else is reported (a typo must not pass silently).
 TOP_KEYS = {"release", "abstract", "parent", "repository", "os", "python", "cuda", "components",
             "base", "build", "env", "labels", "expose", "entrypoint", "variants", "gpu_wheels", "horovod",
-            "tools", "dali", "example_packages"}
+            "tools", "dali", "example_packages", "vendor"}
 BUILD_KEYS = {"cuda_compute_capabilities", "xla", "gcp", "hdfs", "nvbuildopts"}
 VARIANT_KEYS = {"tag", "framework", "env", "labels"}
 FRAMEWORK_KEYS = {"name", "version", "api", "package", "pythons", "pins", "device_code"}
 DEVICE_CODE_KEYS = {"version", "cuda", "sass", "ptx", "ptx_isa"}
 HOROVOD_KEYS = {"version", "requires"}
 DALI_KEYS = {"version", "cuda"}
-ENTRYPOINT_KEYS = {"title", "copyright_holder", "upstream_copyright", "shm_recommend"}
+ENTRYPOINT_KEYS = {"title", "upstream_copyright", "shm_recommend"}
+# Who makes the image (banner, labels, copyright line): `name` is required after merge.
+VENDOR_KEYS = {"name", "maintainer", "url", "copyright_holder"}
+# The labels the vendor fills (OCI annotations, and Docker's legacy `maintainer`, which
+# upstream CUDA bases set to NVIDIA: overwritten so an image never inherits it). URL and
+# MAINTAINER belong with the others in contract.Label; they are here until they move there.
+LABEL_VENDOR = contract.Label.VENDOR
+LABEL_AUTHORS = contract.Label.AUTHORS
+LABEL_URL = "org.opencontainers.image.url"
+LABEL_MAINTAINER = "maintainer"
+VENDOR_LABELS = {LABEL_VENDOR: "vendor.name", LABEL_AUTHORS: "vendor.maintainer", LABEL_URL: "vendor.url",
+                 LABEL_MAINTAINER: "vendor.maintainer (or vendor.name)"}
 TOGGLES = ("xla", "gcp", "hdfs")
 
 
@@ -140,6 +151,32 @@ def ptxas_version(requirement: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class Vendor:
+    """Who makes the image: the name the banner and labels give as its maker, and the
+    holder of the image's copyright line (none unless the catalog names one)."""
+
+    name: str
+    maintainer: str | None = None
+    url: str | None = None
+    copyright_holder: str | None = None
+
+    @property
+    def is_nvidia(self) -> bool:
+        """NVIDIA's own image (the NGC banner and NVIDIA's modification notices): the
+        catalog says so by a copyright holder whose first word is NVIDIA."""
+        return bool(re.match(r"NVIDIA\b", self.copyright_holder or "", re.IGNORECASE))
+
+    def labels(self) -> dict[str, str]:
+        """The image's labels naming its maker: vendor, and authors and url when given."""
+        out = {LABEL_VENDOR: self.name, LABEL_MAINTAINER: self.maintainer or self.name}
+        if self.maintainer:
+            out[LABEL_AUTHORS] = self.maintainer
+        if self.url:
+            out[LABEL_URL] = self.url
+        return out
+
+
+@dataclass(frozen=True)
 class Release:
     name: str
     file: str
@@ -175,6 +212,8 @@ class Release:
     tools: dict[str, str] = field(default_factory=dict)
     # tool -> why the release has it not (`tools: {NAME: "absent: WHY"}`)
     tools_absent: dict[str, str] = field(default_factory=dict)
+    # who makes the image (catalog `vendor`; _common.yaml names the project)
+    vendor: Vendor = Vendor("tf-image-builder")
 
     @property
     def ptxas(self) -> str | None:
@@ -610,7 +649,11 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
                                                and 0 < p < 65536 for p in expose):
         c.add("expose", "must be a list of port numbers")
         expose = []
-    c.mapping("entrypoint", ENTRYPOINT_KEYS)
+    if c.get("entrypoint.copyright_holder") is not None:  # before 2026-11: the image's maker, always NVIDIA
+        c.add("entrypoint.copyright_holder", "moved to vendor.copyright_holder (set it only for an image "
+                                             "its holder builds; see _common.yaml)")
+    c.mapping("entrypoint", ENTRYPOINT_KEYS | {"copyright_holder"})
+    vendor = _check_vendor(c)
     entrypoint = {k: c.text(f"entrypoint.{k}", grammar.ONE_LINE_TEXT,
                             "one line of text (200 characters at most, no control characters)") or ""
                   for k in sorted(ENTRYPOINT_KEYS)}
@@ -656,7 +699,7 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
 
     if c.failed:
         return None
-    assert distro and os_version and python and cuda and upstream and suite and off_cuda and off_python
+    assert distro and os_version and python and cuda and upstream and suite and off_cuda and off_python and vendor
     return Release(
         name=rel, file=file, parent=str(data["parent"]) if data.get("parent") else None,
         repository=repository, os_distro=distro, os_version=os_version, python=python, cuda=cuda,
@@ -665,8 +708,84 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
         nvbuildopts=list(nvbuildopts), env=env, labels=labels, expose=list(expose),
         entrypoint=entrypoint, variants=variants, resolved=data, gpu_wheels=gpu_wheels, horovod=horovod,
         horovod_absent=horovod_absent, tools=tools, tools_absent=tools_absent,
-        dali=dali, dali_absent=dali_absent, example_packages=examples,
+        dali=dali, dali_absent=dali_absent, example_packages=examples, vendor=vendor,
     )
+
+
+VENDOR_TEXT = "one line of text (200 characters at most, no control characters, no leading or trailing space)"
+
+
+def _vendor_text(c: _Checker, key: str, required: bool = False) -> str | None:
+    """A vendor string: one line, trimmed (it is printed in the banner and labels)."""
+    value = c.text(key, grammar.ONE_LINE_TEXT, VENDOR_TEXT, required=required)
+    if value is not None and (value != value.strip() or "\t" in value):
+        c.add(key, f"{printable(value)} is not {VENDOR_TEXT}")
+        return None
+    return value
+
+
+def _check_vendor(c: _Checker) -> Vendor | None:
+    """vendor: {name, maintainer, url, copyright_holder}: the image's maker. Catalog labels
+    may not set the labels it fills (one value, given once)."""
+    _check_vendor_labels(c)
+    if c.get("vendor") is None:
+        _missing(c, "vendor", "missing required field (who makes the image, e.g. vendor: {name: \"ML Platform\"}; "
+                              "_common.yaml gives \"tf-image-builder\")")
+        return None
+    if not isinstance(c.get("vendor"), dict):
+        c.mapping("vendor")  # reports "must be a mapping"
+        return None
+    c.mapping("vendor", VENDOR_KEYS)
+    if c.get("vendor.name") is None:
+        _missing(c, "vendor.name", "missing required field (the maker's name, e.g. \"ML Platform\")")
+    name = _vendor_text(c, "vendor.name")
+    maintainer = _vendor_text(c, "vendor.maintainer")
+    holder = _vendor_text(c, "vendor.copyright_holder")
+    url = _vendor_url(c)
+    return Vendor(name, maintainer, url, holder) if name else None
+
+
+def _missing(c: _Checker, key: str, message: str) -> None:
+    """A required key that is absent: reported at the file whose `null` removed it, if one did
+    (c.add would name the parent that still states it)."""
+    *parents, last = key.split(".")
+    for file, data in c.chain:
+        node: Any = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node and node[last] is None:
+            c.failed = True
+            problem = Problem(file, key, f"{message}; null removed it")
+            if problem not in c.problems:
+                c.problems.append(problem)
+            return
+    c.add(key, message)
+
+
+def _vendor_url(c: _Checker) -> str | None:
+    """vendor.url: an http(s) URL the labels publish (so no user:password@ in it)."""
+    url = c.text("vendor.url", grammar.URL, "an http(s) URL such as \"https://git.example.com/ml/images\" "
+                                            "(no query, fragment or space)", required=False)
+    if url is None:
+        return None
+    if grammar.URL.fullmatch(url).group("userinfo"):  # type: ignore[union-attr]
+        c.add("vendor.url", "holds a user:password@; the image's labels publish it: give the URL without it")
+        return None
+    if len(url) > grammar.URL_MAX:
+        c.add("vendor.url", f"longer than {grammar.URL_MAX} characters")
+        return None
+    return url
+
+
+def _check_vendor_labels(c: _Checker) -> None:
+    """The labels naming the image's maker come from `vendor` only: a catalog label
+    setting one would contradict it."""
+    variants = c.get("variants")
+    for where in ("labels", *(f"variants.{v}.labels" for v in (variants if isinstance(variants, dict) else {}))):
+        labels = c.get(where)
+        for key in (labels if isinstance(labels, dict) else {}):
+            if key in VENDOR_LABELS:
+                c.add(f"{where}.{key}", f"set by {VENDOR_LABELS[key]}: give it there")
 
 
 LABEL_KEY_WHAT = "a label key (reverse-DNS: lower-case letters and digits, '.' or '-' between them)"

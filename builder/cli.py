@@ -19,22 +19,18 @@ from builder.buildkit_engine import connect
 from builder.catalog import load_selected
 from builder.cli_cache import cache_app
 from builder.describe import releases_text
-from builder.errors import say
 from builder.plan import (BuildArgs, baked_ca, check_render_args, parse_capabilities, plan_base, plan_build,
                           plan_derive, plan_push)
-from builder.run import run_base, run_build, run_derive, run_push, run_tests
+from builder.run import print_base_recipe, run_base, run_build, run_derive, run_push, run_tests
 from builder.run_files import run_bake, run_lock, run_render, run_render_all
-from builder.options import (BUILDERS, COMPILE_CACHE, INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, PLATFORM, QUIET,
-                             RELEASE, RUNTIME, RUNTIME_ONLY, SBOM, SIGN, TRIES,
-                             with_build_settings, with_registry_credentials, with_render_options)
+from builder.options import (BASE_JSON, BUILD_ARG, BUILD_JSON, BUILDERS, COMPILE_CACHE, DERIVE_JSON, DOCTOR_RELEASE,
+                             INSECURE_REGISTRY, JSON, KEY_PASSWORD_ENV, NO_CACHE, PLATFORM, PUSH, PUSH_QUIET,
+                             PUSH_REGISTRY, PUSH_REGISTRY_OF_PUSH, PUSH_TAG, RELEASE, RUNTIME, RUNTIME_ONLY, SBOM, SIGN,
+                             TRIES, with_build_settings, with_derive_changes, with_progress,
+                             with_registry_credentials, with_render_options)
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="Build NGC-style GPU TensorFlow container images from a release catalog.",
-)
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="Build NGC-style GPU TensorFlow container images from a release catalog.")
 
 
 def _catalog():
@@ -42,14 +38,27 @@ def _catalog():
     return load_selected()
 
 
-def _engine():
-    return connect()
+_engine = connect  # the engine with the best backend here, connected when a command needs it
+
+
+def _version(shown: bool) -> None:
+    """--version: what is installed and the commit it comes from (builder.version, read only when asked)."""
+    if shown:
+        from builder import version
+        print(version.version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                              help="Print the builder's version and commit, and exit.")) -> None:
+    del version  # printed (and exited) by its eager callback; the app's help is Typer's help= above
 
 
 @app.command()
 def releases(as_json: bool = JSON) -> None:
     """List the releases in the catalog."""
-    rows = _catalog().summary()
+    rows = describe.releases_rows(_catalog())
     print(json.dumps(rows, indent=2) if as_json else releases_text(rows))
 
 
@@ -72,7 +81,7 @@ def render(
     check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
 ) -> None:
     """Render Dockerfiles and build contexts from the catalog."""
-    check_render_args(release, variant, render, all_, check)
+    render = check_render_args(release, variant, render, all_, check)
     if all_:
         if not run_render_all(_catalog(), output, check):
             raise typer.Exit(1)
@@ -97,20 +106,20 @@ def lock(
 
 @app.command()
 @with_build_settings
+@with_progress
 def base(
     release: str = typer.Option(..., "--release", "-r", help="Release whose offline base to build."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Build again even when the tag exists."),
     settings=None,
     print_recipe: bool = typer.Option(False, "--print", help="Print the recipe Dockerfile and its tag; build nothing."),
-    quiet: bool = QUIET,
+    progress=None,
+    as_json: bool = BASE_JSON,
 ) -> None:
     """Build (or find) the offline CUDA base of a release: debootstrap + Debian's CUDA toolkit."""
     plan = plan_base(_catalog(), release, rebuild, settings.backend)
     if print_recipe:
-        print(plan.recipe.dockerfile(), end="")
-        say(f"tag: {plan.tag}")
-        return
-    run_base(plan, _engine(), settings(), quiet=quiet)
+        return print_base_recipe(plan, as_json)
+    run_base(plan, _engine(), settings(), quiet=progress, as_json=as_json)
 
 
 @app.command()
@@ -132,6 +141,7 @@ def bake(
 @with_render_options
 @with_build_settings
 @with_registry_credentials
+@with_progress
 def build(
     release: str = RELEASE,
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant (default tf2-py3 when it exists)."),
@@ -149,22 +159,25 @@ def build(
     settings=None,
     bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
     compile_cache: Optional[str] = COMPILE_CACHE,
-    push_to: Optional[str] = typer.Option(None, "--push", help="Push the built tags to this registry (HOST[:PORT][/NS])."),
+    build_arg: Optional[List[str]] = BUILD_ARG,
+    push: bool = PUSH,
+    registry: Optional[str] = PUSH_REGISTRY,
     sign: Optional[Path] = SIGN,
     key_password_env: str = KEY_PASSWORD_ENV,
     credentials=None,
     insecure_registry: bool = INSECURE_REGISTRY,
-    quiet: bool = QUIET,
+    progress=None,
+    as_json: bool = BUILD_JSON,
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
     plan = plan_build(_catalog(), BuildArgs(
-        release, variant, all_variants, **{**render, "env": tuple(render["env"] or ()),
-                                           "without": tuple(render["without"] or ())}, tags=tuple(tag or ()),
-        build_id=build_id, platform=platform, no_cache=no_cache, compile_cache=compile_cache, push_to=push_to,
+        release, variant, all_variants, **render, tags=tuple(tag or ()), build_id=build_id, platform=platform,
+        no_cache=no_cache, compile_cache=compile_cache, push=push, registry=registry, build_args=tuple(build_arg or ()),
         insecure_registry=insecure_registry, baked_ca=baked_ca(bake_ca, settings.ca_bundle), builders=builders,
         sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
         runtime_only=runtime_only, backend=settings.backend))
-    run_build(plan, _engine, settings(), credentials() if push_to else None, dry_run=dry_run, quiet=quiet)
+    run_build(plan, _engine, settings(), credentials() if plan.push else None, dry_run=dry_run, quiet=progress,
+              as_json=as_json)
 
 
 @app.command("test")
@@ -192,51 +205,57 @@ def inspect(
 
 
 @app.command()
-def doctor() -> None:
+def doctor(release: Optional[str] = DOCTOR_RELEASE, as_json: bool = JSON) -> None:
     """Check the machine: engine, API version, storage driver, BuildKit, disk, tools, GPU."""
-    text, healthy = builder.doctor.report(builder.doctor.checks())
-    print(text)
+    found = builder.doctor.checks(_catalog().get(release) if release else None)
+    text, healthy = builder.doctor.report(found)
+    print(json.dumps(builder.doctor.report_json(found), indent=2) if as_json else text)
     if not healthy:
         raise typer.Exit(1)
 
 
 @app.command()
 @with_build_settings
+@with_registry_credentials
+@with_derive_changes
+@with_progress
 def derive(
     from_: str = typer.Option(..., "--from", help="The built image to start from."),
     tag: str = typer.Option(..., "--tag", "-t", help="Tag of the derived image."),
-    patch: Optional[List[Path]] = typer.Option(None, "--patch", help="Patch for tensorflow-source (patch -p1; repeatable)."),
-    horovod_patch: Optional[List[Path]] = typer.Option(None, "--horovod-patch", help="Patch for Horovod's source (patch -p1 at the sdist root; repeatable)."),
-    dali_patch: Optional[List[Path]] = typer.Option(None, "--dali-patch", help="Patch for DALI's TensorFlow plugin source (patch -p1 at the sdist root; repeatable)."),
-    apt: Optional[List[str]] = typer.Option(None, "--apt", help="Debian package to add (repeatable)."),
-    pip: Optional[List[str]] = typer.Option(None, "--pip", help="pip requirement to add (repeatable)."),
-    nvbuild_args: Optional[str] = typer.Option(None, "--nvbuild-args", help="Arguments for nvbuild.sh, e.g. \"--sm 8.6\"."),
+    changes=None,
     compile_cache: Optional[str] = COMPILE_CACHE,
     no_cache: bool = NO_CACHE,
     no_test: bool = typer.Option(False, "--no-test", help="Tag without running the conformance suite first."),
     sbom_: bool = SBOM,
+    build_arg: Optional[List[str]] = BUILD_ARG,
+    push: bool = PUSH,
+    registry: Optional[str] = PUSH_REGISTRY,
+    insecure_registry: bool = INSECURE_REGISTRY,
     settings=None,
-    quiet: bool = QUIET,
+    credentials=None,
+    progress=None,
+    as_json: bool = DERIVE_JSON,
 ) -> None:
     """Derive an image: patch and rebuild the framework with nvbuild.sh, and/or add packages.
     Patches are tried on the parent's source first; the image is tested, then tagged."""
-    plan = plan_derive(from_, tag, patch or [], horovod_patch or [], apt or [], pip or [], nvbuild_args,
-                          compile_cache, no_cache, test=not no_test, sbom=sbom_, backend=settings.backend,
-                          dali_patches=dali_patch or [])
-    run_derive(plan, _engine(), settings(), _catalog(), quiet=quiet)
+    plan = plan_derive(from_, tag, **changes, compile_cache=compile_cache, no_cache=no_cache, test=not no_test,
+                       sbom=sbom_, backend=settings.backend, build_args=tuple(build_arg or ()), push=push,
+                       registry=registry, insecure_registry=insecure_registry)
+    run_derive(plan, _engine(), settings(), _catalog(), quiet=progress, as_json=as_json,
+               creds=credentials() if plan.push else None)
 
 
 @app.command()
 @with_registry_credentials
 def push(
     image: str = typer.Argument(..., help="Local image to push."),
-    registry: str = typer.Option(..., "--registry", help="HOST[:PORT][/NAMESPACE] of the registry."),
-    tag: Optional[str] = typer.Option(None, "--tag", help="Tag in the registry (default: the image's)."),
+    registry: Optional[str] = PUSH_REGISTRY_OF_PUSH,
+    tag: Optional[str] = PUSH_TAG,
     credentials=None,
     insecure_registry: bool = INSECURE_REGISTRY,
     tries: int = TRIES,
     as_json: bool = typer.Option(False, "--json", help="Report digest, bytes uploaded and layers as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = PUSH_QUIET,
     sign: Optional[Path] = SIGN,
     key_password_env: str = KEY_PASSWORD_ENV,
 ) -> None:
@@ -258,10 +277,10 @@ def sbom(image: str = typer.Argument(..., help="Local image (one the builder mad
 @with_registry_credentials
 def verify(ref: str = typer.Argument(..., help="REGISTRY/NAME:TAG (or @DIGEST) to check."),
            key: Path = typer.Option(..., "--key", help="cosign public key."), credentials=None,
-           insecure_registry: bool = INSECURE_REGISTRY) -> None:
+           insecure_registry: bool = INSECURE_REGISTRY, as_json: bool = JSON) -> None:
     """Check REF's signature, SBOM and provenance against KEY (exit 1 on any mismatch)."""
-    for line in supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()):
-        print(line)
+    print(supply_chain.verified_text(supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()),
+                                     ref, as_json))
 
 
 app.add_typer(cache_app, name="cache")

@@ -30,6 +30,8 @@ class Label:
     TITLE = "org.opencontainers.image.title"
     VERSION = "org.opencontainers.image.version"
     DESCRIPTION = "org.opencontainers.image.description"
+    VENDOR = "org.opencontainers.image.vendor"    # who built the image: the catalog's vendor.name
+    AUTHORS = "org.opencontainers.image.authors"  # the catalog's vendor.maintainer
     CREATED = "org.opencontainers.image.created"
     REVISION = "org.opencontainers.image.revision"
     BASE_NAME = "org.opencontainers.image.base.name"

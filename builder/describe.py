@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from builder import cuda_arch, readback
+from builder import cuda_arch, driver, readback
 from builder.engine import Engine
 from builder.errors import UserError
 from builder.contract import BuildInfo, Label
@@ -81,6 +81,11 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
         "horovod": report.get("horovod") or {},
         "size_bytes": info.get("Size", 0),
         "runtime_of": runtime_of,
+        "vendor": " ".join(x for x in (g(Label.VENDOR), f"<{g(Label.AUTHORS)}>" if g(Label.AUTHORS) else "") if x),
+        "platform": f"{info.get('Os', '')}/{info.get('Architecture', '')}".strip("/"),
+        "labels": labels,
+        "env": dict(e.split("=", 1) for e in (info.get("Config") or {}).get("Env") or [] if "=" in e),
+        "entrypoint": (info.get("Config") or {}).get("Entrypoint") or [],
         "_report": report,
     }
 
@@ -125,11 +130,31 @@ def report_text(report: dict, coverage: bool = False, as_json: bool = False) -> 
     return summary_text(report)
 
 
+def releases_rows(catalog) -> list[dict]:
+    """`builder releases`: one row per release with both bases it can stand on (OS, Python,
+    CUDA): the offline one `--base auto` takes on every machine, and NVIDIA's upstream one."""
+    rows = []
+    for r in catalog.releases.values():
+        rows.append({"release": r.name, "parent": r.parent,
+                     "variants": {v.name: f"{v.framework_name} {v.framework_version}" for v in r.variants.values()},
+                     "bases": driver.bases(r)})
+    return rows
+
+
+def _base_cell(base: dict) -> str:
+    return f"{base['os']}, Python {base['python']}, CUDA {base['cuda_toolkit']}"
+
+
 def releases_text(rows: list[dict]) -> str:
-    """`builder releases`: the catalog's summary rows as a table."""
-    return table_text(("RELEASE", "OS", "PYTHON", "CUDA", "VARIANTS", "OFFLINE BASE"),
-                      [(r["release"], r["os"], r["python"], r["cuda"],
-                        ", ".join(f"{k} ({v})" for k, v in r["variants"].items()), r["offline_base"]) for r in rows])
+    """`builder releases`: the rows as a table; the libraries' CUDA where wheels bring it."""
+    table = table_text(("RELEASE", "VARIANTS", "BASE (default: --base auto)", "UPSTREAM BASE (--base upstream)"),
+                       [(r["release"], ", ".join(f"{k} ({v})" for k, v in r["variants"].items()),
+                         _base_cell(r["bases"]["offline"]), _base_cell(r["bases"]["upstream"])) for r in rows])
+    wheels = [f"{r['release']}: {r['bases']['offline']['cuda_libraries']}" for r in rows
+              if "NVIDIA's wheels" in r["bases"]["offline"]["cuda_libraries"]]
+    notes = ["", "CUDA is the base's toolkit (it compiles). Libraries TensorFlow loads from NVIDIA's wheels:"] + \
+        [f"  {w}" for w in wheels] if wheels else []
+    return "\n".join([table, *notes])
 
 
 def table_text(header, rows) -> str:
@@ -139,16 +164,48 @@ def table_text(header, rows) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
 
 
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _on_off(toggles: dict) -> str:
+    return ", ".join(f"{k.upper()} {'on' if v else 'off'}" for k, v in toggles.items())
+
+
 def summary_text(report: dict) -> str:
-    """`builder inspect` without --json: the report's scalar fields and small tables."""
-    lines = []
-    for key, value in report.items():
-        if key in ("coverage_table", "coverage_verdicts", "coverage_components", "cuda_binaries",
-                   "tensorflow_build_info", "extension_build_info"):
-            continue
-        if isinstance(value, dict):
-            lines.append(f"{key}:")
-            lines += [f"  {k}: {v}" for k, v in value.items()]
-        else:
-            lines.append(f"{key}: {value}")
+    """`builder inspect` without --json: what a user asks first, as aligned sections; an
+    empty field is left out, not printed blank (--json has every field)."""
+    r = report
+    about = [
+        ("Image", f"{r['image']} ({r['id'].split(':')[-1][:12]}, {_human_bytes(r.get('size_bytes') or 0)})"),
+        ("Release", f"{r['release']} {r['variant']}" + (f", runtime image of {r['runtime_of']}" if r.get("runtime_of") else "")),
+        ("Made by", r.get("vendor") or ""),
+        ("Built", " ".join(x for x in (r.get("created"), f"build {r['build_id']}" if r.get("build_id") else "",
+                                       f"from {r['build_ref']}" if r.get("build_ref") else "") if x)),
+        ("Derived from", r.get("parent") or ""),
+        ("Base", f"{r.get('base_kind') or '?'}: {r.get('base_image')}" if r.get("base_image") else ""),
+        ("Platform", r.get("platform") or ""),
+        ("Framework", f"{r['framework']} (Python {r.get('python')}); {_on_off(r.get('toggles') or {})}"),
+        ("TF-TRT", r.get("tf_trt") or ""),
+        ("Without", ", ".join(r.get("without") or [])),
+        ("Env overrides", ", ".join(r.get("env_overrides") or [])),
+        ("Patches", ", ".join(p.get("name", "?") if isinstance(p, dict) else str(p) for p in r.get("patches") or [])),
+        ("Filesystems", ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in (r.get("filesystems") or {}).items())),
+        ("Driver libraries", ", ".join(r.get("driver_libraries") or []) or "none (the NVIDIA container toolkit brings the host's)"),
+    ]
+    lines = [table_text(("", ""), [(f"{k}:", v) for k, v in about if v]).split("\n", 1)[-1]]
+    versions = [(k, v) for k, v in {**(r.get("versions") or {}), **(r.get("tools") or {})}.items() if v]
+    lines += ["", table_text(("PART", "VERSION"), versions)]
+    libs = [(name, lib.get("soname", ""), lib.get("version") or "", "yes" if lib.get("loaded") else "NO",
+             lib.get("path") or lib.get("error") or "") for name, lib in (r.get("libraries") or {}).items()]
+    if libs:
+        lines += ["", table_text(("LIBRARY", "SONAME", "VERSION", "LOADS", "PATH / ERROR"), libs)]
+    coverage = r.get("coverage") or {}
+    if coverage:
+        lines += ["", table_text(("GPU", "CODE (weakest part)"), [(a, v) for a, v in coverage.items()]),
+                  "(builder inspect IMAGE --coverage: per CUDA binary)"]
     return "\n".join(lines)

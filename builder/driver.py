@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from builder import cuda_arch, policy
-from builder.catalog import DeviceCode, Release, Variant
+from builder.catalog import DEBIAN_SUITES, DeviceCode, Release, Variant
 from builder.errors import UserError
 from builder.grammar import PIN
 
@@ -336,9 +336,37 @@ _Dumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
     "tag:yaml.org,2002:str", value, style='"' if "'" in value else None))
 
 
+def bases(release: Release) -> dict[str, dict[str, str]]:
+    """The two bases a release's images can stand on and what each gives the image: OS,
+    Python, the CUDA toolkit, and the CUDA of the libraries TensorFlow loads (NVIDIA's
+    wheels where they bring them all). `--base auto` is the offline one on every machine,
+    so a tag names one of them, never either (`builder releases`, `builder show`)."""
+    all_wheels = library_cuda(release) if policy.cuda_from_wheels(release) else None
+    # the libraries NVIDIA's wheels bring beside a toolkit's ("cuDNN 8.5.0.96, NCCL 2.13.4")
+    named = {"cudnn": "cuDNN", "nccl": "NCCL", "cublas": "cuBLAS"}
+    some = ", ".join(f"{named[k]} {PIN.fullmatch(w).group(2)}" for k, w in release.gpu_wheels.items()  # type: ignore[union-attr]
+                     if k in named and PIN.fullmatch(w))
+    suite = release.offline.debian
+
+    def one(os_name: str, python: str, toolkit: str, image: str, chosen_by: str) -> dict[str, str]:
+        libs = (f"{all_wheels} (NVIDIA's wheels)" if all_wheels else
+                f"{toolkit} (the toolkit's)" + (f"; {some} from NVIDIA's wheels" if some else ""))
+        return {"os": os_name, "python": python, "cuda_toolkit": toolkit, "cuda_libraries": libs,
+                "image": image, "chosen_by": chosen_by}
+
+    return {
+        "offline": one(f"Debian {DEBIAN_SUITES.get(suite, '?')} ({suite})", release.offline.python,
+                       release.offline.cuda, "built here: debootstrap + Debian's CUDA toolkit",
+                       "--base auto (the default) or --base offline"),
+        "upstream": one(f"{release.os_distro.capitalize()} {release.os_version}", release.python, release.cuda,
+                        release.upstream_ref, "--base upstream (pulled; its tags carry the OS)"),
+    }
+
+
 def show_text(release: Release, as_json: bool = False) -> str:
-    """`builder show`: the resolved release, then what is computed from it (not catalog keys)."""
-    computed = {name: c.summary() for name, c in contracts(release).items()}
+    """`builder show`: the resolved release, then what is computed from it (not catalog keys):
+    the two bases, and each variant's driver contract."""
+    computed = {"bases": bases(release), **{name: c.summary() for name, c in contracts(release).items()}}
     if as_json:
         spec = json.loads(release.spec_text(as_json=True))
         return json.dumps({**spec, "computed": computed}, indent=2, sort_keys=False) + "\n"

@@ -10,6 +10,7 @@ moves an existing tag.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import signal
@@ -62,7 +63,7 @@ class BuildRequest:
     nocache: bool = False
     network_mode: str | None = None
     log_path: Path | None = None
-    quiet: bool = False
+    quiet: bool | str = False  # a --progress mode (True: quiet)
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file (never a build arg)
     cache_ref: str | None = None  # a registry layer cache to read and write (BuildKit only)
     builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
@@ -153,20 +154,55 @@ class Engine(ImageStore, Runs, Builds, Pushes, Protocol):
 HEARTBEAT_SECONDS = 30.0
 
 
+# `--progress` (Docker's names): auto = one updating line on a terminal, step lines
+# otherwise; plain = step lines and every build log line; quiet = nothing but the result;
+# rawjson = the engine's own progress messages, one JSON object per line.
+PROGRESS_MODES = ("auto", "plain", "quiet", "rawjson")
+
+
+def progress_mode(value: bool | str) -> str:
+    """A --progress mode; a bool is the older quiet flag (True: quiet, False: auto)."""
+    if isinstance(value, bool):
+        return "quiet" if value else "auto"
+    if value not in PROGRESS_MODES:
+        raise UserError(f"--progress {str(value)[:20]!r}: use one of {', '.join(PROGRESS_MODES)}")
+    return value
+
+
 class Progress:
     """One updating status line on a terminal; plain step lines otherwise, and in that
     case a heartbeat line whenever nothing was printed for HEARTBEAT_SECONDS (a silent
-    step, such as the base's apt-get, must not look like a hung build in a CI log)."""
+    step, such as the base's apt-get, must not look like a hung build in a CI log).
+    QUIET is a --progress mode (or the older bool): plain adds the build's log lines
+    (on_log), rawjson prints only the engine's messages (on_raw), quiet nothing."""
 
-    def __init__(self, label: str, stream=sys.stderr, quiet: bool = False,
+    def __init__(self, label: str, stream=sys.stderr, quiet: bool | str = False,
                  clock: Callable[[], float] = time.monotonic, heartbeat_seconds: float = HEARTBEAT_SECONDS):
-        self.label, self.stream, self.quiet = label, stream, quiet
-        self.tty = stream.isatty()
+        self.label, self.stream, self.mode = label, stream, progress_mode(quiet)
+        self.quiet = self.mode in ("quiet", "rawjson")  # no lines of our own
+        self.tty = stream.isatty() and self.mode == "auto"
         self.clock, self.heartbeat_seconds = clock, heartbeat_seconds
         self.start = clock()
         self.last_line = self.start
         self.step = ""
         self._lock = threading.Lock()  # the heartbeat thread writes too
+
+    def on_log(self, text: str) -> None:
+        """A piece of the build's own output: printed, redacted, with --progress plain."""
+        if self.mode != "plain" or not text:
+            return
+        with self._lock:
+            self.stream.write(redact(text) if text.endswith("\n") else redact(text) + "\n")
+            self.stream.flush()
+            self.last_line = self.clock()
+
+    def on_raw(self, message: dict) -> None:
+        """One of the engine's progress messages: a JSON line, redacted, with --progress rawjson."""
+        if self.mode != "rawjson":
+            return
+        with self._lock:
+            self.stream.write(redact(json.dumps(message, separators=(",", ":"))) + "\n")
+            self.stream.flush()
 
     def elapsed(self) -> str:
         s = int(self.clock() - self.start)
@@ -280,6 +316,7 @@ class DockerEngine:
                         nocache=request.nocache, pull=False, buildargs=request.buildargs,
                         network_mode=request.network_mode, target=request.target, decode=True)
                 for chunk in stream:
+                    progress.on_raw(chunk)
                     if "error" in chunk or "errorDetail" in chunk:
                         detail = chunk.get("errorDetail") or {}
                         message = (chunk.get("error") or detail.get("message") or "unknown error").strip()
@@ -294,6 +331,7 @@ class DockerEngine:
                     if log:
                         log.write(redact(text))  # the log writer: credentials never reach the file
                         log.flush()
+                    progress.on_log(text)
                     for line in text.splitlines():
                         m = STEP.match(line)
                         if m:

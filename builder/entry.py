@@ -5,6 +5,7 @@ builder.errors). `builder.cli.main` hands its app here; nothing here knows the c
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
 
@@ -40,7 +41,7 @@ def _main(app: typer.Typer, argv: list[str] | None) -> int:
         say(exc.ctx.get_help() if exc.ctx else str(exc))
         return 2
     except (click_exc.UsageError, click_exc.ClickException) as exc:
-        say(f"error: {exc.format_message()}")
+        say(f"error: {exc.format_message()}{_old_push_hint(argv if argv is not None else sys.argv[1:])}")
         return 2
     except typer.Exit as exc:
         return exc.exit_code
@@ -55,3 +56,12 @@ def _main(app: typer.Typer, argv: list[str] | None) -> int:
         say(f"error: internal error: {type(exc).__name__}: {exc} "
             "(run with BUILDER_DEBUG=1 for the traceback)")
         return 1
+
+
+def _old_push_hint(argv: list[str]) -> str:
+    """`--push REGISTRY` (a value before, a switch now, as in buildx): say the new form."""
+    i = argv.index("--push") if "--push" in argv else -1
+    if 0 <= i < len(argv) - 1 and not argv[i + 1].startswith("-"):
+        return (f" (--push is a switch: tag the image -t {argv[i + 1]}/NAME:TAG and give --push, "
+                f"or give --push --registry {argv[i + 1]})")
+    return ""

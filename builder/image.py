@@ -28,13 +28,13 @@ class Produced:
     seconds: float = 0.0
 
 
-def produce(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: bool) -> Produced:
+def produce(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: bool | str) -> Produced:
     """Build JOB untagged, then `finish` it: read back, checked, labelled, tagged."""
     image_id, seconds = build(engine, job, settings, quiet)
     return Produced(finish(engine, job, image_id, settings.compression), seconds)
 
 
-def build(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: bool) -> tuple[str, float]:
+def build(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: bool | str) -> tuple[str, float]:
     """Build JOB untagged; (image id, seconds). The settings reach the build as BuildKit
     secrets (or the legacy builder's loopback URL), never as a layer or a build argument."""
     with tempfile.TemporaryDirectory(prefix="builder-") as tmp:

@@ -17,6 +17,8 @@ import typer
 
 from builder import buildx, cache
 from builder.buildsettings import BackendAsks, from_options
+from builder.engine import progress_mode
+from builder.errors import UserError
 from builder.registry import credentials_from
 
 CUDA_CC = typer.Option(None, "--cuda-cc", help="Compute capabilities: 7.0,8.0 | 70,80 | all | local.")
@@ -27,7 +29,29 @@ BUILDERS = typer.Option(None, "--builders", help="With --all: spread the variant
                                                    "Docker contexts (A,B; 'default' is this engine), one bake each.")
 COMPILE_CACHE = typer.Option(None, "--compile-cache", help="Shared compile cache URL (builder cache serve).")
 NO_CACHE = typer.Option(False, "--no-cache", help="Do not use the layer cache.")
-QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines: --progress quiet.")
+PROGRESS = typer.Option(None, "--progress", help="auto (one updating line on a terminal, step lines otherwise) | "
+                        "plain (step lines and every build log line) | quiet (no progress: the result on "
+                        "stdout; the base, notes, warnings and errors still on stderr) | rawjson (the "
+                        "engine's progress messages, one JSON object per line); all on stderr.")
+BUILD_ARG = typer.Option(None, "--build-arg", help="NAME=VALUE for a build argument the Dockerfile declares, or "
+                         "Docker's proxy arguments (HTTP_PROXY, HTTPS_PROXY, FTP_PROXY, NO_PROXY, ALL_PROXY, "
+                         "lower case too: kept out of the image's history) (repeatable).")
+BUILD_JSON = typer.Option(False, "--json", help="What was built as JSON: each image's tags, id and pushed digests, "
+                                                 "and the base (with --dry-run: the whole plan).")
+DERIVE_JSON = typer.Option(False, "--json", help="The derived image's tag, id, parent (and pushed digest) as JSON.")
+BASE_JSON = typer.Option(False, "--json", help="The base's tag and image id as JSON (with --print: the tag and the "
+                                               "recipe).")
+DOCTOR_RELEASE = typer.Option(None, "--release", "-r", help="Also check what this release needs: disk for a cold "
+                                                            "build, the GPU driver it asks for.")
+PUSH_TAG = typer.Option(None, "--tag", "-t", help="Tag in the registry (default: the image's).")
+PUSH_QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines; only REF@DIGEST (or the JSON).")
+PUSH = typer.Option(False, "--push", help="Push each built tag to the registry its reference names "
+                    "(-t HOST[:PORT]/NAME:TAG), or under --registry; verified like `builder push`.")
+PUSH_REGISTRY_OF_PUSH = typer.Option(None, "--registry", help="HOST[:PORT][/NAMESPACE] of the registry (default: the "
+                                     "registry IMAGE's reference names, as docker push).")
+PUSH_REGISTRY = typer.Option(None, "--registry", help="With --push: push the tags under this registry "
+                             "(HOST[:PORT][/NS]) instead of where they name.")
 PLATFORM = typer.Option("linux/amd64", "--platform", help="Target platform, Docker's OS/ARCH: linux/amd64; linux/arm64 "
                         "is refused, saying why (`builder show R` lists what each release serves).")
 INSECURE_REGISTRY = typer.Option(False, "--insecure-registry",
@@ -51,6 +75,18 @@ RUNTIME_ONLY = typer.Option(False, "--runtime-only", help="Only the runtime imag
 TRIES = typer.Option(4, "--tries", help="Attempts for transient failures, at most 10; the waits between them "
                                         "double from 2 s and are capped at 60 s.")
 SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (builder sbom) once it is tagged.")
+
+
+
+def progress_of(progress: str | None, quiet: bool) -> str:
+    """The --progress mode; -q/--quiet is --progress quiet, and a different mode with it is refused."""
+    if progress is None:
+        return "quiet" if quiet else "auto"
+    mode = progress_mode(progress)
+    if quiet and mode != "quiet":
+        raise UserError(f"-q/--quiet is --progress quiet: it cannot go with --progress {mode}")
+    return mode
+
 
 # name -> (annotation, option): the build-settings group.
 SETTINGS: dict[str, tuple[Any, Any]] = {
@@ -100,6 +136,23 @@ RENDER: dict[str, tuple[Any, Any]] = {
     "repo": (Optional[str], REPO),
     "framework_src": (Optional[Path], typer.Option(None, "--framework-src",
                                                    help="Framework source tree to build (default: framework-src/).")),
+}
+
+# The progress group (build, base, derive): --progress, and -q/--quiet as its alias.
+PROGRESS_GROUP: dict[str, tuple[Any, Any]] = {"quiet": (bool, QUIET), "progress": (Optional[str], PROGRESS)}
+
+# The derive-changes group: what `builder derive` changes in its parent.
+DERIVE_CHANGES: dict[str, tuple[Any, Any]] = {
+    "patches": (Optional[List[Path]], typer.Option(None, "--patch", help="Patch for tensorflow-source (patch -p1; "
+                                                                         "repeatable).")),
+    "horovod_patches": (Optional[List[Path]], typer.Option(None, "--horovod-patch", help="Patch for Horovod's source "
+                                                           "(patch -p1 at the sdist root; repeatable).")),
+    "dali_patches": (Optional[List[Path]], typer.Option(None, "--dali-patch", help="Patch for DALI's TensorFlow "
+                                                        "plugin source (patch -p1 at the sdist root; repeatable).")),
+    "apt": (Optional[List[str]], typer.Option(None, "--apt", help="Debian package to add (repeatable).")),
+    "pip": (Optional[List[str]], typer.Option(None, "--pip", help="pip requirement to add (repeatable).")),
+    "nvbuild_args": (Optional[str], typer.Option(None, "--nvbuild-args",
+                                                 help="Arguments for nvbuild.sh, e.g. \"--sm 8.6\".")),
 }
 
 # `builder cache serve`: the server's typed options.
@@ -179,8 +232,16 @@ def _credentials_reader(values: dict) -> Callable[[], Any]:
     return read
 
 
-# The command gets `render`: the render options as given (a dict, None where not given).
-with_render_options = _with_group(RENDER, "render", lambda values: values)
+# The command gets `render`: the render options as given (a dict, None where not given;
+# the repeatable ones as tuples).
+with_render_options = _with_group(RENDER, "render", lambda values: {**values, "env": tuple(values["env"] or ()),
+                                                                    "without": tuple(values["without"] or ())})
+# The command gets `progress`: the --progress mode (checked against -q/--quiet).
+with_progress = _with_group(PROGRESS_GROUP, "progress", lambda values: progress_of(values["progress"],
+                                                                                    values["quiet"]))
+# The command gets `changes`: derive's changes, keyed as plan_derive takes them (lists, never None).
+with_derive_changes = _with_group(DERIVE_CHANGES, "changes", lambda values: {
+    k: v if k == "nvbuild_args" else list(v or []) for k, v in values.items()})
 # The command gets `settings`: a function returning the BuildSettings (read when called, so
 # each command decides what is checked first), with `.ca_bundle` for --bake-ca.
 with_build_settings = _with_group(SETTINGS, "settings", _settings_reader)

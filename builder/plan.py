@@ -1,18 +1,21 @@
 """Plans: what a command will do, as a value computed from the catalog, the options and
 the files they name (lock files, CA bundles, the framework source). Nothing here talks to
 an engine, a registry or the network, so every plan is unit-tested without a daemon and
-printed by `--dry-run`. A build's plan is complete: every variant rendered for each base
-it may stand on, the base decision as data, and each image's job (job.ImageJob: build
-arguments, tags, the checks its read-back makes); `builder.run` carries plans out.
+printed by `--dry-run`. A build's plan is complete: every variant rendered for the one
+base --base names (auto: the offline base, on every machine), the base decision as data,
+each image's job (job.ImageJob: build arguments, tags, the checks its read-back makes)
+and where --push sends each tag; `builder.run` carries plans out.
 
     catalog + options --plan_*()--> Plan --run.*(plan, engine)--> images, tags, pushes
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from builder import buildcontext, builders, buildkit_engine, cuda_arch, grammar, paths, policy, provenance, runtime_image, urls
 from builder.base_recipe import BaseRecipe
@@ -20,12 +23,13 @@ from builder.buildsettings import BackendAsks
 from builder.catalog import Catalog, Release, Variant
 from builder.derive import DeriveSpec, parse_nvbuild_args
 from builder.engine import COMPRESSIONS
-from builder.errors import UserError
+from builder.errors import UserError, register_secret
+from builder.contract import parse_reference
 from builder.grammar import check_ref
 from builder.job import Expectation, ImageJob, RenderedContext, requested_of
-from builder.registry import check_tries, target_ref
+from builder.registry import check_tries, own_ref, target_ref
 from builder.render import (RenderOptions, Rendered, check_base_option, jit_capabilities, render, render_options,
-                            resolve_cuda_cc)
+                            resolve_cuda_cc, upstream_suffix)
 
 
 def default_build_id(now: float | None = None) -> str:
@@ -76,14 +80,17 @@ def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
                         f"builder ({why}; `builder doctor` says more)")
 
 
-def check_render_args(release: str | None, variant: str | None, render: dict, all_: bool, check: bool) -> None:
-    """`builder render`: --all renders the catalog as it is; anything else names a release."""
+def check_render_args(release: str | None, variant: str | None, render: dict, all_: bool, check: bool) -> dict:
+    """`builder render`: --all renders the catalog as it is; anything else names a release.
+    The render options as a render takes them: --base auto is the offline base, as a build
+    resolves it on every machine."""
     if check and not all_:
         raise UserError("--check goes with --all")
     if all_ and (release or variant or any(v for k, v in render.items() if k != "base") or render["base"] != "auto"):
         raise UserError("--all renders the catalog as it is; it takes no --release, --variant or render options")
     if not all_ and not release:
         raise UserError("give --release R (or --all)")
+    return {**render, "base": "offline"} if render["base"] == "auto" else render
 
 
 # --- build --------------------------------------------------------------------------------
@@ -110,7 +117,10 @@ class BuildArgs:
     platform: str = "linux/amd64"   # Docker's --platform: policy.why_not_platform says what is served
     no_cache: bool = False
     compile_cache: str | None = None
-    push_to: str | None = None
+    push: bool = False               # --push: each built tag to the registry its reference names
+    registry: str | None = None      # --registry HOST[:PORT][/NS] (with --push): the tags pushed under it
+    push_to: str | None = None       # the library's shorthand for --push --registry PUSH_TO
+    build_args: tuple[str, ...] = ()  # --build-arg NAME=VALUE, as given
     insecure_registry: bool = False
     baked_ca: tuple[str, ...] = ()  # PEM texts (--bake-ca with --ca-bundle)
     builders: str | None = None     # --builders A,B: --all's variants spread over these
@@ -124,7 +134,7 @@ class BuildArgs:
 
 @dataclass(frozen=True)
 class BaseOption:
-    """One base a build may stand on. OBTAIN: "pull" (used when here, else pulled when it
+    """One base a build stands on. OBTAIN: "pull" (used when here, else pulled when it
     can be) or "build" (the offline base: used when here, else built from its recipe)."""
 
     kind: str  # upstream | offline | custom
@@ -135,26 +145,33 @@ class BaseOption:
 
 @dataclass(frozen=True)
 class BaseDecision:
-    """The bases to try, in order (`--base auto`: pull the upstream image, else build the
-    offline base), and the one line when none of them can be had."""
+    """The base a build stands on, as --base ASKED it, and the one line when it cannot be
+    had. One option, whatever the machine: a tag names one recipe (`--base auto` is the
+    offline base, which builds anywhere; the upstream base has its own default tag)."""
 
     options: tuple[BaseOption, ...]
     refusal: str = ""
+    asked: str = "--base auto"
 
 
 def base_decision(release: Release, base: str) -> BaseDecision:
     offline = BaseOption("offline", BaseRecipe.for_release(release).tag, "build",
                          f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})")
     upstream = BaseOption("upstream", release.upstream_ref, "pull", f"upstream base {release.upstream_ref}")
-    if base == "offline":
-        return BaseDecision((offline,))
-    if base == "auto":
-        return BaseDecision((upstream, offline))
+    if base in ("auto", "offline"):
+        return BaseDecision((offline,), asked=f"--base {base}")
     if base == "upstream":
         return BaseDecision((upstream,), f"upstream base {release.upstream_ref} is not present and cannot be pulled "
-                                         "(use --base offline on a machine without registry access)")
+                                         "(use --base offline on a machine without registry access)",
+                            asked="--base upstream")
     return BaseDecision((BaseOption("custom", base, "pull", f"--base {base}"),),
-                        f"base image '{base}' does not exist locally and cannot be pulled")
+                        f"base image '{base}' does not exist locally and cannot be pulled", asked=f"--base {base}")
+
+
+def default_refs(image: str, bid: str) -> tuple[str, ...]:
+    """A variant's tags without -t: IMAGE (the render's: the upstream base's carries its OS)
+    and IMAGE-BUILD_ID (a custom base has no default tags: plan_build asks for -t)."""
+    return image, f"{image}-{bid}"
 
 
 @dataclass(frozen=True)
@@ -183,7 +200,7 @@ class BuildPlan:
     framework_src: Path | None = None
     no_cache: bool = False
     compile_cache: str | None = None
-    push_to: str | None = None
+    push_to: str | None = None  # --registry, when --push pushes under it
     insecure_registry: bool = False
     keep_going: bool = False  # --all: a failed variant does not stop the others
     builders: tuple[str, ...] = ()  # --builders: where --all's variants are spread
@@ -193,6 +210,8 @@ class BuildPlan:
     runtime: bool = False
     runtime_only: bool = False  # the devel stage is built inside the runtime image's build only
     buildargs: dict[str, str] = field(default_factory=dict)  # every variant's: where and when it is built
+    build_args: dict[str, str] = field(default_factory=dict)  # --build-arg (in each job's buildargs too)
+    push: bool = False  # --push: pushes holds where each tag goes
     recipe: BaseRecipe | None = None  # the offline base's
     base_job: ImageJob | None = None  # the offline base's image, when the decision builds it
     pushes: dict[str, PushPlan] = field(default_factory=dict)  # --push: each image reference's push
@@ -245,16 +264,28 @@ def jit_note(release: Release, variant: Variant, options: RenderOptions) -> str 
 
 
 def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> BuildPlan:
-    """Check every option and render every variant for every base it may stand on (all
-    before anything is built)."""
+    """Check every option and render every variant for the base it stands on (all before
+    anything is built)."""
     rel = catalog.get(args.release)
     if args.all_variants and args.variant:
         raise UserError("--all and --variant exclude each other")
     if args.all_variants and args.tags:
         raise UserError("--tag names one image; it cannot go with --all")
-    if args.sign and not args.push_to:
-        raise UserError("--sign signs what --push pushes: give --push REGISTRY too, or sign later with "
-                        "`builder push IMAGE --registry R --sign KEY`")
+    push, registry = args.push or bool(args.push_to), args.registry or args.push_to
+    if registry and not push:
+        raise UserError("--registry says where --push pushes: give --push too (or push later with "
+                        "`builder push IMAGE --registry R`)")
+    if args.sign and not push:
+        raise UserError("--sign signs what --push pushes: give --push too, or sign later with "
+                        "`builder push IMAGE --sign KEY`")
+    if args.base not in ("auto", "offline", "upstream") and args.all_variants:
+        check_base_option(args.base)
+        raise UserError(f"--base {grammar.printable(args.base)} with --all: a custom base makes images other than "
+                        "the release's, each needing its own tag: build one variant at a time (--variant V -t NAME:TAG)")
+    if args.base not in ("auto", "offline", "upstream") and not args.tags:
+        check_base_option(args.base)
+        raise UserError(f"--base {grammar.printable(args.base)}: a custom base makes a different image than the "
+                        "release's, so it needs its own tag: give -t/--tag NAME:TAG")
     if args.runtime:
         why = policy.why_no_runtime_image(rel)
         if why:
@@ -279,10 +310,12 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     for t in args.tags:
         check_ref(t, "--tag")
     if not args.tags:  # each variant is also tagged TAG-BUILD_ID: that tag must be valid too
+        suffix = upstream_suffix(rel) if args.base == "upstream" else ""
         for v in variants:
-            why = grammar.tag_problem(f"{v.tag}-{bid}")
+            why = grammar.tag_problem(f"{v.tag}{suffix}-{bid}")
             if why:
-                raise UserError(f"the build-id tag {grammar.printable(f'{v.tag}-{bid}')} {why}: give a shorter --build-id")
+                raise UserError(f"the build-id tag {grammar.printable(f'{v.tag}{suffix}-{bid}')} {why}: "
+                                "give a shorter --build-id")
     if args.framework_src is not None and not args.framework_src.is_dir():
         raise UserError(f"--framework-src {args.framework_src} is not a directory")
     buildcontext.check_tree(args.framework_src or paths.framework_src_dir())  # no host files in the image
@@ -292,34 +325,115 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         raise UserError(why)
     check_base_option(args.base)
     check_compile_cache(args.compile_cache)
-    if args.push_to:
-        target_ref("x:y", args.push_to, None)  # the registry's grammar, before building
-    opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env, args.base, args.repo,
+    if registry:
+        target_ref("x:y", registry, None)  # the registry's grammar, before building
+    user_args = parse_build_args(args.build_args)
+    # --base auto is the offline base on every machine: rendered (and its notes made) for it
+    opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env,
+                          "offline" if args.base == "auto" else args.base, args.repo,
                           args.baked_ca, args.allow_ptx_jit, args.without)
     decision, recipe = base_decision(rel, args.base), BaseRecipe.for_release(rel)
     buildargs = {"BUILD_ID": bid, "BUILD_REF": provenance.source_ref()}  # BUILD_DATE: when each build starts
     planned = []
     for v in variants:  # every render problem is reported before anything is built
         renders = {o.kind: render(rel, v, for_base(opts, rel, o)) for o in decision.options}
+        for rendered in renders.values():
+            check_build_args(user_args, rendered.dockerfile)
         image = next(iter(renders.values())).meta["image"]
-        refs = tuple(args.tags) or (image, f"{image}-{bid}")
+        refs = tuple(args.tags) or default_refs(image, bid)
         images = {}
         for kind, rendered in renders.items():
-            devel, runtime = variant_jobs(rel, rendered, refs, args, buildargs)
+            devel, runtime = variant_jobs(rel, rendered, refs, args, {**user_args, **buildargs})
             images[kind] = ((() if args.runtime_only else (devel,)) + ((runtime,) if args.runtime else ()))
         planned.append(VariantPlan(v, renders, refs, images))
     password_env = check_password_env(args.key_password_env)
     notes = tuple(n for n in (jit_note(rel, vp.variant, opts) for vp in planned) if n)
-    pushes = {ref: PushPlan(ref, target_ref(ref, args.push_to, None), 4, args.insecure_registry, args.sign,
-                            password_env)
-              for vp in planned for jobs in vp.images.values() for job in jobs for ref in job.refs} \
-        if args.push_to else {}
+    pushes = {ref: PushPlan(ref, push_ref(ref, registry), 4, args.insecure_registry, args.sign, password_env)
+              for vp in planned for jobs in vp.images.values() for job in jobs for ref in job.refs} if push else {}
+    base_job = recipe.job() if any(o.obtain == "build" for o in decision.options) else None
+    if base_job is not None and user_args:  # the base's downloads go through the same proxy
+        proxies = {k: v for k, v in user_args.items() if k in PROXY_ARGS}
+        base_job = dataclasses.replace(base_job, buildargs={**proxies, **base_job.buildargs})
     return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, decision, args.framework_src,
-                     args.no_cache, args.compile_cache, args.push_to, args.insecure_registry,
+                     args.no_cache, args.compile_cache, registry, args.insecure_registry,
                      keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
                      key_password_env=password_env, runtime=args.runtime, runtime_only=args.runtime_only,
-                     buildargs=buildargs, recipe=recipe, base_job=recipe.job() if any(o.obtain == "build" for o in decision.options) else None,
-                     pushes=pushes, notes=notes)
+                     buildargs=buildargs, recipe=recipe, base_job=base_job, pushes=pushes, notes=notes,
+                     push=push, build_args=user_args)
+
+
+def push_ref(ref: str, registry: str | None) -> str:
+    """Where --push sends REF: under --registry when given, else where REF itself names."""
+    if registry:
+        return target_ref(ref, registry, None)
+    if parse_reference(ref).registry is None:
+        raise UserError(f"--push: {grammar.printable(ref)} names no registry host: tag it HOST[:PORT]/NAME:TAG "
+                        "with -t, or give --registry HOST[:PORT][/NS]")
+    return ref
+
+
+# --- build arguments ----------------------------------------------------------------------
+
+# Docker's predefined build arguments: accepted by every Dockerfile and kept out of the
+# image's history, so a proxy (and any credentials in its URL) does not stay in the image.
+PROXY_ARGS = frozenset(n for name in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
+                       for n in (name, name.lower()))
+# The build arguments the builder sets itself, and what sets each (a user's value would
+# make the image disagree with what its plan and read-back expect).
+BUILDER_ARGS = {
+    "BASE_IMAGE": "--base", "BUILD_ID": "--build-id", "BUILD_REF": "the builder (the source tree's revision)",
+    "BUILD_DATE": "the builder (when the build starts)", "COMPILE_CACHE": "--compile-cache",
+    "BUILD_SETTINGS": "the build settings (--apt-mirror, --pip-index, --ca-bundle)", "DEVEL_IMAGE": "--runtime",
+    "ROOTFS_IMAGE": "the offline base's recipe",
+}
+ARG_LINE = re.compile(r"^[ \t]*ARG[ \t]+(.*)$", re.M | re.I)
+
+
+def parse_build_args(given: tuple[str, ...] | list[str], setters: dict[str, str] | None = None) -> dict[str, str]:
+    """--build-arg NAME=VALUE, each checked; the builder's own arguments are refused, naming
+    what sets each (SETTERS: a command's own names for them)."""
+    setters = {**BUILDER_ARGS, **(setters or {})}
+    out: dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--build-arg {grammar.printable(item)} is not NAME=VALUE")
+        if not grammar.matches(grammar.ENV_NAME, name):
+            raise UserError(f"--build-arg {grammar.printable(name)}: not a build argument name (letters, digits "
+                            "and '_', not starting with a digit)")
+        if not grammar.TEXT.fullmatch(value):
+            raise UserError(f"--build-arg {name}: the value holds a control character (newline, CR, NUL, ...)")
+        if name in setters:
+            raise UserError(f"--build-arg {name}: set by {setters[name]}")
+        if name in PROXY_ARGS:  # a proxy URL may carry credentials (a token alone, too): never printed
+            for secret in proxy_credentials(value):
+                register_secret(secret)
+        out[name] = value
+    return out
+
+
+def proxy_credentials(url: str) -> tuple[str, ...]:
+    """What a proxy URL's userinfo holds (USER:PASSWORD, or a token as the user name alone):
+    all of it is redacted wherever it shows up."""
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        return tuple(x for x in (parts.username, parts.password) if x)
+    except ValueError:
+        return ()
+
+
+def declared_args(dockerfile: str) -> set[str]:
+    """The names a Dockerfile's ARG lines declare (ARG NAME[=DEFAULT] ...)."""
+    return {word.split("=", 1)[0] for line in ARG_LINE.findall(dockerfile) for word in line.split()}
+
+
+def check_build_args(given: dict[str, str], dockerfile: str) -> None:
+    """Each --build-arg is one the Dockerfile declares (and the builder does not set) or a proxy's."""
+    accepted = (declared_args(dockerfile) - set(BUILDER_ARGS)) | PROXY_ARGS
+    for name in given:
+        if name not in accepted:
+            raise UserError(f"--build-arg {name}: the Dockerfile declares no such build argument; accepted: "
+                            f"{', '.join(sorted(accepted, key=lambda n: (n.lower(), n)))}")
 
 
 def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
@@ -342,6 +456,8 @@ class DerivePlan:
     no_cache: bool = False
     test: bool = True
     sbom: bool = False  # make its SBOM once it is tagged (the CLI's default)
+    build_args: dict[str, str] = field(default_factory=dict)  # --build-arg, checked against its Dockerfile
+    push: PushPlan | None = None  # --push: where the tag goes once it is tagged
 
     @property
     def log_name(self) -> str:
@@ -352,8 +468,11 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
                 apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
                 compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
                 sbom: bool = False, backend: BackendAsks = BackendAsks(),
-                dali_patches: list[Path] = ()) -> DerivePlan:
+                dali_patches: list[Path] = (), build_args: tuple[str, ...] = (), push: bool = False,
+                registry: str | None = None, insecure_registry: bool = False) -> DerivePlan:
     check_backend(backend)
+    if registry and not push:
+        raise UserError("--registry says where --push pushes: give --push too")
     spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
                       dali_patches=list(dali_patches),
                       apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
@@ -361,7 +480,11 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
     check_ref(parent, "--from", image_id=True)
     check_ref(tag, "--tag")
     check_compile_cache(compile_cache)
-    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, sbom)
+    user_args = parse_build_args(build_args, {"BASE_IMAGE": "--from"})
+    # before the parent is read and --pip resolved: the derived Dockerfile's ARGs are the template's
+    check_build_args(user_args, (paths.templates_dir() / "derived" / "Dockerfile.j2").read_text(encoding="utf-8"))
+    pushed = PushPlan(tag, push_ref(tag, registry), 4, insecure_registry) if push else None
+    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, sbom, user_args, pushed)
 
 
 # --- push ---------------------------------------------------------------------------------
@@ -376,11 +499,13 @@ class PushPlan:
     key_password_env: str = "COSIGN_PASSWORD"
 
 
-def plan_push(image: str, registry: str, tag: str | None = None, tries: int = 4, insecure: bool = False,
+def plan_push(image: str, registry: str | None, tag: str | None = None, tries: int = 4, insecure: bool = False,
               sign: Path | None = None, key_password_env: str = "COSIGN_PASSWORD") -> PushPlan:
+    """IMAGE to REGISTRY (HOST[:PORT][/NS]), or without one to the registry IMAGE's own
+    reference names (docker push's way)."""
     check_ref(image, "IMAGE", image_id=True)  # before the engine is asked for it
-    return PushPlan(image, target_ref(image, registry, tag), check_tries(tries), insecure, sign,
-                    check_password_env(key_password_env))
+    ref = target_ref(image, registry, tag) if registry else own_ref(image, tag)
+    return PushPlan(image, ref, check_tries(tries), insecure, sign, check_password_env(key_password_env))
 
 
 def check_password_env(name: str) -> str:

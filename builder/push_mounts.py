@@ -1,7 +1,7 @@
 """Cross-repository blob mounts, made before a push because the containerd image store does
 not make them: Docker 26 on it uploads a derived image's parent layers again when the
 parent went to another repository of the same registry (15 of 22 layers, 3 GB, measured;
-docs/BUILDKIT.md). The classic store remembered where each blob came from; here the
+docs/explanation/architecture.md). The classic store remembered where each blob came from; here the
 builder does, in a ledger of what its pushes left on each registry.
 
 After each verified push the ledger gets one line: host, repository, and the manifest's

@@ -85,6 +85,23 @@ def target_ref(image: str, registry: str, tag: str | None) -> str:
     return f"{registry.rstrip('/')}/{name}:{final_tag}"
 
 
+def own_ref(image: str, tag: str | None) -> str:
+    """Where IMAGE goes without --registry: the registry its own reference names (TAG, when
+    given, instead of its tag): host:5000/team/tf:1 -> host:5000/team/tf:TAG."""
+    parsed = None if contract.reference_problem(image) else contract.parse_reference(image)
+    if parsed is not None and parsed.digest and not tag:
+        raise UserError(f"{grammar.printable(image)} is a digest reference: it has no tag to push under; "
+                        "give -t TAG")
+    if parsed is None or parsed.registry is None:
+        raise UserError(f"{grammar.printable(image)} names no registry host: give --registry HOST[:PORT][/NS], "
+                        "or tag the image HOST[:PORT]/NAME:TAG first")
+    final_tag = tag or parsed.tag or contract.DEFAULT_TAG
+    why = contract.tag_problem(final_tag)
+    if why:
+        raise UserError(f"--tag {grammar.printable(final_tag)} {why}")
+    return f"{parsed.name}:{final_tag}"
+
+
 def registry_host(ref: str) -> str:
     return ref.split("/", 1)[0]
 
@@ -351,7 +368,7 @@ def backoff_wait(attempt: int, backoff: float = BACKOFF) -> float:
 
 
 class Pusher:
-    def __init__(self, engine: Engine, tries: int = 4, backoff: float = BACKOFF, quiet: bool = False):
+    def __init__(self, engine: Engine, tries: int = 4, backoff: float = BACKOFF, quiet: bool | str = False):
         self.engine, self.tries, self.backoff, self.quiet = engine, check_tries(tries), backoff, quiet
 
     def login(self, host: str, creds: Credentials, transport: Transport | None = None) -> None:
@@ -377,6 +394,7 @@ class Pusher:
             # {} without credentials, never None: None lets docker-py send the Docker config's own
             stream = self.engine.push(ref, creds.auth_config() if creds else {})
             for chunk in stream:
+                progress.on_raw(chunk)  # --progress rawjson
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("error") or chunk.get("errorDetail", {}).get("message") or "").strip()
                     if TOKEN_TLS.search(message):
@@ -404,7 +422,7 @@ class Pusher:
                     entry["total"] = int(detail.get("total") or 0)
                 elif status in ("Pushed", "Layer already exists", "Mounted from"):
                     entry["state"] = status
-                    if not self.quiet:
+                    if not progress.quiet:
                         progress.on_step(len([e for e in layers.values() if e["state"]]), len(layers),
                                          f"{layer}: {status.lower()}")
                 elif status.startswith("Mounted from"):

@@ -7,6 +7,7 @@ Nothing here touches the network or the Docker engine; writing the context to di
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -113,13 +114,16 @@ class Rendered:
         return self.files["Dockerfile"]
 
 
+def upstream_suffix(release: Release) -> str:
+    """What the upstream base's tags carry after the variant's: its OS (-ubuntu20.04), so
+    that the release tag itself always means the offline base's image (--base auto)."""
+    return f"-{release.os_distro}{release.os_version}"
+
+
 def effective_cuda(release: Release, base: str) -> list[tuple[str, str]]:
     """The toolkits the compute capabilities must compile with, and where each comes from."""
-    if base == "offline":
+    if base in ("auto", "offline"):  # auto is the offline base on every machine
         return [(release.offline.cuda, f"the offline base ({release.offline.debian})")]
-    if base == "auto":
-        return [(release.cuda, f"release {release.name}"),
-                (release.offline.cuda, f"the offline base ({release.offline.debian})")]
     return [(release.cuda, f"release {release.name}")]
 
 
@@ -168,10 +172,10 @@ def render_options(release: Release | None, cuda_cc: str | None = None, xla: boo
 def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
     """(image reference written as the BASE_IMAGE default, human description)."""
     base = options.base
-    if base in ("auto", "upstream"):
+    if base == "upstream":
         return release.upstream_ref, f"{release.upstream_image} (upstream)"
     off = release.offline
-    if base == "offline":
+    if base in ("auto", "offline"):  # auto is the offline base on every machine
         if not options.offline_base_image:
             raise UserError("the offline base image tag is unknown (render it through `builder`)")
         return options.offline_base_image, f"Debian {off.debian} with CUDA {off.cuda} (offline base)"
@@ -229,6 +233,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     }
     env = dict(release.env)
     env.update(variant.env)
+    # NGC's interface names (scripts written for NGC images read them): not a claim that
+    # NVIDIA made the image; the vendor does (banner_release_line, the vendor labels).
     env.setdefault("NVIDIA_TENSORFLOW_VERSION", f"{release.name}-{variant.short}")
     # The driver contract (builder/driver.py): the container toolkit refuses an older
     # driver; kernels JIT-compiled from PTX are kept, up to the driver's maximum, where a
@@ -246,7 +252,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     why = contract.repository_problem(repository)
     if why:
         raise UserError(f"--repo {grammar.printable(repository)} {why}")
-    image_ref = f"{repository}:{variant.tag}"
+    # the upstream base's image has its own tag (its OS after the variant's): one tag, one recipe
+    image_ref = f"{repository}:{variant.tag}{upstream_suffix(release) if options.base == 'upstream' else ''}"
     base_image, base_description = base_image_for(release, options)
     compiler_packages, ccbin = host_compiler(release.offline.debian)
     year = 2000 + int(release.name.split(".")[0]) if release.name.split(".")[0].isdigit() else 2021
@@ -255,6 +262,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     labels = {
         Label.TITLE: f"{variant.framework_name} {variant.tag}",
         Label.VERSION: variant.tag,
+        **release.vendor.labels(),  # who made it (catalog labels cannot set these)
         **release.labels,
         **variant.labels,
         Label.RELEASE: release.name,
@@ -300,10 +308,35 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         labels=labels,
         year=year,
         upstream_copyright=release.entrypoint["upstream_copyright"].replace("{year}", str(year)),
+        vendor=release.vendor,
+        banner_lead=banner_lead(release),
+        banner_recipe=banner_recipe(release),
         driver=drv,
         driver_line=driver.minimum_text(drv),
         baked_ca=bool(options.baked_ca),
     )
+
+
+NGC_RELEASE = re.compile(r"[0-9]{2}\.[0-9]{2}")  # "21.08": a release named after NGC's
+
+
+def banner_lead(release: Release) -> str:
+    """What the banner's release line starts with: NGC's own words only on NVIDIA's image."""
+    return "NVIDIA Release" if release.vendor.is_nvidia else f"{release.vendor.name} release"
+
+
+def banner_recipe(release: Release) -> str:
+    """The banner's note of the NGC recipe an image follows (none on NVIDIA's own image, or
+    for a release not named after an NGC one)."""
+    if release.vendor.is_nvidia or not NGC_RELEASE.fullmatch(release.name):
+        return ""
+    return f", built from the NGC {release.entrypoint['title']} {release.name} recipe"
+
+
+def banner_release_line(release: Release, version: str, build_id: str) -> str:
+    """The banner's release line as the image prints it (10-banner.sh; the conformance
+    suite checks a built image's against it)."""
+    return f"{banner_lead(release)} {version} (build {build_id}){banner_recipe(release)}"
 
 
 def _wheel_layers() -> list[tuple[str, bool]]:

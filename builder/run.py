@@ -7,32 +7,39 @@ job to image.produce. Results go to `out.result` (stdout), messages to `out.say`
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Callable
 
 from builder import bake_build, base, buildx, derive, describe, image, registry, signing
-from builder import supply_chain
+from builder import runtime_image, supply_chain
 from builder.buildsettings import BuildSettings
 from builder.conformance import runner
 from builder.contract import Label
 from builder.engine import Engine
-from builder.errors import BuildError, Reported, Unverified, UserError
+from builder.errors import BuildError, Reported, Unverified, UserError, redact
 from builder.output import BuildOutcome, Output, summary
-from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan
+from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan, check_build_args
 
 
 def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSettings, creds=None, *,
-              dry_run: bool = False, quiet: bool = False, out: Output | None = None) -> list[BuildOutcome]:
+              dry_run: bool = False, quiet: bool | str = False, as_json: bool = False,
+              out: Output | None = None) -> list[BuildOutcome]:
     """Check the local inputs and the registry, then connect to the engine: choose (and
-    build) the base, produce each variant's images, push them."""
+    build) the base, produce each variant's images, push them. QUIET: a --progress mode
+    (or True for quiet). AS_JSON: one JSON document on stdout instead of a line per ref."""
     out = out or Output()
     for name, reason in plan.skipped:
         out.say(f"skipped {name}: {reason}")
     for note in plan.notes:
         out.say(note)
-    if plan.push_to:  # before any build: an untrusted certificate or a bad password fails now
-        registry.check_before_build(registry.registry_host(plan.push_to), creds, plan.insecure_registry)
+    hosts = sorted({registry.registry_host(p.ref) for p in plan.pushes.values()})
+    if creds and len(hosts) > 1:  # one registry's password is never sent to another
+        raise UserError(f"--push: the tags go to {len(hosts)} registries ({', '.join(hosts)}), but the credentials "
+                        "given are one registry's: push to one registry per build (or use docker login's)")
+    for host in hosts:  # before any build: an untrusted certificate or a bad password fails now
+        registry.check_before_build(host, creds, plan.insecure_registry)
     if plan.sign:  # a missing key or a wrong password fails before the build, not after it
         signing.unlock(plan.sign, plan.key_password_env)
     if plan.builders and not dry_run:
@@ -47,12 +54,28 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
         raise UserError(f"--runtime stands on the offline base's Debian, but the base is {choice.image}: "
                         "give --base offline")
     if dry_run:
-        for vp in plan.variants:
-            out.result(json.dumps({"release": plan.release.name, "variant": vp.variant.name, "base": choice.image,
-                                   "base_kind": choice.kind, "build_base": choice.needs_build,
-                                   "tags": [ref for job in vp.images[choice.kind] for ref in job.refs],
-                                   "build_id": plan.build_id}))
+        planned = [dry_run_entry(plan, vp, choice) for vp in plan.variants]
+        if as_json:
+            out.result(json.dumps({"dry_run": True, "release": plan.release.name, "build_id": plan.build_id,
+                                   "base": base_entry(choice), "variants": planned,
+                                   "skipped": [{"variant": n, "why": w} for n, w in plan.skipped]}, indent=2))
+        else:
+            for entry in planned:
+                out.result(json.dumps(entry))
         return []
+    report = Output(result=lambda line: None, say=out.say) if as_json else out  # JSON: printed once, at the end
+    built: list[dict] = []
+    try:
+        return _build_all(plan, engine, choice, settings, creds, quiet, report, built)
+    finally:
+        if as_json:  # what was built and pushed, even when a variant failed after it
+            out.result(json.dumps({"release": plan.release.name, "build_id": plan.build_id,
+                                   "base": base_entry(choice), "images": built}, indent=2))
+
+
+def _build_all(plan: BuildPlan, engine: Engine, choice: base.BaseChoice, settings: BuildSettings, creds,
+               quiet: bool | str, out: Output, built: list[dict]) -> list[BuildOutcome]:
+    """run_build's builds and pushes; BUILT collects each image as --json reports it."""
     baked = bake_build.bake_variants(plan, engine, choice, settings, quiet, out.say) if plan.keep_going else None
     if baked is None:
         base.prepare(engine, choice, plan.recipe, plan.base_job, settings, quiet)
@@ -68,23 +91,29 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
                     raise done.error
                 produced = [image.Produced(image.finish(engine, done.job, done.image_id, settings.compression))]
             produced += [image.produce(engine, job, settings, quiet) for job in jobs[len(produced):]]
-            for job in jobs:
+            for job, made in zip(jobs, produced):
+                entry = {"variant": vp.variant.name, "image": "runtime" if job.target == runtime_image.STAGE else "devel",
+                         "refs": list(job.refs), "image_id": made.image_id, "pushed": []}
+                built.append(entry)
                 for ref in job.refs:
                     out.result(ref)
                 if plan.sbom:
                     make_sbom(engine, job.refs[0], out)
-                for ref in job.refs if plan.push_to else ():
+                for ref in job.refs if plan.pushes else ():
                     try:
-                        run_push(plan.pushes[ref], engine, creds, quiet=quiet, out=out)
+                        result = run_push(plan.pushes[ref], engine, creds, quiet=quiet, out=out)
+                        entry["pushed"].append({"ref": result.ref, "digest": result.digest})
                     except Unverified as exc:
                         out.say(exc.report())
                         unverified.append(exc)
+                        entry["pushed"].append({"ref": plan.pushes[ref].ref, "digest": None, "verified": False})
             outcome = BuildOutcome(plan.release.name, vp.variant.name, produced[0].image_id, list(jobs[0].refs),
                                    produced[0].seconds)
         except BuildError as exc:
             if not plan.keep_going:
                 raise
             out.say(exc.report())
+            built.append({"variant": vp.variant.name, "error": exc.message})
             outcome = BuildOutcome(plan.release.name, vp.variant.name, error=exc.message)
         outcomes.append(outcome)
     if plan.keep_going:
@@ -92,6 +121,29 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
     if unverified:
         raise Reported(f"{len(unverified)} pushed image(s) published but not verified (above)", exit_code=3)
     return outcomes
+
+
+def base_entry(choice: base.BaseChoice) -> dict:
+    return {"kind": choice.kind, "image": choice.image, "reason": choice.reason, "build": choice.needs_build}
+
+
+def dry_run_entry(plan: BuildPlan, vp, choice: base.BaseChoice) -> dict:
+    """One variant's complete plan, as --dry-run prints it: its base, every image it builds
+    (devel and/or runtime) with its tags, the capabilities compiled, the pushes."""
+    jobs = vp.images[choice.kind]
+    rendered = vp.renders[choice.kind]
+    return {"release": plan.release.name, "variant": vp.variant.name, "base": choice.image,
+            "base_kind": choice.kind, "build_base": choice.needs_build,
+            "tags": [ref for job in jobs for ref in job.refs], "build_id": plan.build_id,
+            "images": [{"image": "runtime" if job.target == runtime_image.STAGE else "devel", "refs": list(job.refs),
+                        "target": job.target} for job in jobs],
+            "runtime": plan.runtime, "runtime_only": plan.runtime_only,
+            "cuda_compute_capabilities": rendered.meta["cuda_compute_capabilities"],
+            "toggles": rendered.meta["toggles"],
+            "build_args": {k: redact(v) for k, v in plan.build_args.items()},
+            "pushes": [{"ref": ref, "to": plan.pushes[ref].ref} for job in jobs for ref in job.refs
+                       if ref in plan.pushes],
+            "sign": bool(plan.sign)}
 
 
 def make_sbom(engine: Engine, ref: str, out: Output) -> None:
@@ -104,7 +156,7 @@ def make_sbom(engine: Engine, ref: str, out: Output) -> None:
         out.say(f"warning: no SBOM for {ref}: {exc}")
 
 
-def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False, as_json: bool = False,
+def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool | str = False, as_json: bool = False,
              out: Output | None = None):
     """Push, verify the digest through the registry API, print REF@DIGEST (or the report)."""
     out = out or Output()
@@ -127,10 +179,13 @@ def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool = False,
     return result
 
 
-def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalog, *, quiet: bool = False,
-               out: Output | None = None) -> str:
-    """Check the parent and the patches, build untagged, read back, test, then tag."""
+def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalog, *, quiet: bool | str = False,
+               as_json: bool = False, creds=None, out: Output | None = None) -> str:
+    """Check the parent and the patches, build untagged, read back, test, then tag (and
+    push, with --push)."""
     out = out or Output()
+    if plan.push:  # before the build: an untrusted certificate or a bad password fails now
+        registry.check_before_build(registry.registry_host(plan.push.ref), creds, plan.push.insecure)
     derive.check_parent_is_devel(plan.parent, describe.labels_of(engine, plan.parent))  # a devel image, or a clear error
     info = engine.inspect(plan.parent)
     derive.check_capabilities(plan.spec, plan.parent, info)
@@ -141,21 +196,46 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     resolved, constraints = derive.resolve_pip(engine, plan.spec, plan.parent, labels, settings.pip_index)
     job = derive.job(plan.spec, plan.parent, info, catalog, plan.tag, plan.log_name, plan.compile_cache,
                      plan.no_cache, plan.test, resolved, constraints)
+    if plan.build_args:
+        check_build_args(plan.build_args, job.context.texts["Dockerfile"])
+        job = dataclasses.replace(job, buildargs={**plan.build_args, **job.buildargs})
     image_id = image.produce(engine, job, settings, quiet).image_id
-    out.result(plan.tag)
+    if not as_json:
+        out.result(plan.tag)
     if plan.sbom:
         make_sbom(engine, plan.tag, out)
+    pushed = None
+    try:
+        if plan.push:
+            pushed = run_push(plan.push, engine, creds, quiet=quiet, out=Output(lambda line: None, out.say) if as_json
+                              else out)
+    finally:  # what was built, even when its push was published but not verified
+        if as_json:
+            out.result(json.dumps({"image": plan.tag, "image_id": image_id, "parent": plan.parent,
+                                   "pushed": {"ref": pushed.ref, "digest": pushed.digest} if pushed else None},
+                                  indent=2))
     return image_id
 
 
-def run_base(plan: BasePlan, engine: Engine, settings: BuildSettings, *, quiet: bool = False,
-             out: Output | None = None) -> str:
+def run_base(plan: BasePlan, engine: Engine, settings: BuildSettings, *, quiet: bool | str = False,
+             as_json: bool = False, out: Output | None = None) -> str:
     out = out or Output()
     tag, built = base.ensure_base(engine, plan.recipe, settings, rebuild=plan.rebuild, quiet=quiet, job=plan.job)
     if not built:
         out.say(f"base: {tag} exists (recipe unchanged); nothing to do")
-    out.result(tag)
+    out.result(json.dumps({"tag": tag, "image_id": engine.image_id(tag), "built": built}, indent=2) if as_json
+               else tag)
     return tag
+
+
+def print_base_recipe(plan: BasePlan, as_json: bool, out: Output | None = None) -> None:
+    """`builder base --print`: the recipe's Dockerfile (stdout) and its tag (stderr), or both as JSON."""
+    out = out or Output()
+    if as_json:
+        out.result(json.dumps({"tag": plan.tag, "dockerfile": plan.recipe.dockerfile()}, indent=2))
+        return
+    out.result(plan.recipe.dockerfile().rstrip("\n"))
+    out.say(f"tag: {plan.tag}")
 
 
 def run_tests(image_ref: str, tests: list[Path], select: str | None, connect: Callable[[], Engine], *,

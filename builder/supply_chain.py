@@ -148,3 +148,12 @@ def _repo(ref: str) -> str:
     """REF without its tag (the last ':' after the last '/')."""
     head, _, last = ref.rpartition("/")
     return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
+def verified_text(lines: list[str], ref: str, as_json: bool) -> str:
+    """`builder verify`'s output: its lines ("signature: ...", "sbom: ..."), or with --json
+    one object keyed by what each line checked."""
+    if not as_json:
+        return "\n".join(lines)
+    return json.dumps({"ref": ref, "verified": True,
+                       **{k: v.strip() for k, _, v in (line.partition(":") for line in lines)}}, indent=2)

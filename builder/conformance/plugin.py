@@ -71,7 +71,7 @@ def image_env(inspect) -> dict:
 @pytest.fixture(scope="session")
 def release_data(labels):
     """The catalog's release and variant this image says it was built from."""
-    rel = catalog.load().get(labels[Label.RELEASE])
+    rel = catalog.load_selected().get(labels[Label.RELEASE])  # BUILDER_CATALOG: a private catalog
     return rel, rel.variant(labels[Label.VARIANT])
 
 

@@ -10,7 +10,9 @@ import pytest
 
 from builder import contract, cuda_arch, readback
 from builder.conformance.plugin import gpu_visible
+from builder.catalog import LABEL_AUTHORS, LABEL_MAINTAINER, LABEL_URL, LABEL_VENDOR
 from builder.contract import InImage, Label
+from builder.render import banner_release_line
 
 SECTION_6 = ("TF_CUDA_COMPUTE_CAPABILITIES", "TF_ENABLE_XLA", "TF_NEED_GCP", "TF_NEED_HDFS")
 
@@ -327,13 +329,37 @@ def test_banner_with_shared_memory_note(run_image, labels, report, release_data)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "== TensorFlow ==" in text
-    assert f"NVIDIA Release {rel.name}-{variant.short} (build {labels[Label.BUILD_ID]})" in text
+    assert banner_release_line(rel, f"{rel.name}-{variant.short}", labels[Label.BUILD_ID]) in text
     assert f"TensorFlow Version {report['version']}" in text
-    assert "NVIDIA CORPORATION" in text and "The TensorFlow Authors" in text
+    assert "The TensorFlow Authors" in text
     if not gpu_visible():
         assert "WARNING: The NVIDIA Driver was not detected" in text
     assert "NOTE: The SHMEM allocation limit is set to the default of 64MB" in text
     assert "--shm-size=1g --ulimit memlock=-1 --ulimit stack=67108864" in text
+
+
+def test_banner_and_labels_name_the_catalogs_vendor(run_image, labels, release_data):
+    """The image names its maker as the catalog's vendor says; NVIDIA's authorship (NGC's
+    release line, its copyright and modification notices, an inherited `maintainer`) only
+    on an image whose vendor is NVIDIA. NVIDIA_* variables and com.nvidia.* labels are NGC's
+    interfaces and stay."""
+    rel, _ = release_data
+    vendor = rel.vendor
+    text = run_image().stdout
+    assert labels.get(LABEL_VENDOR) == vendor.name
+    assert labels.get(LABEL_MAINTAINER) == (vendor.maintainer or vendor.name)
+    for key, value in ((LABEL_AUTHORS, vendor.maintainer), (LABEL_URL, vendor.url)):
+        if value:
+            assert labels.get(key) == value, key
+    assert ("Container image Copyright (c)" in text) == bool(vendor.copyright_holder)
+    if vendor.copyright_holder:
+        line = r"Container image Copyright \(c\) [0-9]{4}, " + re.escape(vendor.copyright_holder) + r"\.  All rights"
+        assert re.search(line, text), text
+    assert ("Various files include modifications (c) NVIDIA" in text) == vendor.is_nvidia
+    if not vendor.is_nvidia:
+        assert "NVIDIA Release" not in text and "NVIDIA CORPORATION" not in text.upper(), text
+        claims = {k: v for k, v in labels.items() if "NVIDIA CORPORATION" in v.upper()}
+        assert not claims, claims
 
 
 def test_no_shared_memory_note_with_enough_shm(run_image):

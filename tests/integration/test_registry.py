@@ -83,6 +83,23 @@ def test_push_to_plain_registry_prints_the_verified_digest(release_image, plain_
     assert report["layers_pushed"] > 0 and report["bytes_uploaded"] > 100e6
 
 
+def test_push_without_registry_goes_where_the_image_names(derived_small, plain_registry):
+    """`builder push HOST/NAME:TAG` (docker push's way, no --registry): pushed to the
+    registry its reference names and verified there; -t changes only the tag."""
+    ref = f"{plain_registry.host}/own/derived:1"
+    assert docker("tag", derived_small, ref).returncode == 0
+    try:
+        out = builder("push", ref, "--insecure-registry", "--json", "-q")
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert report["ref"] == ref and api_digest(plain_registry, "own/derived", "1") == report["digest"]
+        again = builder("push", ref, "-t", "2", "--insecure-registry", "-q")
+        assert again.returncode == 0 and again.stdout.strip().startswith(f"{plain_registry.host}/own/derived:2@sha256:")
+    finally:
+        docker("rmi", ref)
+        docker("rmi", f"{plain_registry.host}/own/derived:2")
+
+
 def test_derived_push_uploads_only_its_new_layers(release_image, derived_small, plain_registry):
     parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
                      "--json", "-q")
@@ -160,7 +177,7 @@ def test_registry_down_fails_after_retries_then_resumes(release_image, derived_s
     succeeds and finds the parent's layers in the repository instead of uploading them
     again. (The same repository as the parent: on the containerd image store, Docker 26
     mounts only some layers from another repository and uploads the rest, measured 1.23 of
-    3.0 GB: docs/BUILDKIT.md, "Next".)"""
+    3.0 GB: docs/explanation/architecture.md, "Facts the BuildKit backend rests on".)"""
     parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
                      "--json", "-q")
     assert parent.returncode == 0, parent.stderr

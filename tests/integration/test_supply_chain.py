@@ -112,24 +112,26 @@ def test_build_push_sign_checks_the_key_first_then_signs_what_it_pushed(
 
     key, pub = keys["ours"]
     host = signing_registry.host
-    # the release image's own options (every step cached), another tag, pushed and signed
+    # the release image's own options (every step cached), another tag naming the registry:
+    # --push sends it there (buildx's way), signed
+    tag = f"{host}/built/signed:21.08"
     args = ["build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", BUILD_ID,
-            "--compile-cache", compile_cache, "--tag", "itest/signed:21.08", "--no-sbom",
-            "--push", f"{host}/built", "--insecure-registry", "--sign", str(key), "--key-password-env", "TFB_KEY_PW", "-q"]
+            "--compile-cache", compile_cache, "-t", tag, "--no-sbom",
+            "--push", "--insecure-registry", "--sign", str(key), "--key-password-env", "TFB_KEY_PW", "-q"]
     wrong = builder(*args, env={**os.environ, "TFB_KEY_PW": "not-the-password"})
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
     assert "the key does not open with $TFB_KEY_PW" in wrong.stderr and "base:" not in wrong.stderr  # nothing built
     out = builder(*args, env={**os.environ, "TFB_KEY_PW": PASSWORD})
     try:
         assert out.returncode == 0, out.stderr[-3000:]
-        assert out.stdout.split()[0] == "itest/signed:21.08"
+        assert out.stdout.split()[0] == tag
         pinned = out.stdout.split()[-1]
-        assert pinned.startswith(f"{host}/built/signed:21.08@sha256:"), out.stdout
+        assert pinned.startswith(f"{tag}@sha256:"), out.stdout
         verified = builder("verify", pinned, "--key", str(pub), "--insecure-registry")
         assert verified.returncode == 0, verified.stderr
         assert "tensorflow 2.5.0 as the catalog's 21.08 tf2-py3" in verified.stdout
     finally:
-        docker("rmi", "itest/signed:21.08")
+        docker("rmi", tag)
 
 
 def test_a_zstd_image_reaches_the_registry_with_every_layer_in_zstd_and_smaller(release_image, signing_registry):

@@ -99,7 +99,7 @@ def test_tools_are_a_requirement_null_or_absent_with_a_reason(tmp_path):
             "release: '30.01'\nrepository: local/t\nos: {distro: debian, version: '13'}\npython: '3.13'\ncuda: '12.4.1'\n"
             "base: {upstream: {image: 'x/cuda:12'}, offline: {debian: trixie, cuda: '12.4', python: '3.13'}}\n"
             "build: {cuda_compute_capabilities: ['9.0'], xla: true, gcp: false, hdfs: false}\n"
-            "entrypoint: {title: T, copyright_holder: C, upstream_copyright: U, shm_recommend: S}\n"
+            "entrypoint: {title: T, upstream_copyright: U, shm_recommend: S}\nvendor: {name: V}\n"
             "variants: {tf2-py3: {framework: {name: TensorFlow, version: '2.21.0', api: 2}}}\n"
             f"tools: {tools}\n")
         return load(tmp_path)
@@ -124,7 +124,8 @@ def test_releases_without_cp311_wheels_keep_an_offline_python_they_can_install(r
         assert r.offline.python in r.variants["tf2-py3"].pythons
     assert "9.0" not in real.get("23.03").cuda_cc
     r = real.get("26.11")  # Debian 13: CUDA 12.4 and Python 3.13, Hopper and Blackwell included
-    assert (r.offline.debian, r.offline.cuda, r.offline.python, r.os_version) == ("trixie", "12.4", "3.13", "13")
+    assert (r.offline.debian, r.offline.cuda, r.offline.python) == ("trixie", "12.4", "3.13")
+    assert (r.os_distro, r.os_version) == ("ubuntu", "22.04")  # `os` is the upstream image's
     # Blackwell by the cuda_nvcc wheel's ptxas (12.9), which the catalog check accepts
     assert {"9.0", "10.0", "12.0"} <= set(r.cuda_cc) and r.ptxas == "12.9"
 
@@ -354,3 +355,75 @@ def test_the_ptxas_beside_nvcc_is_the_cuda_nvcc_wheels_version():
     assert catalog.ptxas_version("nvidia-cuda-nvcc==13.0.48") == "13.0"
     assert catalog.ptxas_version(None) is None and catalog.ptxas_version("nvidia-cudnn-cu12==9.1.0") is None
     assert catalog.load().get("21.08").ptxas is None  # no newer ptxas: 12.0 there needs the opt-in
+
+
+# --- vendor: who makes the image ------------------------------------------------------------
+def test_the_shipped_catalog_names_no_nvidia_maker(real):
+    """Done-when: no image shows NVIDIA's name as its maker by default."""
+    for rel in real.releases.values():
+        assert rel.vendor == catalog.Vendor("tf-image-builder"), rel.name
+        assert not rel.vendor.is_nvidia
+        assert "copyright_holder" not in rel.entrypoint
+
+
+def test_vendor_merges_key_by_key_and_null_removes(make_catalog):
+    child = GOOD + ('vendor: {name: ML Platform, maintainer: "ML Platform <mlp@example.com>", '
+                    'url: "https://git.example.com/ml/images", copyright_holder: Example Inc}\n')
+    grandchild = 'release: "30.02"\nparent: "30.01"\nvendor: {name: Team B, copyright_holder: null}\n'
+    cat = catalog.load(make_catalog({"30.01.yaml": child, "30.02.yaml": grandchild}))
+    assert cat.get("30.01").vendor == catalog.Vendor("ML Platform", "ML Platform <mlp@example.com>",
+                                                     "https://git.example.com/ml/images", "Example Inc")
+    assert cat.get("30.02").vendor == catalog.Vendor("Team B", "ML Platform <mlp@example.com>",
+                                                     "https://git.example.com/ml/images", None)
+
+
+@pytest.mark.parametrize("holder,nvidia", [("NVIDIA CORPORATION", True), ("NVIDIA CORPORATION & AFFILIATES", True),
+                                           ("nvidia corporation", True), ("Acme, on NVIDIA's recipe", False),
+                                           ("NVIDIAN Ltd", False), (None, False)])
+def test_the_image_is_nvidias_only_by_its_copyright_holder(holder, nvidia):
+    assert catalog.Vendor("x", copyright_holder=holder).is_nvidia is nvidia
+    assert catalog.Vendor("NVIDIA").is_nvidia is False  # a name alone claims no copyright
+
+
+@pytest.mark.parametrize("vendor,expected", [
+    ("vendor: null", "30.01.yaml: vendor: missing required field (who makes the image"),
+    ("vendor: {name: null}", "30.01.yaml: vendor.name: missing required field (the maker's name"),
+    ("vendor: ML Platform", "30.01.yaml: vendor: must be a mapping, got str"),
+    ("vendor: {name: X, email: a@b}", "30.01.yaml: vendor.email: unknown key (allowed: copyright_holder, maintainer, name, url)"),
+    ("vendor: {name: 42}", None),  # an integer name is text like any other
+    ("vendor: {name: [a]}", "30.01.yaml: vendor.name: must be a string, got list"),
+    ('vendor: {name: " padded"}', "30.01.yaml: vendor.name: ' padded' is not one line of text"),
+    ('vendor: {name: "a\\nb"}', "30.01.yaml: vendor.name: 'a\\nb' is not one line of text"),
+    ('vendor: {name: "' + "x" * 201 + '"}', "30.01.yaml: vendor.name: "),
+    ('vendor: {maintainer: "tab\\there"}', "30.01.yaml: vendor.maintainer: 'tab\\there' is not one line of text"),
+    ("vendor: {url: git.example.com/ml}", "30.01.yaml: vendor.url: 'git.example.com/ml' is not an http(s) URL"),
+    ('vendor: {url: "https://x.example/a b"}', "30.01.yaml: vendor.url: 'https://x.example/a b' is not an http(s) URL"),
+    ("vendor: {url: 'https://u:p@x.example/'}", "30.01.yaml: vendor.url: holds a user:password@"),
+    ('vendor: {copyright_holder: ""}', "30.01.yaml: vendor.copyright_holder: '' is not one line of text"),
+    ("labels: {org.opencontainers.image.vendor: Me}",
+     "30.01.yaml: labels.org.opencontainers.image.vendor: set by vendor.name: give it there"),
+    ("labels: {maintainer: Me}", "30.01.yaml: labels.maintainer: set by vendor.maintainer (or vendor.name)"),
+])
+def test_each_vendor_problem_is_one_line_naming_the_field(make_catalog, vendor, expected):
+    text = GOOD + vendor + "\n"
+    if expected is None:
+        assert catalog.load(make_catalog({"30.01.yaml": text})).get("30.01").vendor.name == "42"
+        return
+    problems = _problems(make_catalog, {"30.01.yaml": text})
+    assert any(p.startswith(expected) for p in problems), problems
+    assert all("\n" not in p for p in problems)
+
+
+def test_a_variants_label_cannot_name_the_maker_either(make_catalog):
+    text = GOOD.replace('framework: {version: "2.14.1"}',
+                        'framework: {version: "2.14.1"}\n    labels: {org.opencontainers.image.authors: Me}')
+    assert _problems(make_catalog, {"30.01.yaml": text}) == [
+        "30.01.yaml: variants.tf2-py3.labels.org.opencontainers.image.authors: set by vendor.maintainer: give it there"]
+
+
+def test_the_old_entrypoint_copyright_holder_says_where_it_moved(make_catalog):
+    problems = _problems(make_catalog, {"30.01.yaml": GOOD + "entrypoint: {copyright_holder: NVIDIA CORPORATION}\n"})
+    assert problems == ["30.01.yaml: entrypoint.copyright_holder: moved to vendor.copyright_holder "
+                        "(set it only for an image its holder builds; see _common.yaml)"]
+    assert "copyright_holder" not in catalog.ENTRYPOINT_KEYS
+    assert catalog.VENDOR_KEYS == {"name", "maintainer", "url", "copyright_holder"}

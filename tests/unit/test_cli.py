@@ -62,7 +62,9 @@ def test_render_to_stdout():
 
 
 @pytest.mark.parametrize("args,text", [
-    (["render", "--release", "21.08", "--variant", "tf2-py3", "--cuda-cc", "9.9"],
+    (["render", "--release", "21.08", "--variant", "tf2-py3", "--cuda-cc", "9.9"],  # the default: the offline base
+     "compute capability 9.9 is not a GPU architecture for CUDA 11.2; supported: 3.5-8.6"),
+    (["render", "--release", "21.08", "--variant", "tf2-py3", "--base", "upstream", "--cuda-cc", "9.9"],
      "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1; supported: 3.5-8.7"),
     (["render", "--release", "99.99"], "unknown release '99.99' (known: 21.06, 21.08"),
     (["render", "--release", "21.08", "--variant", "tf9-py3"], "release 21.08 has no variant 'tf9-py3'"),
@@ -76,6 +78,10 @@ def test_render_to_stdout():
     (["render", "--no-such-flag"], "No such option: --no-such-flag"),
     (["show", "99.99"], "unknown release '99.99'"),
     (["frobnicate"], "No such command 'frobnicate'"),
+    # the old `--push REGISTRY` (a switch now, as in buildx) is answered with the new form
+    (["build", "-r", "21.08", "--push", "reg.example:5000/ml", "--dry-run"],
+     "--push is a switch: tag the image -t reg.example:5000/ml/NAME:TAG and give --push, or give --push "
+     "--registry reg.example:5000/ml"),
 ])
 def test_user_errors_are_one_line_and_exit_2(args, text):
     assert_one_line_error(builder(*args), text)
@@ -89,11 +95,14 @@ def test_render_never_overwrites_a_foreign_directory(tmp_path):
 
 
 def test_releases_table_and_json():
+    """describe.releases_rows: each release's variants and both bases (the default one first)."""
     table = builder("releases")
-    assert table.returncode == 0 and re.search(r"^21\.08\s+ubuntu 20\.04\s+3\.8\s+11\.4\.1", table.stdout, re.M)
+    assert table.returncode == 0 and re.search(r"^21\.08\s+tf1-py3 .*Debian 11 \(bullseye\).*Ubuntu 20\.04",
+                                               table.stdout, re.M), table.stdout
     rows = json.loads(builder("releases", "--json").stdout)
     assert [r["release"] for r in rows] == ["21.06", "21.08", "21.10", "22.12", "23.03", "26.11"]
     assert rows[1]["variants"] == {"tf1-py3": "TensorFlow 1.15.5", "tf2-py3": "TensorFlow 2.5.0"}
+    assert rows[1]["bases"]["offline"]["python"] == "3.9" and rows[1]["bases"]["upstream"]["cuda_toolkit"] == "11.4.1"
 
 
 def test_show_prints_the_resolved_release():

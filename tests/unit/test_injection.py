@@ -194,7 +194,8 @@ FIELDS = {
     "framework version": (lambda v: _files(var=replace(VAR, framework_version=v)),
                           lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["dev.tfbuilder.requested-framework"]
                           == f"{VAR.package}=={v}"),
-    "upstream image": (lambda v: _files(replace(REL, upstream_image=v, upstream_digest=None)),
+    "upstream image": (lambda v: _files(replace(REL, upstream_image=v, upstream_digest=None),
+                                        opts=replace(OPTS, base="upstream")),  # auto: the offline base
                        lambda f, v: lex.pairs(lex.instructions(f["Dockerfile"])[0]) == {"BASE_IMAGE": v}),
     "variant tag": (lambda v: _files(var=replace(VAR, tag=v)),
                     lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["org.opencontainers.image.version"] == v),
@@ -225,7 +226,7 @@ def test_catalog_values_cannot_add_instructions(field, value):
         assert reads_back(files, value), (field, value)
 
 
-@pytest.mark.parametrize("key", ["title", "copyright_holder", "upstream_copyright", "shm_recommend"])
+@pytest.mark.parametrize("key", ["title", "upstream_copyright", "shm_recommend"])
 @many(2)
 @given(values=st.lists(hostile, min_size=20, max_size=30))
 def test_entrypoint_texts_are_shown_verbatim_and_never_run(tmp_path_factory, key, values):
@@ -251,9 +252,34 @@ def test_entrypoint_texts_are_shown_verbatim_and_never_run(tmp_path_factory, key
                 assert value.encode() in out.stdout
             if key == "shm_recommend" and part == "60-shm-check.sh":
                 assert f"docker run --gpus all {value} ...".encode() in out.stdout
-        if key in ("copyright_holder", "upstream_copyright"):
-            shown = value.replace("{year}", "2021") if key == "upstream_copyright" else value
-            assert shown in files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+        if key == "upstream_copyright":
+            assert value.replace("{year}", "2021") in files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+
+
+@pytest.mark.parametrize("key", ["name", "maintainer", "copyright_holder"])
+@many(2)
+@given(values=st.lists(hostile, min_size=20, max_size=30))
+def test_vendor_texts_are_shown_verbatim_and_never_run(tmp_path_factory, key, values):
+    """The catalog's vendor (banner, copyright line) with hostile texts: the banner sourced
+    runs nothing of them and prints the name and maintainer byte-identical."""
+    tmp = tmp_path_factory.mktemp("vendor")
+    for i, value in enumerate(values):
+        fields = {"name": "ACME", key: value}
+        try:
+            files = _files(replace(REL, vendor=catalog.Vendor(**fields)))
+        except UserError:
+            assert not grammar.TEXT.fullmatch(value)
+            continue
+        script = tmp / f"{i}-10-banner.sh"
+        script.write_text(files["entrypoint/entrypoint.d/10-banner.sh"], encoding="utf-8")
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        out = subprocess.run(["bash", "-c", f"source {shlex.quote(str(script))}"], capture_output=True, cwd=tmp,
+                             timeout=30, env={"PATH": os.environ["PATH"]})
+        assert out.returncode == 0 and not (tmp / "pwned").exists(), out.stderr
+        if key == "copyright_holder":
+            assert value in files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+        else:
+            assert value.encode() in out.stdout
 
 
 # --- the catalog refuses hostile values where they are written ------------------------------
@@ -262,7 +288,8 @@ RESOLVED = CAT.get("21.08").resolved  # the shipped release, resolved through it
 CATALOG_FIELDS = [
     ("repository",), ("os", "distro"), ("os", "version"), ("python",), ("cuda",), ("base", "upstream", "image"),
     ("base", "offline", "cuda"), ("base", "offline", "python"), ("env", "X_ENV"), ("labels", "com.example.x"),
-    ("entrypoint", "title"), ("entrypoint", "copyright_holder"), ("entrypoint", "upstream_copyright"),
+    ("entrypoint", "title"), ("vendor", "name"), ("vendor", "maintainer"), ("vendor", "url"),
+    ("vendor", "copyright_holder"), ("entrypoint", "upstream_copyright"),
     ("entrypoint", "shm_recommend"), ("variants", "tf2-py3", "framework", "name"),
     ("variants", "tf2-py3", "framework", "version"), ("variants", "tf2-py3", "tag"),
     ("variants", "tf2-py3", "env", "X_ENV"), ("variants", "tf2-py3", "labels", "com.example.x"),

@@ -261,7 +261,10 @@ def test_cli_untrusted_registry_is_one_line_exit_2(tls_registry, certs_d, monkey
 
 def test_build_push_checks_the_registry_before_building(tls_registry, certs_d, monkeypatch, capsys):
     monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the build started"))
-    code = cli.main(["build", "--release", "21.08", "--push", tls_registry.host, "--dry-run"])
+    code = cli.main(["build", "--release", "21.08", "--push", "--registry", tls_registry.host, "--dry-run"])
+    assert code == 2 and "presents a certificate this machine does not trust" in capsys.readouterr().err
+    # the same registry named by the tag itself (no --registry): checked before building too
+    code = cli.main(["build", "--release", "21.08", "-t", f"{tls_registry.host}/team/tf:1", "--push", "--dry-run"])
     assert code == 2 and "presents a certificate this machine does not trust" in capsys.readouterr().err
 
 

@@ -1,6 +1,7 @@
 """Golden-string tests of the renderer (hpccm style): exact fragments of what is rendered."""
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -8,7 +9,7 @@ from builder import catalog, cuda_arch
 from builder.base_recipe import BaseRecipe
 from builder.errors import UserError
 from builder.quoting import QuotingError, dockerfile_string
-from builder.render import RenderOptions, render
+from builder.render import RenderOptions, banner_release_line, render
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,11 @@ def _render(cat, release="21.08", variant="tf2-py3", **kw):
 def test_every_image_starts_from_an_injectable_base(cat):
     lines = _render(cat).dockerfile.splitlines()
     code = [line for line in lines if line and not line.startswith("#")]
-    assert code[:2] == ["ARG BASE_IMAGE=nvcr.io/nvidia/cuda:11.4.1-cudnn8-devel-ubuntu20.04", "FROM ${BASE_IMAGE}"]
+    # --base auto is the offline base on every machine: one tag, one recipe
+    offline = BaseRecipe.for_release(cat.get("21.08")).tag
+    assert code[:2] == [f"ARG BASE_IMAGE={offline}", "FROM ${BASE_IMAGE}"]
+    upstream = [li for li in _render(cat, base="upstream").dockerfile.splitlines() if li and not li.startswith("#")]
+    assert upstream[:2] == ["ARG BASE_IMAGE=nvcr.io/nvidia/cuda:11.4.1-cudnn8-devel-ubuntu20.04", "FROM ${BASE_IMAGE}"]
 
 
 def test_build_parameters_and_nvbuild_line_default(cat):
@@ -96,7 +101,8 @@ def test_local_is_probed_in_the_image(cat):
 
 
 @pytest.mark.parametrize("cc,base,message", [
-    ("9.9", "auto", "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1"),
+    ("9.9", "auto", "compute capability 9.9 is not a GPU architecture for CUDA 11.2"),
+    ("9.9", "upstream", "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1"),
     ("8.7", "auto", "compute capability 8.7 cannot be compiled for CUDA 11.2; supported: 3.5-8.6"),
     ("8.7", "offline", "(the offline base (bullseye))"),
     ("3.0", "upstream", "compute capability 3.0 cannot be compiled for CUDA 11.4.1"),
@@ -171,12 +177,88 @@ def test_flags_file_per_api(cat):
         "--config=v2", "-c", "opt", "--config=cuda", "--output_filter=MATCH_NOTHING"]
 
 
-def test_copyright_follows_the_release(cat):
-    assert "Container image Copyright (c) 2021, NVIDIA CORPORATION.  All rights reserved.\n" \
-        "Copyright 2017-2021 The TensorFlow Authors.  All rights reserved.\n" in \
-        _render(cat).files["entrypoint/entrypoint.d/15-container-copyright.txt"]
-    assert "(c) 2022, NVIDIA CORPORATION & AFFILIATES." in \
-        _render(cat, release="22.12").files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+def _with_vendor(cat, release="21.08", **vendor):
+    rel = cat.get(release)
+    return replace(rel, vendor=catalog.Vendor(**vendor))
+
+
+def _banner(rendered, tmp_path, build_id="b1"):
+    """The entrypoint's text parts as the image shows them (10-banner.sh sourced, the .txt cat)."""
+    script = tmp_path / "10-banner.sh"
+    script.write_text(rendered.files["entrypoint/entrypoint.d/10-banner.sh"])
+    out = subprocess.run(["bash", "-c", f"source {script}"], capture_output=True, text=True, check=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "NVIDIA_TENSORFLOW_VERSION": "21.08-tf2",
+                              "NVIDIA_BUILD_ID": build_id})
+    return out.stdout + rendered.files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+
+
+def test_the_default_image_names_no_nvidia_maker(cat, tmp_path):
+    """Done-when: no image shows NVIDIA's name as its maker by default (banner, copyright
+    lines, labels); TensorFlow's copyright stays, and so do NGC's interface names."""
+    r = _render(cat)
+    text = _banner(r, tmp_path)
+    assert "tf-image-builder release 21.08-tf2 (build b1), built from the NGC TensorFlow 21.08 recipe\n" in text
+    assert "Copyright 2017-2021 The TensorFlow Authors.  All rights reserved.\n" in text
+    for claim in ("NVIDIA Release", "NVIDIA CORPORATION", "Container image Copyright", "modifications (c)"):
+        assert claim not in text, claim
+    assert "NVIDIA recommends" not in r.files["entrypoint/entrypoint.d/60-shm-check.sh"]
+    labels = r.meta["labels"]
+    assert labels["org.opencontainers.image.vendor"] == labels["maintainer"] == "tf-image-builder"
+    assert "org.opencontainers.image.authors" not in labels and "org.opencontainers.image.url" not in labels
+    assert not [v for v in labels.values() if "NVIDIA" in v.upper() and "nvidia_driver" not in v]
+    assert 'org.opencontainers.image.vendor="tf-image-builder" \\\n' in r.dockerfile
+    # interfaces of NGC's runtime contract, not authorship
+    assert 'NVIDIA_TENSORFLOW_VERSION="21.08-tf2"' in r.dockerfile and "ENV NVIDIA_BUILD_ID=${BUILD_ID}" in r.dockerfile
+    assert labels["com.nvidia.volumes.needed"] == "nvidia_driver"
+    assert 'ENTRYPOINT ["/opt/nvidia/nvidia_entrypoint.sh"]' in r.dockerfile
+    for name in ("21.06", "21.10", "22.12", "23.03", "26.11"):
+        assert "NVIDIA" not in _render(cat, release=name).files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+
+
+def test_a_private_vendor_is_named_in_banner_labels_and_copyright(cat, tmp_path):
+    rel = _with_vendor(cat, name="ML Platform", maintainer="ML Platform <mlp@example.com>",
+                       url="https://git.example.com/ml/images", copyright_holder="Example Inc")
+    r = render(rel, rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))
+    text = _banner(r, tmp_path)
+    assert ("ML Platform release 21.08-tf2 (build b1), built from the NGC TensorFlow 21.08 recipe\n"
+            "Maintainer: ML Platform <mlp@example.com>\nProject: https://git.example.com/ml/images\n") in text
+    assert ("\nContainer image Copyright (c) 2021, Example Inc.  All rights reserved.\n"
+            "Copyright 2017-2021 The TensorFlow Authors.  All rights reserved.\n") in text
+    assert "NVIDIA" not in r.files["entrypoint/entrypoint.d/15-container-copyright.txt"]
+    assert banner_release_line(rel, "21.08-tf2", "b1") in text
+    labels = r.meta["labels"]
+    assert (labels["org.opencontainers.image.vendor"], labels["org.opencontainers.image.authors"],
+            labels["org.opencontainers.image.url"], labels["maintainer"]) == (
+        "ML Platform", "ML Platform <mlp@example.com>", "https://git.example.com/ml/images", "ML Platform <mlp@example.com>")
+    assert 'org.opencontainers.image.authors="ML Platform <mlp@example.com>" \\\n' in r.dockerfile
+
+
+def test_vendor_texts_are_shown_verbatim_and_never_run(cat, tmp_path):
+    odd = "$(touch pwned) `id` 'q' \"dq\" \\ %s %%"
+    rel = _with_vendor(cat, name=odd, maintainer=odd, copyright_holder=odd)
+    r = render(rel, rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))
+    text = _banner(r, tmp_path)
+    assert f"{odd} release 21.08-tf2 (build b1)" in text and f"Maintainer: {odd}\n" in text
+    assert f"Copyright (c) 2021, {odd}.  All" in text and not (tmp_path / "pwned").exists()
+
+
+def test_nvidias_own_image_keeps_ngcs_words(cat, tmp_path):
+    """An image the catalog says NVIDIA makes (copyright holder NVIDIA ...) prints NGC's banner as before."""
+    r = render(rel := _with_vendor(cat, release="22.12", name="NVIDIA", copyright_holder="NVIDIA CORPORATION & AFFILIATES"),
+               rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))
+    assert r.files["entrypoint/entrypoint.d/15-container-copyright.txt"] == (
+        "\nContainer image Copyright (c) 2022, NVIDIA CORPORATION & AFFILIATES.  All rights reserved.\n"
+        "Copyright 2017-2022 The TensorFlow Authors.  All rights reserved.\n\n"
+        "Various files include modifications (c) NVIDIA CORPORATION.  All rights reserved.\n"
+        "NVIDIA modifications are covered by the license terms that apply to the underlying project or file.\n")
+    assert banner_release_line(rel, "22.12-tf2", "7") == "NVIDIA Release 22.12-tf2 (build 7)"
+    assert "NVIDIA Release 21.08-tf2 (build b1)\n" in _banner(r, tmp_path)
+    assert "NVIDIA recommends the use of" in r.files["entrypoint/entrypoint.d/60-shm-check.sh"]
+
+
+def test_a_release_not_named_after_ngc_claims_no_recipe(cat):
+    rel = replace(cat.get("21.08"), name="team-a")
+    assert banner_release_line(rel, "team-a-tf2", "1") == "tf-image-builder release team-a-tf2 (build 1)"
 
 
 def test_release_line_env(cat):
@@ -215,7 +297,7 @@ def test_offline_base_tag_is_derived_from_the_recipe(cat):
 
 def test_a_trixie_base_compiles_with_g_13_and_keeps_cuda_12_4s_driver_dependency_out():
     """Debian 13's toolkit is CUDA 12.4: GCC 13 at most, and nvidia-cuda-dev names the
-    driver library libcuda-12.4-1 too (docs/RELEASE-26.11.md); the older bases' recipes,
+    driver library libcuda-12.4-1 too (docs/explanation/release-26.11.md); the older bases' recipes,
     and so their tags, are unchanged by it."""
     from builder.catalog import OfflineBase
 

@@ -1,7 +1,7 @@
 // The GPU kernels' launchers, the one interface between nvcc's world (csrc/cuda/*.cu.cc:
 // CUDA headers only) and TensorFlow's (csrc/gpu/*.cc, compiled by the host compiler).
 // No TensorFlow header is ever compiled by nvcc: its host pass trips over the Abseil that
-// newer TensorFlow releases bundle (TF 2.21 with nvcc 12.4, docs/RELEASE-26.11.md), and
+// newer TensorFlow releases bundle (TF 2.21 with nvcc 12.4, docs/explanation/release-26.11.md), and
 // nvcc's per-capability device passes stay cheap.
 #ifndef TFEXT_LAUNCH_H_
 #define TFEXT_LAUNCH_H_

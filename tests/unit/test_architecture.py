@@ -2,7 +2,7 @@
 the modules' imports, at most nine floors of them), builder modules import each other at
 module level (only cli.py may defer one, for start-up time), only the engine module talks to
 docker-py, the CLI only parses and prints (in under 300 lines), there is one error family,
-and docs/ARCHITECTURE.md's module table names every module."""
+and docs/explanation/architecture.md's module table names every module."""
 from __future__ import annotations
 
 import ast
@@ -136,9 +136,9 @@ def test_the_import_graph_has_few_floors() -> None:
 
 
 def test_the_architecture_doc_names_every_module() -> None:
-    """docs/ARCHITECTURE.md's module table is the map a newcomer reads first: every module
+    """docs/explanation/architecture.md's module table is the map a newcomer reads first: every module
     of builder/ appears in a row's first column, and no row names a module that is gone."""
-    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
     named = {n for line in doc.splitlines() if line.startswith("|") and line.count("|") >= 2
              for n in re.findall(r"`([^`/]+\.py)`", line.split("|")[1])}
     files = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}

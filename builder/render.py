@@ -318,6 +318,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
 
 
 NGC_RELEASE = re.compile(r"[0-9]{2}\.[0-9]{2}")  # "21.08": a release named after NGC's
+# NVIDIA's last TensorFlow container: a later release (26.11) has no NGC recipe to cite
+NGC_LAST_TENSORFLOW = "25.02"
 
 
 def banner_lead(release: Release) -> str:
@@ -327,8 +329,8 @@ def banner_lead(release: Release) -> str:
 
 def banner_recipe(release: Release) -> str:
     """The banner's note of the NGC recipe an image follows (none on NVIDIA's own image, or
-    for a release not named after an NGC one)."""
-    if release.vendor.is_nvidia or not NGC_RELEASE.fullmatch(release.name):
+    for a release not named after an NGC one, or newer than NVIDIA's last)."""
+    if release.vendor.is_nvidia or not NGC_RELEASE.fullmatch(release.name) or release.name > NGC_LAST_TENSORFLOW:
         return ""
     return f", built from the NGC {release.entrypoint['title']} {release.name} recipe"
 

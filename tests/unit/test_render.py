@@ -261,6 +261,13 @@ def test_a_release_not_named_after_ngc_claims_no_recipe(cat):
     assert banner_release_line(rel, "team-a-tf2", "1") == "tf-image-builder release team-a-tf2 (build 1)"
 
 
+def test_a_release_after_nvidias_last_tensorflow_container_cites_no_ngc_recipe(cat):
+    """NVIDIA's TensorFlow containers stopped at 25.02: 26.11 names no NGC recipe, 25.02 does."""
+    assert banner_release_line(cat.get("26.11"), "26.11-tf2", "1") == "tf-image-builder release 26.11-tf2 (build 1)"
+    rel = replace(cat.get("23.03"), name="25.02")
+    assert banner_release_line(rel, "25.02-tf2", "1").endswith(", built from the NGC TensorFlow 25.02 recipe")
+
+
 def test_release_line_env(cat):
     assert 'NVIDIA_TENSORFLOW_VERSION="21.08-tf2"' in _render(cat).dockerfile
 

@@ -168,6 +168,11 @@ def one_line_error(result: subprocess.CompletedProcess, text: str) -> None:
     (["derive", "--from", "a:b", "-t", "c:d", "--apt", "jq", "--build-arg", "BASE_IMAGE=x"],
      "--build-arg BASE_IMAGE: set by --from"),
     (["push", "local/tensorflow:21.08-tf2-py3"], "names no registry host: give --registry HOST[:PORT][/NS]"),
+    (["push", "reg.example:5000/ml/tf@sha256:" + "a" * 64], "is a digest reference: it has no tag to push under"),
+    (["build", "-r", "21.08", "--all", "--base", "reg.example/cuda:12", "--dry-run"],
+     "with --all: a custom base makes images other than the release's"),
+    (["build", "-r", "21.08", "--all", "--base", "reg.example/cuda:12", "-t", "x/y:1", "--dry-run"],
+     "--tag names one image; it cannot go with --all"),
 ])
 def test_flag_mistakes_are_one_line_before_anything_runs(args, text):
     one_line_error(builder(*args), text)

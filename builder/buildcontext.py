@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from builder import outputdir, paths
 from builder.errors import UserError, say
+from builder.output import human_size
 
 if TYPE_CHECKING:
     from builder.render import Rendered
@@ -93,18 +94,8 @@ def _name_big_file(path: str, st: os.stat_result) -> None:
     if (st.st_dev, st.st_ino) in _named:
         return
     _named.add((st.st_dev, st.st_ino))
-    sparse = f" (sparse: {_size(st.st_blocks * 512)} on disk)" if _sparse(st) else ""
-    say(f"warning: {path} is {_size(st.st_size)}{sparse}; it is copied into the build context in full")
-
-
-def _size(n: int) -> str:
-    """A byte count as people read it: 0 B, 100.0 MiB, 2.0 GiB."""
-    if n < 1024:
-        return f"{n} B"
-    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
-    while value >= 1024 and len(units) > 1:
-        value, units = value / 1024, units[1:]
-    return f"{value:.1f} {units[0]}"
+    sparse = f" (sparse: {human_size(st.st_blocks * 512)} on disk)" if _sparse(st) else ""
+    say(f"warning: {path} is {human_size(st.st_size)}{sparse}; it is copied into the build context in full")
 
 
 def write(rendered: Rendered, dest: Path, framework_src: Path | None = None) -> Path:

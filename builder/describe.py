@@ -9,6 +9,7 @@ import textwrap
 from builder import cuda_arch, driver, readback
 from builder.engine import Engine
 from builder.errors import UserError
+from builder.output import human_size
 from builder.contract import BuildInfo, Label
 
 
@@ -164,14 +165,6 @@ def table_text(header, rows) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
 
 
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def _on_off(toggles: dict) -> str:
     return ", ".join(f"{k.upper()} {'on' if v else 'off'}" for k, v in toggles.items())
 
@@ -181,7 +174,7 @@ def summary_text(report: dict) -> str:
     empty field is left out, not printed blank (--json has every field)."""
     r = report
     about = [
-        ("Image", f"{r['image']} ({r['id'].split(':')[-1][:12]}, {_human_bytes(r.get('size_bytes') or 0)})"),
+        ("Image", f"{r['image']} ({r['id'].split(':')[-1][:12]}, {human_size(r.get('size_bytes') or 0)})"),
         ("Release", f"{r['release']} {r['variant']}" + (f", runtime image of {r['runtime_of']}" if r.get("runtime_of") else "")),
         ("Made by", r.get("vendor") or ""),
         ("Built", " ".join(x for x in (r.get("created"), f"build {r['build_id']}" if r.get("build_id") else "",

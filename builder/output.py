@@ -33,3 +33,13 @@ def summary(outcomes: list[BuildOutcome], skipped: int, say: Callable[[str], Non
                                             f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}"))
     if failed:
         raise Reported(f"{len(failed)} of {len(outcomes)} variants failed")
+
+
+def human_size(n: int) -> str:
+    """A byte count as people read it: 0 B, 100.0 MiB, 2.0 GiB."""
+    if n < 1024:
+        return f"{n} B"
+    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while value >= 1024 and len(units) > 1:
+        value, units = value / 1024, units[1:]
+    return f"{value:.1f} {units[0]}"

@@ -20,7 +20,7 @@ from builder.contract import Label
 from builder.engine import Engine
 from builder.errors import BuildError, Reported, Unverified, UserError, redact
 from builder.output import BuildOutcome, Output, summary
-from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan, check_build_args
+from builder.plan import BasePlan, BuildPlan, DerivePlan, PushPlan
 
 
 def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSettings, creds=None, *,
@@ -196,8 +196,7 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     resolved, constraints = derive.resolve_pip(engine, plan.spec, plan.parent, labels, settings.pip_index)
     job = derive.job(plan.spec, plan.parent, info, catalog, plan.tag, plan.log_name, plan.compile_cache,
                      plan.no_cache, plan.test, resolved, constraints)
-    if plan.build_args:
-        check_build_args(plan.build_args, job.context.texts["Dockerfile"])
+    if plan.build_args:  # checked by plan_derive against the derived template's ARGs
         job = dataclasses.replace(job, buildargs={**plan.build_args, **job.buildargs})
     image_id = image.produce(engine, job, settings, quiet).image_id
     if not as_json:

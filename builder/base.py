@@ -5,7 +5,10 @@ Also where a build's base decision (plan.BaseDecision) meets the engine: `choose
 """
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,7 +31,9 @@ def log(message: str) -> None:
 
 
 def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir: Path) -> str:
-    """debootstrap + docker import; the mirror used leaves no trace in the file system."""
+    """debootstrap + docker import; the mirror used leaves no trace in the file system.
+    WORKDIR is the caller's to remove (remove_work_tree): debootstrap may leave /proc and
+    /sys mounted in it, on failure too."""
     if shutil.which("debootstrap") is None:
         raise UserError("debootstrap is not installed (run `bash scripts/setup.sh`)")
     suite = recipe.offline.debian
@@ -37,6 +42,7 @@ def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir:
     result = subprocess.run(
         ["debootstrap", "--variant=minbase", suite, str(target), mirror or DEFAULT_MIRROR],
         capture_output=True, text=True)
+    unmount_under(workdir)  # before the tree is read or packed: a /proc mounted there is the host's
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
         raise UserError(f"debootstrap {suite} failed (exit {result.returncode}): {tail.splitlines()[-1] if tail else ''}")
@@ -54,9 +60,102 @@ def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir:
     return image
 
 
-def write_context(recipe: BaseRecipe, dest: Path) -> Path:
-    """The recipe's build context (`builder bake`)."""
-    return image.write_files(recipe.job().context, dest)
+# --- the base's work tree: debootstrap mounts /proc (and /sys, /dev/pts) inside it -----------
+def _unescape_mountinfo(field: str) -> str:
+    """/proc/self/mountinfo writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts_under(root: Path, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """The mount points at or under ROOT (its real path), deepest first."""
+    top = os.path.realpath(root)
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    points = {_unescape_mountinfo(line.split()[4]) for line in lines if len(line.split()) > 4}
+    inside = [p for p in points if p == top or p.startswith(top.rstrip("/") + "/")]
+    return sorted(inside, key=lambda p: (p.count("/"), p), reverse=True)
+
+
+def unmount_under(root: Path) -> list[str]:
+    """Unmount everything mounted at or under ROOT, deepest first (a lazy unmount where a
+    plain one fails: a process may still be reading inside); the mount points left."""
+    left = mounts_under(root)
+    for _ in range(3):  # mounts stacked on one point come off one a round
+        for point in left:
+            for command in (["umount", point], ["umount", "-l", point]):
+                try:
+                    if subprocess.run(command, capture_output=True, timeout=60).returncode == 0:
+                        break
+                except (OSError, subprocess.SubprocessError):
+                    pass
+        still = mounts_under(root)
+        if not still or still == left:
+            return still
+        left = still
+    return left
+
+
+def _clear(dir_fd: int, where: str, device: int, left: list[str]) -> None:
+    """Remove what the directory DIR_FD (at WHERE) holds, by descriptor: no link is followed
+    and no other file system (a mount left behind) is entered; what stays goes to LEFT."""
+    with os.scandir(dir_fd) as entries:
+        listed = list(entries)
+    for entry in listed:
+        path = f"{where}/{entry.name}"
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(entry.name, dir_fd=dir_fd)  # a link is removed itself, never its target
+                continue
+            fd = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            try:
+                if st.st_dev != device or not os.path.samestat(st, os.fstat(fd)):
+                    left.append(f"{path} (a mount point, or it changed while being removed)")
+                    continue
+                before = len(left)
+                _clear(fd, path, device, left)
+            finally:
+                os.close(fd)
+            if len(left) == before:
+                os.rmdir(entry.name, dir_fd=dir_fd)
+        except OSError as exc:
+            left.append(f"{path} ({exc.strerror or exc})")
+
+
+def remove_work_tree(root: Path) -> str:
+    """Remove ROOT (a directory this process made), unmounting first what is still mounted
+    under it; '' when it is gone, else one line naming what is left."""
+    mounted = unmount_under(root)
+    if mounted:
+        return f"{mounted[0]} is still mounted: nothing under {root} was removed"
+    left: list[str] = []
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"{root} ({exc.strerror or exc})"
+    try:
+        _clear(fd, str(root), os.fstat(fd).st_dev, left)
+    except (OSError, RecursionError) as exc:
+        left.append(f"{root} ({getattr(exc, 'strerror', None) or exc})")
+    finally:
+        os.close(fd)
+    if not left:
+        try:
+            os.rmdir(root)
+        except OSError as exc:
+            left.append(f"{root} ({exc.strerror or exc})")
+    return left[0] + (f" and {len(left) - 1} more" if len(left) > 1 else "") if left else ""
+
+
+def write_context(recipe: BaseRecipe, dest: Path, root: Path | None = None) -> Path:
+    """The recipe's build context (`builder bake`), below ROOT (the user's -o) without
+    following a link; a re-bake replaces only what a bake wrote there."""
+    return image.write_files(recipe.job().context, dest, root, {"base": recipe.tag})
 
 
 def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
@@ -68,8 +167,13 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
     if not rebuild and engine.image_id(recipe.tag):
         return recipe.tag, False
     if rebuild or not engine.image_id(recipe.rootfs_image):
-        with tempfile.TemporaryDirectory(prefix="builder-base-") as tmp:
-            make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
+        workdir = Path(tempfile.mkdtemp(prefix="builder-base-"))
+        try:
+            make_rootfs(engine, recipe, settings.apt_mirror, workdir)
+        finally:  # on failure and interrupt too; a leftover is one line, never the build's error
+            left = remove_work_tree(workdir)
+            if left:
+                log(f"base: the work tree is left behind: could not remove {left}")
     image.produce(engine, job, settings, quiet)
     log(f"base: tagged {recipe.tag}")
     return recipe.tag, True

@@ -13,13 +13,14 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 from builder import outputdir, paths
 from builder.errors import UserError, say
 from builder.output import human_size
 
 if TYPE_CHECKING:
+    from builder.job import FilesContext
     from builder.render import Rendered
 
 MARKER = outputdir.MARKER
@@ -56,7 +57,7 @@ def check_tree(src: Path, ignore=IGNORED) -> None:
     root = Path(os.path.realpath(src))
     links: dict[tuple[int, int], list] = {}  # (dev, inode) -> [st_nlink, names in the tree, first path]
     big: list[tuple[str, os.stat_result]] = []
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+    for dirpath, dirnames, filenames in os.walk(src, onerror=_unreadable, followlinks=False):
         names = dirnames + filenames
         skipped = ignore(dirpath, names) if ignore else set()
         dirnames[:] = [d for d in dirnames if d not in skipped]
@@ -64,25 +65,44 @@ def check_tree(src: Path, ignore=IGNORED) -> None:
             if name in skipped:
                 continue
             path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                target = os.readlink(path)
-                real = Path(os.path.realpath(path))
-                if os.path.isabs(target) or not (real == root or root in real.parents):
-                    raise UserError(f"{path} is a symlink leaving the source tree (-> {target})")
-            elif stat.S_ISREG(st.st_mode):
+            try:
+                st = _check_entry(path, root)
+            except OSError as exc:  # vanished or unreadable while the tree was walked
+                _unreadable(exc, path)
+            if stat.S_ISREG(st.st_mode):
                 if st.st_nlink > 1:
                     links.setdefault((st.st_dev, st.st_ino), [st.st_nlink, 0, path])[1] += 1
                 if st.st_size > HUGE_FILE_BYTES or _sparse(st):
                     big.append((path, st))
-            elif not stat.S_ISDIR(st.st_mode):
-                raise UserError(f"{path} is a special file (not a regular file, directory or symlink)")
     for nlink, inside, path in sorted(links.values(), key=lambda e: e[2]):
         if inside < nlink:  # another name of this file is outside the tree: a host file
             raise UserError(f"{path} is a hard link to a file outside the source tree "
                             f"({nlink} links, {inside} in the tree); put a copy in its place if it belongs there")
     for path, st in big:
         _name_big_file(path, st)
+
+
+def _check_entry(path: str, root: Path) -> os.stat_result:
+    """PATH's lstat, refusing a symlink leaving ROOT and a special file."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        real = Path(os.path.realpath(path))
+        if os.path.isabs(target) or not (real == root or root in real.parents):
+            raise UserError(f"{path} is a symlink leaving the source tree (-> {target})")
+    elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise UserError(f"{path} is a special file (not a regular file, directory or symlink)")
+    return st
+
+
+def _unreadable(exc: OSError, path: str | None = None) -> NoReturn:
+    """One line for a source file that vanished or cannot be read while it is checked or
+    copied (something else is changing the tree, or its permissions keep the builder out)."""
+    where = path or exc.filename
+    if isinstance(exc, FileNotFoundError):
+        raise UserError(f"{where} vanished while the framework source was read; run again when nothing "
+                        "is changing the tree") from None
+    raise UserError(f"cannot read {where} in the framework source: {outputdir.oserror_text(exc)}") from None
 
 
 def _sparse(st: os.stat_result) -> bool:
@@ -98,28 +118,55 @@ def _name_big_file(path: str, st: os.stat_result) -> None:
     say(f"warning: {path} is {human_size(st.st_size)}{sparse}; it is copied into the build context in full")
 
 
-def write(rendered: Rendered, dest: Path, framework_src: Path | None = None) -> Path:
-    """Write the full build context for `rendered` to `dest` and return it.
+def write(rendered: Rendered, dest: Path, framework_src: Path | None = None, root: Path | None = None) -> Path:
+    """Write the full build context for `rendered` to `dest` and return it. ROOT: the
+    output directory the user named, DEST or one above it (see outputdir.locked).
 
     Everything is staged first, so an error (a bad source tree, a full disk) leaves the
     previous context as it was; only files a render wrote are replaced or removed.
     """
-    dest = Path(dest)
     src = check_source(framework_src)
     for rel in rendered.files:
         outputdir.safe_relative(rel)
+    return _write_tree(Path(dest), root, {"release": rendered.release, "variant": rendered.variant},
+                       lambda tmp: _stage(rendered, tmp, src))
+
+
+def write_files(context: FilesContext, dest: Path, root: Path | None = None, header: dict | None = None) -> Path:
+    """Write a context of given texts and copied files (a base recipe's, a derived
+    image's) to DEST, with the same bookkeeping and link rules as a rendered one."""
+    for rel in (*context.texts, *context.copies):
+        outputdir.safe_relative(rel)
+    return _write_tree(Path(dest), root, header or {}, lambda tmp: _stage_files(context, tmp))
+
+
+def _write_tree(dest: Path, root: Path | None, header: dict, stage: Callable[[Path], None]) -> Path:
+    """The one way a context reaches disk: locked (no link followed below ROOT), staged,
+    then moved in over what a render wrote there (never over the user's files)."""
     try:
-        with outputdir.locked(dest):
-            previous = outputdir.owned_files(dest)
-            tmp = outputdir.staging_dir(dest)
+        with outputdir.locked(dest, root) as at:
+            previous = outputdir.owned_files(at, shown=dest)
+            tmp = outputdir.staging_dir(at)
             try:
-                _stage(rendered, tmp, src)
-                outputdir.install(dest, tmp, previous, {"release": rendered.release, "variant": rendered.variant})
+                stage(tmp)
+                outputdir.install(at, tmp, previous, header, shown=dest)
             finally:
                 outputdir.remove_tree(tmp)
     except OSError as exc:
         raise UserError(f"cannot write the build context to {dest}: {outputdir.oserror_text(exc)}") from None
     return dest
+
+
+def _stage_files(context: FilesContext, tmp: Path) -> None:
+    for rel, text in context.texts.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_text(text, encoding="utf-8")
+    for rel, source in context.copies.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, tmp / rel)
+    for rel, data in context.blobs.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(data)
 
 
 def _stage(rendered: Rendered, tmp: Path, src: Path) -> None:
@@ -133,5 +180,10 @@ def _stage(rendered: Rendered, tmp: Path, src: Path) -> None:
     (tmp / "nvbuild.sh").chmod(0o755)
     shutil.copy2(paths.cuda_arch_module(), tmp / "cuda_arch.py")
     shutil.copy2(paths.image_report_module(), tmp / "image_report.py")
-    shutil.copytree(src, tmp / "tensorflow-source", ignore=IGNORED, symlinks=True)  # checked by check_tree
+    try:
+        shutil.copytree(src, tmp / "tensorflow-source", ignore=IGNORED, symlinks=True)  # checked by check_tree
+    except shutil.Error as exc:  # the tree changed since check_tree: one line, the first file
+        errors = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        first = f"{errors[0][0]}: {errors[0][2]}" if errors and len(errors[0]) == 3 else str(exc)
+        raise UserError(f"cannot copy the framework source {src}: {first}") from None
     (tmp / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")

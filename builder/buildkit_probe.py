@@ -5,6 +5,7 @@ prints the answers."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from pathlib import Path
 # One real layer: an image with none makes buildx 0.13 fail a multi-platform build (a nil
 # result, "panic: ... convertRef") and a bake target context ("unsupported context source
 # target") even where both work, as they do on the containerd image store.
-PROBE_DOCKERFILE = "FROM scratch\nCOPY probe.txt /probe.txt\nLABEL dev.tfbuilder.probe=1\n"
+PROBE_LABEL = "dev.tfbuilder.probe"
+PROBE_DOCKERFILE = "FROM scratch\nCOPY probe.txt /probe.txt\nLABEL " + PROBE_LABEL + "={run}\n"
 
 
 @dataclass(frozen=True)
@@ -52,13 +54,44 @@ def bake_file(workdir: Path) -> dict:
     }}
 
 
+def _docker(args: list[str], timeout: int) -> str:
+    """The Docker CLI's stdout ('' when it fails or is missing)."""
+    try:
+        out = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
+
+
+def remove_probe_images(run: str, timeout: int = 60) -> list[str]:
+    """Remove the images this probe run left in the engine's store, found by the label value
+    only this run wrote (never a user's image); the ids removed. Buildx's docker driver
+    loads a bake target that another target names as its context into the store
+    ("target:base"), whatever the base target's own output says."""
+    found = _docker(["image", "ls", "--all", "--quiet", "--no-trunc", "--filter", f"label={PROBE_LABEL}={run}"],
+                    timeout).split()
+    ids = list(dict.fromkeys(found))
+    if ids:
+        _docker(["image", "rm", *ids], timeout)
+    return ids
+
+
 def probe(builder: str | None = None, timeout: int = 60) -> list[Feature]:
     """Cache export, OCI output, multi-platform and bake target contexts on BUILDER (the CLI's
-    current builder when None). Every probe writes into a temporary directory only."""
+    current builder when None). Every probe writes into a temporary directory only; what
+    the engine loads into its store anyway is removed (remove_probe_images)."""
+    run = secrets.token_hex(8)
+    try:
+        return _probe(builder, timeout, run)
+    finally:
+        remove_probe_images(run, timeout)
+
+
+def _probe(builder: str | None, timeout: int, run: str) -> list[Feature]:
     chosen = ["--builder", builder] if builder else []
     with tempfile.TemporaryDirectory(prefix="tfbuilder-probe-") as tmp:
         d = Path(tmp)
-        (d / "Dockerfile").write_text(PROBE_DOCKERFILE)
+        (d / "Dockerfile").write_text(PROBE_DOCKERFILE.format(run=run))
         (d / "probe.txt").write_text("tfbuilder BuildKit probe\n")
         (d / "Dockerfile.app").write_text("FROM base\nLABEL dev.tfbuilder.probe.app=1\n")
         common = ["build", *chosen, "--progress=quiet", "--provenance=false", str(d)]

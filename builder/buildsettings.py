@@ -39,6 +39,7 @@ from builder.contract import SETTINGS_SECRETS, settings_secret_id
 from builder.engine import COMPRESSIONS
 from builder.errors import UserError, redact
 from builder.urls import URL
+from builder.userfiles import MAX_CA_BUNDLE, read_user_text, shown
 
 MAGIC = b"tfbuilder-settings\n"
 # What this machine trusts; builds trust it too unless --no-host-ca.
@@ -57,6 +58,15 @@ def port() -> int | None:
 
 def state_dir() -> Path:
     return paths.settings_state_dir()
+
+
+def read_ca_bundle(path: Path) -> str:
+    """The PEM text of one --ca-bundle file (what is delivered and what --bake-ca installs),
+    read through the one reader of users' files: a regular UTF-8 file of at most 8 MiB."""
+    text = read_user_text(path, "--ca-bundle", MAX_CA_BUNDLE)
+    if "BEGIN CERTIFICATE" not in text:
+        raise UserError(f"--ca-bundle {shown(path)}: not a PEM certificate bundle")
+    return text
 
 
 @dataclass(frozen=True)
@@ -91,10 +101,7 @@ class BuildSettings:
             if url is not None and not URL.fullmatch(url):
                 raise UserError(f"{what} {redact(url)[:100]!r} is not an http:// or https:// URL")
         for path in self.ca_bundles:
-            if not Path(path).is_file():
-                raise UserError(f"--ca-bundle {path}: no such file")
-            if b"BEGIN CERTIFICATE" not in Path(path).read_bytes():
-                raise UserError(f"--ca-bundle {path}: not a PEM certificate bundle")
+            read_ca_bundle(path)
 
     def files(self) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -105,7 +112,7 @@ class BuildSettings:
         if self.pip_index:
             out["pip-index"] = (self.pip_index + "\n").encode()
         if self.ca_bundles:
-            out["ca.crt"] = b"\n".join(Path(p).read_bytes() for p in self.ca_bundles)
+            out["ca.crt"] = "\n".join(read_ca_bundle(p) for p in self.ca_bundles).encode()
         out["index"] = ("\n".join(sorted(out)) + "\n").encode()
         return out
 

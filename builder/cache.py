@@ -25,7 +25,11 @@ from pathlib import Path
 from builder import paths
 from builder.errors import UserError, say
 from builder.grammar import SIZE
+from builder.registry_auth import exchange
 from builder.urls import read_credentials
+from builder.userfiles import UserFileError, read_user_text
+
+_STATE_MAX = 64 << 10  # the server's own small state files (server.json, serve.pid)
 
 DEFAULT_PORT = 8742
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -188,7 +192,8 @@ class CacheServer:
         import json
 
         try:
-            saved = json.loads((Path(directory) / ".server" / "server.json").read_text())
+            # in the user's directory: read as a user's file (a fifo planted there never blocks)
+            saved = json.loads(read_user_text(Path(directory) / ".server" / "server.json", "cache state", _STATE_MAX))
             if isinstance(saved.get("max_object_size"), str):  # written by an older builder
                 saved["max_object_size"] = parse_size(saved["max_object_size"])
             if saved.get("credentials_file"):
@@ -271,10 +276,10 @@ def nginx_binary() -> str:
 def _running_pid(server: CacheServer) -> int | None:
     pid_file = server.state / "serve.pid"
     try:
-        pid = int(pid_file.read_text())
+        pid = int(read_user_text(pid_file, "cache state", _STATE_MAX))
         os.kill(pid, 0)
         return pid
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserFileError):
         return None
 
 
@@ -362,14 +367,11 @@ def serve(server: CacheServer, detach: bool = False) -> str:
 
 
 def _answers(server: CacheServer) -> bool:
-    import urllib.error
-    import urllib.request
+    import http.client
 
-    try:
-        urllib.request.urlopen(f"{server.url}/.ping", timeout=1)
-    except urllib.error.HTTPError:
-        return True  # 404 is an answer
-    except OSError:
+    try:  # any status is an answer (404 too); within 2 s in all, whatever the peer sends
+        exchange("GET", "http", server.url.removeprefix("http://"), "/.ping", {}, None, deadline=2, limit=0)
+    except (OSError, http.client.HTTPException):
         return False
     return True
 

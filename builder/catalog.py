@@ -23,11 +23,14 @@ from builder.errors import CatalogError, Problem, UserError
 # Every field's grammar is in builder/grammar.py (whole-string matches); these names are
 # the ones other modules import from here.
 from builder.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, printable
+from builder.userfiles import UserFileError, read_user_bytes
 
 RELEASES_DIR = Path(__file__).parent / "releases"
 # A catalog file is a page of YAML: anything bigger is a mistake or an attack.
 MAX_FILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
+# How many parents a release may inherit through (the shipped catalog's deepest: 6).
+MAX_PARENTS = 64
 DEBIAN_SUITES = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
 
 # Allowed keys at each level; anything else is reported (a typo must not pass silently).
@@ -340,15 +343,10 @@ def _key_of(loader: _Loader, node: yaml.Node) -> Any:
 
 
 def _parse(path: Path) -> Any:
-    """The YAML document of one catalog file; OSError, UnicodeDecodeError, YAMLError
-    (_Duplicate: keys given twice) or ValueError (too big) when it cannot be had."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a fifo swapped in: no hang
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = f.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"larger than {MAX_FILE_BYTES // 1024} KiB; a catalog file is a page of YAML")
+    """The YAML document of one catalog file; UserFileError (not a regular file, too big,
+    unreadable), UnicodeDecodeError or YAMLError (_Duplicate: keys given twice) when it
+    cannot be had."""
+    data = read_user_bytes(path, "catalog file", MAX_FILE_BYTES)  # the one reader: a fifo swapped in, no hang
     loader = _Loader(data.decode("utf-8"))
     try:
         node = loader.get_single_node()
@@ -411,6 +409,9 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
             reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
             problems.append(Problem(name, "", f"cannot read: {reason}"))
             continue
+        except UserFileError as exc:  # not a regular file, too big, unreadable
+            problems.append(Problem(name, "", f"cannot read: {exc.reason}"))
+            continue
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -444,31 +445,66 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
 
 
 def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem],
-             done: dict[str, dict | None], chain: tuple[str, ...] = ()) -> dict | None:
-    """The release's data merged over all its ancestors, or None when the chain is broken."""
-    if rel in done:
-        return done[rel]
-    file, data = raw[rel]
-    if rel in chain:
-        problems.append(Problem(file, "parent", f"inheritance cycle: {' -> '.join(chain + (rel,))}"))
-        return None
-    parent = data.get("parent")
-    if parent is None:
-        merged: dict | None = dict(data)
-    else:
-        parent = str(parent)
-        if parent not in raw:
-            problems.append(Problem(file, "parent", f"unknown parent {printable(parent)}"))
+             done: dict[str, tuple[dict | None, int]]) -> dict | None:
+    """The release's data merged over all its ancestors, or None when the chain is broken
+    (DONE: each release resolved so far, with how many parents it inherits through).
+    Iterative, so no chain is too long for Python's stack (1500 parents were a
+    RecursionError): the releases up to the first one resolved (or the root) are walked
+    child first, then merged root first."""
+    walk: list[str] = []  # REL and its unresolved ancestors, child first
+    seen: set[str] = set()
+    node: str | None = rel
+    while node is not None and node not in done:
+        problem = _broken_link(node, walk, seen, raw)
+        if problem:
+            problems.append(problem)
+            for name in walk:  # every release on the walk inherits the broken link
+                done[name] = (None, 0)
+            return None
+        walk.append(node)
+        seen.add(node)
+        parent = raw[node][1].get("parent")
+        node = None if parent is None else str(parent)
+    merged, depth = (None, -1) if node is None else done[node]
+    for name in reversed(walk):
+        file, data = raw[name]
+        depth += 1
+        if data.get("parent") is None:
+            merged = dict(data)
+        elif depth == MAX_PARENTS + 1 and merged is not None:
+            problems.append(Problem(file, "parent", f"inherits through more than {MAX_PARENTS} parents: "
+                                                    f"{_names(_chain_names(name, raw))}"))
             merged = None
-        else:
-            base = _resolve(parent, raw, problems, done, chain + (rel,))
-            if base is None:
-                merged = None
-            else:
-                base = {k: v for k, v in base.items() if k not in ("abstract", "release", "parent")}
-                merged = merge(base, data)
-    done[rel] = merged
-    return merged
+        elif merged is not None:
+            base = {k: v for k, v in merged.items() if k not in ("abstract", "release", "parent")}
+            merged = merge(base, data)
+        done[name] = (merged, depth)
+    return done[rel][0]
+
+
+def _broken_link(node: str, walk: list[str], seen: set[str], raw: dict[str, tuple[str, dict]]) -> Problem | None:
+    """The problem where a walk up the parents reaches NODE: a cycle, or no such release."""
+    if node in seen:
+        cycle = walk[walk.index(node):] + [node]
+        return Problem(raw[node][0], "parent", f"inheritance cycle: {_names(cycle)}")
+    if node not in raw:
+        return Problem(raw[walk[-1]][0], "parent", f"unknown parent {printable(node)}")
+    return None
+
+
+def _chain_names(rel: str, raw: dict[str, tuple[str, dict]]) -> list[str]:
+    """REL and the names of its ancestors, child first (a chain already walked: it ends)."""
+    names = [rel]
+    while names[-1] in raw and raw[names[-1]][1].get("parent") is not None and len(names) <= len(raw):
+        names.append(str(raw[names[-1]][1]["parent"]))
+    return names
+
+
+def _names(chain: list[str]) -> str:
+    """A chain of releases as one short line: a long one shows its ends and its length."""
+    if len(chain) <= 8:
+        return " -> ".join(chain)
+    return " -> ".join(chain[:3] + ["..."] + chain[-3:]) + f" ({len(set(chain))} releases)"
 
 
 class _Checker:
@@ -549,7 +585,7 @@ class _Checker:
         return value
 
     def string_map(self, key: str, names: re.Pattern[str], what: str,
-                   values: re.Pattern[str] = grammar.TEXT, value_what: str = "text") -> dict[str, str]:
+                   values: re.Pattern[str] = grammar.CATALOG_TEXT, value_what: str = "text") -> dict[str, str]:
         """A mapping whose keys match NAMES and whose values (strings or integers) match VALUES."""
         out: dict[str, str] = {}
         for name, value in self.mapping(key).items():
@@ -642,8 +678,8 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
                                "a build flag (one line, no leading '#' or surrounding spaces)")]
 
     env = c.string_map("env", grammar.ENV_NAME, "a valid environment variable name",
-                       grammar.TEXT, "a value an image can carry (no control characters)")
-    labels = c.string_map("labels", grammar.LABEL_KEY, LABEL_KEY_WHAT, grammar.TEXT, "label text (no control characters)")
+                       grammar.CATALOG_TEXT, "a value an image can carry (no control characters)")
+    labels = c.string_map("labels", grammar.LABEL_KEY, LABEL_KEY_WHAT, grammar.CATALOG_TEXT, "label text (no control characters)")
     expose = data.get("expose", [])
     if not isinstance(expose, list) or not all(isinstance(p, int) and not isinstance(p, bool)
                                                and 0 < p < 65536 for p in expose):
@@ -681,9 +717,9 @@ def _check_release(rel: str, file: str, data: dict, problems: list[Problem],
             c.add(f"{key}.tag", f"{printable(tag)} {why}")
         package, pythons, pins = _check_wheel(c, f"{key}.framework")
         venv = c.string_map(f"{key}.env", grammar.ENV_NAME, "a valid environment variable name",
-                            grammar.TEXT, "a value an image can carry (no control characters)")
+                            grammar.CATALOG_TEXT, "a value an image can carry (no control characters)")
         vlabels = c.string_map(f"{key}.labels", grammar.LABEL_KEY, LABEL_KEY_WHAT,
-                               grammar.TEXT, "label text (no control characters)")
+                               grammar.CATALOG_TEXT, "label text (no control characters)")
         device_code = _check_device_code(c, f"{key}.framework.device_code", fname, fversion)
         if fname and fversion and api in (1, 2):
             variants[vname] = Variant(vname, tag, fname, fversion, int(api), venv, vlabels,
@@ -907,7 +943,7 @@ ABSENT = re.compile(r"absent: (\S.*)")
 def _absent_reason(c: _Checker, key: str, value: str, shape: str) -> str | None:
     """WHY of a component's `"absent: WHY"`; any other string is reported (None)."""
     m = ABSENT.fullmatch(value)
-    if not m or not grammar.matches(grammar.TEXT, value):
+    if not m or not grammar.matches(grammar.CATALOG_TEXT, value):
         c.add(key, f"{printable(value)}: give {shape}, null, or \"absent: WHY\"")
         return None
     return m.group(1)
@@ -986,7 +1022,7 @@ def _check_tools(c: _Checker) -> tuple[dict[str, str], dict[str, str]]:
             c.add(where, "tool names are lower-case letters, digits, '_' and '-' (e.g. jupyter)")
         elif value is None:
             continue  # a release that leaves out what its parent has
-        elif not isinstance(value, str) or not grammar.matches(grammar.TEXT, value):
+        elif not isinstance(value, str) or not grammar.matches(grammar.CATALOG_TEXT, value):
             c.add(where, f"give a pip requirement such as \"jupyterlab==4.3.8\", null, or \"absent: WHY\", "
                          f"got {printable(value)}")
         elif ABSENT.fullmatch(value):
@@ -1025,7 +1061,7 @@ def load(directory: Path | str = RELEASES_DIR) -> Catalog:
     directory = Path(directory)
     problems: list[Problem] = []
     raw = _read_files(directory, problems)
-    done: dict[str, dict | None] = {}
+    done: dict[str, tuple[dict | None, int]] = {}
     releases: dict[str, Release] = {}
     tags: dict[str, str] = {}
     for rel in sorted(raw, key=_release_order):

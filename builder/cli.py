@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 import builder.doctor  # by its full name: `doctor` is a command here
-from builder import describe, driver, entry, supply_chain
+from builder import describe, driver, entry, outputdir, supply_chain
 from builder.buildcontext import check_source
 from builder.buildkit_engine import connect
 from builder.catalog import load_selected
@@ -76,7 +76,7 @@ def render(
     release: Optional[str] = typer.Option(None, "--release", "-r", help="Release, e.g. 21.08."),
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant, e.g. tf2-py3 (default: all)."),
     render=None,
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the build context(s) here."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write the build context(s) here."),
     all_: bool = typer.Option(False, "--all", help="Every release and variant (default options) into dockerfiles/."),
     check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
 ) -> None:
@@ -128,7 +128,7 @@ def bake(
     release: str = RELEASE,
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="One variant (default: every buildable one)."),
     render=None,
-    output: Path = typer.Option(..., "-o", "--output", help="Write the build contexts and docker-bake.json here."),
+    output: Path = typer.Option(..., "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write the build contexts and docker-bake.json here."),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
     print_: bool = typer.Option(False, "--print", help="Also print the bake definition (JSON) on stdout."),
 ) -> None:
@@ -266,7 +266,7 @@ def push(
 
 @app.command()
 def sbom(image: str = typer.Argument(..., help="Local image (one the builder made)."),
-         output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")) -> None:
+         output: Optional[Path] = typer.Option(None, "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write here, not to stdout.")) -> None:
     """The image's SBOM (CycloneDX JSON): syft's packages plus the parts compiled in the image."""
     text = supply_chain.run_sbom(_engine, image, output)
     if text is not None:  # no -o: on stdout

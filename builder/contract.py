@@ -241,6 +241,10 @@ NAME_TOTAL_LENGTH_MAX = 255  # distribution/reference: NameTotalLengthMax
 DEFAULT_TAG = "latest"
 
 REPOSITORY = re.compile(NAME)
+# The port of HOST[:PORT] ([IPV6] ends in "]"): Docker's grammar takes any digits, a socket
+# 1 to 65535 (a larger number would be taken modulo 65536 by some clients: 99999 is 34463).
+PORT = re.compile(r":([0-9]+)\Z")
+MAX_PORT = 65535
 # Where `builder push --registry` sends images: HOST[:PORT][/NAMESPACE].
 REGISTRY = re.compile(rf"{DOMAIN}(?:/{REMOTE_NAME})?")
 TAG = re.compile(TAG_PATTERN)
@@ -296,14 +300,32 @@ def split_ref(ref: str) -> tuple[str, str]:
     return name, tag
 
 
+def port_problem(host: str) -> str | None:
+    """Why the port of HOST[:PORT] cannot be connected to (not 1 to 65535), or None (also
+    when HOST is not a host at all: the grammar's checks say that)."""
+    m = PORT.search(host)
+    port = m.group(1) if m else None
+    if port is not None and (len(port) > 5 or not 1 <= int(port) <= MAX_PORT):
+        return f"has port {port[:12]}: a port is 1 to {MAX_PORT}"
+    return None
+
+
+def registry_problem(registry: str) -> str | None:
+    """Why REGISTRY is not HOST[:PORT][/NAMESPACE] (`--registry`), or None."""
+    if not isinstance(registry, str) or len(registry) > NAME_TOTAL_LENGTH_MAX or not REGISTRY.fullmatch(registry):
+        return "is not HOST[:PORT][/NAMESPACE]"
+    return port_problem(registry.split("/", 1)[0])
+
+
 def repository_problem(name: str) -> str | None:
-    """Why NAME is not an image repository name (Docker's grammar), or None."""
+    """Why NAME is not an image repository name (Docker's grammar, its port 1 to 65535), or None."""
     if not isinstance(name, str) or not name:
         return "is empty"
     if len(name) > NAME_TOTAL_LENGTH_MAX:
         return f"is longer than {NAME_TOTAL_LENGTH_MAX} characters"
     if REPOSITORY.fullmatch(name):
-        return None
+        domain = split_domain(name)[0]
+        return port_problem(domain) if domain else None
     domain, rest = split_domain(name)
     lowered = f"{domain}/{rest.lower()}" if domain is not None else rest.lower()
     if lowered != name and REPOSITORY.fullmatch(lowered):
@@ -321,6 +343,15 @@ def tag_problem(tag: str) -> str | None:
     if not TAG.fullmatch(tag):
         return "is not a valid image tag (letters, digits, '_', '.' and '-', not starting with '.' or '-')"
     return None
+
+
+def tag_reference_problem(ref: str) -> str | None:
+    """Why REF cannot be a tag given to an image (`-t`): reference_problem's reasons, or a
+    digest (the engine tags NAME[:TAG]; a digest names what a registry already holds)."""
+    why = reference_problem(ref)
+    if why is None and "@" in ref:
+        return "has a digest: an image is tagged NAME[:TAG] (a digest names an image a registry holds)"
+    return why
 
 
 def reference_problem(ref: str) -> str | None:

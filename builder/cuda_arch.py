@@ -20,6 +20,17 @@ from dataclasses import dataclass
 class ArchError(ValueError):
     """A compute-capability list the policy rejects; the message is one user-facing line."""
 
+
+def _shown(value: object, quoted: bool = True, limit: int = 80) -> str:
+    """VALUE as a message may show it: on one line (repr, which escapes every control, when
+    QUOTED or unprintable), cut to LIMIT characters with its length (a 10 kB option stays
+    one short line). Here, not the builder's printer: this module also runs inside images,
+    on its own."""
+    text = str(value)
+    start = text[:limit]
+    body = repr(start) if quoted or not start.isprintable() else start
+    return body if len(text) <= limit else f"{body}... ({len(text)} characters)"
+
 # Every architecture nvcc has ever accepted for -arch=sm_XY (major, minor).
 KNOWN_ARCHS: tuple[tuple[int, int], ...] = (
     (3, 0), (3, 2), (3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2),
@@ -63,7 +74,7 @@ class Arch:
 def cuda_major_minor(version: str) -> tuple[int, int]:
     m = re.match(r"^(\d+)\.(\d+)", str(version))
     if not m:
-        raise ArchError(f"'{version}' is not a CUDA version (expected MAJOR.MINOR[.PATCH])")
+        raise ArchError(f"{_shown(version)} is not a CUDA version (expected MAJOR.MINOR[.PATCH])")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -76,7 +87,7 @@ def supported_archs(cuda_version: str) -> list[Arch]:
             if cuda >= (13, 0):
                 archs = [a for a in archs if (a.major, a.minor) not in _DROPPED_IN_13]
             return archs
-    raise ArchError(f"CUDA {cuda_version} is older than any toolkit this builder knows (9.0+)")
+    raise ArchError(f"CUDA {_shown(cuda_version, quoted=False)} is older than any toolkit this builder knows (9.0+)")
 
 
 def supported_range(cuda_version: str) -> str:
@@ -96,7 +107,7 @@ def _parse_one(token: str) -> Arch:
         return Arch(int(major), int(minor))
     if re.fullmatch(r"\d{2,3}", t):  # "86", "100": the last digit is the minor
         return Arch(int(t[:-1]), int(t[-1]))
-    raise ArchError(f"'{token.strip()}' is not a compute capability (write 8.6, 86 or sm_86)")
+    raise ArchError(f"{_shown(token.strip())} is not a compute capability (write 8.6, 86 or sm_86)")
 
 
 def parse(spec: str | list, default: list[str] | None = None) -> list[str] | str:
@@ -149,7 +160,7 @@ def check(archs: list[str] | str, cuda_version: str, allow_ptx_jit: bool = False
     known = {f"{m}.{n}" for m, n in KNOWN_ARCHS}
     what = ", ".join(bad)
     kind = "is not a GPU architecture" if all(b not in known for b in bad) else "cannot be compiled"
-    line = f"compute capability {what} {kind} for CUDA {cuda_version}; supported: {supported_range(cuda_version)}"
+    line = f"compute capability {what} {kind} for CUDA {_shown(cuda_version, quoted=False)}; supported: {supported_range(cuda_version)}"
     newer = [_parse_one(b) for b in bad if b in known and _parse_one(b) > supported[-1]]
     if newer:
         toolkit = first_toolkit_for(max(newer))

@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 import shlex
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from builder.contract import InImage, Label
 from builder.errors import PatchError, UserError
 from builder.job import Expectation, FilesContext, ImageJob
 from builder.templating import template_env
+from builder.userfiles import MAX_PATCH, read_user_bytes, shown
 
 
 @dataclass
@@ -43,20 +43,17 @@ class DeriveSpec:
         names: set[str] = set()
         for option, patches in (("--horovod-patch", self.horovod_patches), ("--dali-patch", self.dali_patches)):
             for p in patches:  # joined to a directory nvbuild.sh applies *.patch from, in name order
-                if not p.is_file():
-                    raise UserError(f"{option} {p}: no such file")
+                _refuse_empty(p, option)  # read (and so checked) first: no such file, a fifo, too big
                 if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
-                    raise UserError(f"{option} {p}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'")
-                _refuse_empty(p, option)
+                    raise UserError(f"{option} {shown(p)}: name it NAME.patch with letters, digits, '.', '_', "
+                                    "'+' and '-'")
         for p in self.patches:
-            if not p.is_file():
-                raise UserError(f"--patch {p}: no such file")
+            _refuse_empty(p, "--patch")
             if p.name in names:
-                raise UserError(f"--patch {p}: two patches are named {p.name}")
+                raise UserError(f"--patch {shown(p)}: two patches are named {shown(p.name)}")
             names.add(p.name)
             if not grammar.FILE_NAME.fullmatch(p.name):
-                raise UserError(f"--patch {p}: use a file name of letters, digits, '.', '_', '+' and '-'")
-            _refuse_empty(p, "--patch")
+                raise UserError(f"--patch {shown(p)}: use a file name of letters, digits, '.', '_', '+' and '-'")
         for pkg in self.apt:
             if not grammar.APT_NAME.fullmatch(pkg):
                 raise UserError(f"--apt {grammar.printable(pkg)} is not a Debian package name[=version]")
@@ -74,10 +71,16 @@ class DeriveSpec:
         return dict(nvbuild_options(self.nvbuild_args)).get("--sm")
 
 
+def read_patch(path: Path, option: str = "--patch") -> bytes:
+    """A patch file's bytes, through the one reader of users' files (a regular file of at
+    most 64 MiB: a fifo or a device is refused, never waited on or read without end)."""
+    return read_user_bytes(path, option, MAX_PATCH)
+
+
 def _refuse_empty(path: Path, option: str) -> None:
     """An empty (or blank) patch changes nothing but would still rebuild and be recorded."""
-    if not path.read_bytes().strip():
-        raise UserError(f"{option} {path}: the patch is empty")
+    if not read_patch(path, option).strip():
+        raise UserError(f"{option} {shown(path)}: the patch is empty")
 
 
 # nvbuild.sh's options (see its usage): those taking a value, and plain flags.
@@ -179,7 +182,7 @@ def parse_nvbuild_args(text: str | None) -> list[str]:
 
 
 def patch_records(patches: list[Path]) -> list[dict]:
-    return [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in patches]
+    return [{"name": p.name, "sha256": hashlib.sha256(read_patch(p)).hexdigest()} for p in patches]
 
 
 def check_patches(engine: Runs, parent: str, patches: list[Path],
@@ -189,7 +192,7 @@ def check_patches(engine: Runs, parent: str, patches: list[Path],
         return
     with tempfile.TemporaryDirectory(prefix="builder-patches-") as tmp:
         for p in patches:
-            shutil.copy2(p, Path(tmp) / p.name)
+            (Path(tmp) / p.name).write_bytes(read_patch(p))
         script = (f"{setup}cd {source} || exit 3; for p in \"$@\"; do "
                   "out=$(patch -p1 --forward --batch < \"/patches/$p\" 2>&1); rc=$?; "
                   "if [ $rc != 0 ]; then echo \"FAILED $p\"; echo \"$out\"; "
@@ -315,10 +318,11 @@ def job(spec: DeriveSpec, parent_ref: str, info: dict, catalog, tag: str, log_na
                          {t: labels.get(key) == "1" for t, key in (("xla", Label.XLA), ("gcp", Label.GCP),
                                                                    ("hdfs", Label.HDFS))},
                          extension=bool(labels.get(Label.EXTENSION)), conformance=test)
-    copies = {f"patches/{p.name}": p for p in spec.patches}
-    copies.update({f"horovod-patches/{p.name}": p for p in spec.horovod_patches})
-    copies.update({f"dali-patches/{p.name}": p for p in spec.dali_patches})
+    blobs = {f"{folder}/{p.name}": read_patch(p, option)
+             for folder, option, patches in (("patches", "--patch", spec.patches),
+                                             ("horovod-patches", "--horovod-patch", spec.horovod_patches),
+                                             ("dali-patches", "--dali-patch", spec.dali_patches)) for p in patches}
     texts = {"Dockerfile": dockerfile, **({"pip-requirements.txt": resolved} if resolved else {})}
-    return ImageJob("derive", FilesContext(texts, copies), log_name,
+    return ImageJob("derive", FilesContext(texts, blobs=blobs), log_name,
                     {"BASE_IMAGE": parent_ref, "COMPILE_CACHE": compile_cache or ""}, compile_cache,
                     cache_key=log_name.removesuffix(".log"), nocache=no_cache, expect=expect, refs=(tag,))

@@ -34,24 +34,28 @@ def sync_all(catalog: Catalog, root: Path, output: Path | None = None, check: bo
     ROOT/dockerfiles (or check it, or write build contexts under OUTPUT)."""
     result = SyncResult()
     expected = set()
-    for rel in catalog.releases.values():
-        for v in buildable_variants(rel)[0]:  # not buildable here: no Dockerfile pretends otherwise
-            rendered = render(rel, v, render_options(rel))
-            path = committed_path(root, rel.name, v.name)
-            expected.add(path)
-            if output is not None:
-                buildcontext.write(rendered, output / rel.name / v.name)
+    # not buildable here: no Dockerfile pretends otherwise
+    pairs = [(rel, v) for rel in catalog.releases.values() for v in buildable_variants(rel)[0]]
+    if output is not None:  # a link planted on the way to any context: refused before the first write
+        for rel, v in pairs:
+            outputdir.check_below(output / rel.name / v.name, output)
+    for rel, v in pairs:
+        rendered = render(rel, v, render_options(rel))
+        path = committed_path(root, rel.name, v.name)
+        expected.add(path)
+        if output is not None:
+            buildcontext.write(rendered, output / rel.name / v.name, root=output)  # no link below OUTPUT
+            result.written += 1
+            continue
+        text = rendered.dockerfile  # a layered release's holds its runtime stage
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            if check:
+                result.drift.append(str(path.relative_to(root)))
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                outputdir.write_atomic(path, text)
                 result.written += 1
-                continue
-            text = rendered.dockerfile  # a layered release's holds its runtime stage
-            current = path.read_text(encoding="utf-8") if path.exists() else None
-            if current != text:
-                if check:
-                    result.drift.append(str(path.relative_to(root)))
-                else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    outputdir.write_atomic(path, text)
-                    result.written += 1
     result.expected = len(expected)
     # Only Dockerfiles of releases this catalog knows can be stale: a private catalog
     # (BUILDER_CATALOG) with a subset of the releases leaves the others alone.
@@ -80,9 +84,9 @@ def render_release(rel: Release, variant: str | None, options, say: Callable[[st
 
 def write_contexts(rendered_all: list[Rendered], output: Path, framework_src: Path | None) -> list[Path]:
     """Each rendered variant's build context; returns the Dockerfiles written."""
-    written = []
-    for rendered in rendered_all:
-        dest = output if len(rendered_all) == 1 else output / rendered.variant
-        buildcontext.write(rendered, dest, framework_src)
-        written.append(dest / "Dockerfile")
-    return written
+    dests = [output if len(rendered_all) == 1 else output / r.variant for r in rendered_all]
+    for dest in dests:  # a link planted on the way to any of them: refused before the first write
+        outputdir.check_below(dest, output)
+    for rendered, dest in zip(rendered_all, dests):
+        buildcontext.write(rendered, dest, framework_src, root=output)  # no link followed below OUTPUT
+    return [dest / "Dockerfile" for dest in dests]

@@ -17,7 +17,7 @@ from builder import driver as driver_contract
 from builder.buildkit_engine import backend_wanted
 from builder.catalog import Release, Variant
 from builder.engine import DockerEngine, buildx_version
-from builder.errors import UserError
+from builder.errors import UserError, redact, terminal_line
 
 NAME_WIDTH = 18  # the report's name column
 
@@ -439,6 +439,9 @@ def catalog_driver_check(have: str, releases: dict[str, Release] | None = None) 
 
 # ---- the report ----------------------------------------------------------------------------
 def report(items: list[Check]) -> tuple[str, bool]:
+    """The report's lines, each as the terminal may show it (errors.terminal_line): a fact
+    read from the machine (DOCKER_HOST, an engine's error, a GPU's name) can hold
+    credentials, control characters or 10 kB; none reaches the terminal as it is."""
     lines = []
     for c in items:
         mark = {"ok": "ok  ", "fail": "FAIL"}.get(c.status, "--  ")
@@ -446,7 +449,7 @@ def report(items: list[Check]) -> tuple[str, bool]:
         if c.advice and not c.ok:
             lines.append(f"     {'':<{NAME_WIDTH}} hint: {c.advice}")
     lines.append(summary_line(items))
-    return "\n".join(lines), is_healthy(items)
+    return "\n".join(terminal_line(line) for line in lines), is_healthy(items)
 
 
 def summary_line(items: list[Check]) -> str:
@@ -469,6 +472,6 @@ def is_healthy(items: list[Check]) -> bool:
 
 def report_json(items: list[Check]) -> dict:
     """`builder doctor --json`: every check (name, status ok/warn/fail/info, value, advice)."""
-    return {"healthy": is_healthy(items), "summary": summary_line(items),
-            "checks": [{"name": c.name.strip(), "status": c.status, "value": c.detail, "advice": c.advice}
-                       for c in items]}
+    return {"healthy": is_healthy(items), "summary": summary_line(items),  # JSON escapes every control
+            "checks": [{"name": c.name.strip(), "status": c.status, "value": redact(c.detail),
+                        "advice": redact(c.advice)} for c in items]}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from builder import interrupts
+from builder import grammar, interrupts
 from builder.contract import BUILDER_MOUNT, split_ref  # the one reference grammar (image contract)
 from builder.errors import BuildError, Interrupted, UserError, redact
 
@@ -86,6 +86,15 @@ class BakeJob:
 class EngineError(Exception):
     """The engine refused a request (its own message, e.g. a registry's answer to a login);
     callers see this instead of the client library's exception types."""
+
+
+class CannotStart(UserError):
+    """The engine would not start a command in an image (most often: the image has no such
+    program, e.g. a labelled FROM scratch image without python3 or bash)."""
+
+    def __init__(self, image: str, program: str, why: str):
+        super().__init__(f"{image}: the engine cannot run {program} in it ({why})")
+        self.image, self.program, self.why = image, program, why
 
 
 @dataclass
@@ -412,14 +421,22 @@ class DockerEngine:
                     timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]:
         """Run a throwaway container (entrypoint bypassed); return exit code and output
         (stdout and stderr merged, or stdout alone)."""
+        import docker
+
         host_config = self.api.create_host_config(
             binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()})
-        container = self.api.create_container(image, command=command[1:], entrypoint=command[:1],
-                                              host_config=host_config)
+        try:
+            container = self.api.create_container(image, command=command[1:], entrypoint=command[:1],
+                                                  host_config=host_config)
+        except docker.errors.APIError as exc:
+            raise CannotStart(image, command[0], _cause(exc)) from None
         cid = container["Id"]
         try:
             with signals_raise():
-                self.api.start(cid)
+                try:
+                    self.api.start(cid)
+                except docker.errors.APIError as exc:  # no such program in the image, ...
+                    raise CannotStart(image, command[0], _cause(exc)) from None
                 code = self.api.wait(cid, timeout=timeout)["StatusCode"]
             output = self.api.logs(cid, stdout=True, stderr=not stdout_only).decode(errors="replace")
         finally:
@@ -458,6 +475,7 @@ class DockerEngine:
     def image_id(self, ref: str) -> str | None:
         import docker
 
+        grammar.check_ref(ref, "image", image_id=True)  # docker-py takes '' for no image at all
         try:
             return self.api.inspect_image(ref)["Id"]
         except docker.errors.NotFound:
@@ -470,6 +488,7 @@ class DockerEngine:
     def inspect(self, ref: str) -> dict[str, Any]:
         import docker
 
+        grammar.check_ref(ref, "image", image_id=True)  # docker-py takes '' for no image at all
         try:
             return self.api.inspect_image(ref)
         except docker.errors.NotFound:
@@ -588,3 +607,9 @@ def buildx_version() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _cause(exc: Exception) -> str:
+    """The engine's answer on one line; its error chain ends with the cause."""
+    text = " ".join(str(getattr(exc, "explanation", None) or exc).split()) or type(exc).__name__
+    return text if len(text) <= 160 else "..." + text[-160:]

@@ -18,7 +18,7 @@ from typing import Any
 # defined there once; re-exported so every grammar can still be found through this module.
 from builder.contract import (  # noqa: F401
     DIGEST, IMAGE_ID, NAME_TOTAL_LENGTH_MAX, REFERENCE, REGISTRY, REPOSITORY, SHA256_DIGEST, TAG,
-    reference_problem, repository_problem, split_domain, tag_problem,
+    reference_problem, repository_problem, split_domain, tag_problem, tag_reference_problem,
 )
 from builder.errors import UserError
 
@@ -57,15 +57,24 @@ APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9][A-Za-z0-9.+:~-]*)?")
 # A patch file name as it is copied into a build context and named in a RUN line.
 FILE_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._+-]{1,255}")
 # One flag per line of the nvbuildopts file (nvbuild.sh reads it with `read -r`).
-NVBUILD_FLAG = re.compile(r"(?![\s#])[^\x00-\x1f\x7f\ud800-\udfff]{1,255}(?<!\s)")
+NVBUILD_FLAG = re.compile(r"(?![\s#])[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,255}(?<!\s)")
 
-# Free text (env and label values, entrypoint texts): any Unicode scalar value except the
-# C0 controls (NUL, newline, CR, ESC ...) and DEL, tab excepted. A Dockerfile ENV or
-# LABEL value has no escape for a newline (a backslash-newline continues the line), an
-# env file is one line per variable, a terminal obeys ESC; NUL cannot be in an
-# environment at all. Lone surrogates (undecodable bytes from argv) cannot be written.
-TEXT = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f\ud800-\udfff]*")
-ONE_LINE_TEXT = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f\ud800-\udfff]{1,200}")
+# Free text (env and label values, options): any Unicode scalar value except the C0
+# controls (NUL, newline, CR, ESC ...), DEL, the C1 controls (U+0080-U+009F: NEL ends a
+# line, CSI drives a terminal like ESC [) and the line and paragraph separators
+# U+2028/U+2029; tab excepted. A Dockerfile ENV or LABEL value has no escape for a
+# newline (a backslash-newline continues the line), an env file is one line per variable,
+# a terminal obeys ESC and CSI; NUL cannot be in an environment at all. Lone surrogates
+# (undecodable bytes from argv) cannot be written.
+_CONTROLS = r"\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff"
+TEXT = re.compile(rf"[^{_CONTROLS}]*")
+# Catalog free text (env and label values, entrypoint and vendor texts, reasons) lands in
+# the image's scripts and labels and is printed at every container start: no control at
+# all (tab included: no catalog field is multi-line or tabulated), and no bidirectional
+# override or isolate, which would make a banner show other text than it holds.
+_CATALOG_CONTROLS = _CONTROLS + r"\x09\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CATALOG_TEXT = re.compile(rf"[^{_CATALOG_CONTROLS}]*")
+ONE_LINE_TEXT = re.compile(rf"[^{_CATALOG_CONTROLS}]{{1,200}}")
 
 
 def matches(pattern: re.Pattern[str], value: Any) -> bool:
@@ -102,10 +111,11 @@ URL_MAX = 2048
 SIZE = re.compile(r"(?P<number>[0-9]{1,12}(?:\.[0-9]{1,6})?)(?P<unit>[KkMmGgTt]?)(?:i?[Bb])?")
 
 
-def check_ref(ref: str, what: str, image_id: bool = False) -> None:
-    """REF must be an image reference by Docker's grammar (or, where allowed, an image id)."""
+def check_ref(ref: str, what: str, image_id: bool = False, tag: bool = False) -> None:
+    """REF must be an image reference by Docker's grammar (or, where allowed, an image id;
+    with TAG, a name an image can be tagged: no digest)."""
     if image_id and IMAGE_ID.fullmatch(ref):
         return
-    why = reference_problem(ref)
+    why = (tag_reference_problem if tag else reference_problem)(ref)
     if why:
         raise UserError(f"{what} {printable(ref)} {why}")

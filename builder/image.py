@@ -6,7 +6,6 @@ release variants, runtime images and derived images all go through it; a bake's 
 """
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -61,15 +60,10 @@ def write_context(context: Context, dest: Path) -> Path:
     return write_files(context, dest)
 
 
-def write_files(context: FilesContext, dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel, text in context.texts.items():
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dest / rel).write_text(text, encoding="utf-8")
-    for rel, source in context.copies.items():
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, dest / rel)
-    return dest
+def write_files(context: FilesContext, dest: Path, root: Path | None = None, header: dict | None = None) -> Path:
+    """A files context (the base recipe's, a derived image's) on disk, by the one writer
+    of contexts: no link followed below ROOT, nothing written over a file it did not write."""
+    return buildcontext.write_files(context, dest, root, header)
 
 
 def _named_contexts(engine, settings: buildsettings.BuildSettings, job: ImageJob) -> dict[str, str]:

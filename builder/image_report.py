@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -199,13 +200,41 @@ SMALL_FATBIN = 64 * 1024
 DT_SONAME = 14
 
 
+# Bounds on what a header may make the scanner read (a corrupt or hostile file names any
+# size): a shared object has tens of sections (65536 is far past any linked library) and a
+# section name table of a few kB. A header claiming more, or more than the file holds, makes
+# the file one unreadable binary, never a read sized by the header.
+MAX_SECTIONS = 1 << 16
+MAX_SECTION_NAMES = 1 << 20
+HEADER_CHUNK = 1024  # section headers read this many at a time
+ZEROS = bytes(1 << 16)  # padding between fatbin containers, read this much at a time
+
+
 class FatbinError(ValueError):
-    """A .nv_fatbin whose containers cannot be walked."""
+    """A .nv_fatbin whose containers cannot be walked (or an ELF file whose headers lie)."""
 
 
-def elf_sections(read) -> dict[str, tuple[int, int]] | None:
+def _within(offset: int, length: int, size: int | None, what: str) -> None:
+    """OFFSET + LENGTH must lie inside a file of SIZE bytes (None: not known)."""
+    if offset < 0 or length < 0 or (size is not None and offset + length > size):
+        raise FatbinError(f"{what} at offset {offset:#x} ({length} bytes) runs past the end of the file")
+
+
+def _section_headers(read, shoff: int, shentsize: int, shnum: int):
+    """Each section header's (name, type, flags, addr, offset, size), read HEADER_CHUNK at a time."""
+    for first in range(0, shnum, HEADER_CHUNK):
+        count = min(HEADER_CHUNK, shnum - first)
+        table = read(shentsize * count, shoff + first * shentsize)
+        if len(table) < shentsize * count:
+            raise FatbinError(f"the section header table at offset {shoff:#x} is cut short")
+        for i in range(count):
+            yield struct.unpack_from("<IIQQQQ", table, i * shentsize)
+
+
+def elf_sections(read, size: int | None = None) -> dict[str, tuple[int, int]] | None:
     """{section name: (file offset, size)} of a 64-bit little-endian ELF file, or None when
-    it is not one. READ(n, offset) returns bytes."""
+    it is not one. READ(n, offset) returns bytes; SIZE is the file's (None: not known).
+    FatbinError when its headers claim more than the file holds or than MAX_SECTIONS."""
     head = read(64, 0)
     if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return None
@@ -219,15 +248,19 @@ def elf_sections(read) -> dict[str, tuple[int, int]] | None:
         shstrndx = struct.unpack_from("<I", first, 0x28)[0] if shstrndx == 0xFFFF else shstrndx
     if not shnum or shstrndx >= shnum:
         return {}
-    table = read(shentsize * shnum, shoff)
-    headers = [struct.unpack_from("<IIQQQQ", table, i * shentsize) for i in range(len(table) // shentsize)]
-    if shstrndx >= len(headers):
-        return {}
-    names = read(headers[shstrndx][5], headers[shstrndx][4])
+    if shnum > MAX_SECTIONS:
+        raise FatbinError(f"the ELF header claims {shnum} sections (more than {MAX_SECTIONS})")
+    _within(shoff, shentsize * shnum, size, "the section header table")
+    names_header = next(_section_headers(read, shoff + shstrndx * shentsize, shentsize, 1))
+    names_offset, names_size = names_header[4], names_header[5]
+    if names_size > MAX_SECTION_NAMES:
+        raise FatbinError(f"the section name table claims {names_size} bytes (more than {MAX_SECTION_NAMES})")
+    _within(names_offset, names_size, size, "the section name table")
+    names = read(names_size, names_offset)
     out = {}
-    for name, _type, _flags, _addr, offset, size in headers:
+    for name, _type, _flags, _addr, offset, length in _section_headers(read, shoff, shentsize, shnum):
         end = names.find(b"\0", name)
-        out.setdefault(names[name:end if end >= 0 else len(names)].decode("latin-1"), (offset, size))
+        out.setdefault(names[name:end if end >= 0 else len(names)].decode("latin-1"), (offset, length))
     return out
 
 
@@ -255,10 +288,10 @@ def fatbin_entries(read, start: int, size: int):
     while pos + FATBIN_HEADER.size <= end:
         magic, _version, header_size, rest = FATBIN_HEADER.unpack(read(FATBIN_HEADER.size, pos))
         if magic != FATBIN_MAGIC:  # padding between containers: find the next one
-            chunk = read(min(end - pos, 1 << 16), pos)
+            chunk = read(min(end - pos, len(ZEROS)), pos)
             found = chunk.find(FATBIN_HEADER.pack(FATBIN_MAGIC, 0, 0, 0)[:4], 1)
             if found < 0:
-                if chunk.strip(b"\0"):
+                if chunk != ZEROS[:len(chunk)]:  # a compare, not a strip: a hostile section is all zeros
                     raise FatbinError(f"no fatbin container at offset {pos:#x}")
                 pos += max(len(chunk) - 3, 1)
             else:
@@ -285,8 +318,8 @@ def _has_kernels(kind: int, flags: int, payload: bytes) -> bool:
     if kind == KIND_PTX:
         return b".entry" in payload
     try:
-        sections = elf_sections(lambda n, off: payload[off:off + n])
-    except (struct.error, IndexError):
+        sections = elf_sections(lambda n, off: payload[off:off + n], len(payload))
+    except (struct.error, IndexError, ValueError):  # FatbinError is a ValueError
         return True
     return sections is None or any(name.startswith(".text.") for name in sections)
 
@@ -306,16 +339,15 @@ def device_code(path: str) -> dict | None:
     GPU with no SASS in a binary runs by JIT only the modules with PTX: NVIDIA's libraries
     carry many modules of one architecture's SASS alone (cuDNN 8's and cuBLASLt's kernels
     for one GPU generation), and PTX in a few."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    fd = _open_regular(path)
+    if fd is None:
         return None
     try:
         fsize = os.fstat(fd).st_size
         # every read within the file: sizes and offsets come from headers a corrupt file may fake
         read = lambda n, offset: os.pread(fd, max(0, min(n, fsize - offset)), offset) \
             if 0 <= offset < fsize else b""  # noqa: E731
-        sections = elf_sections(read)
+        sections = elf_sections(read, fsize)
         if not sections or FATBIN_SECTION not in sections:
             return None
         out: dict = {"path": path, "sass": [], "ptx": []}
@@ -323,6 +355,7 @@ def device_code(path: str) -> dict | None:
         if soname:
             out["soname"] = soname
         start, size = sections[FATBIN_SECTION]
+        _within(start, size, fsize, f"the {FATBIN_SECTION} section")
         whole = read(size, start) if size <= SMALL_FATBIN else None
         if whole is not None:
             read = lambda n, offset: whole[offset - start:offset - start + n]  # noqa: E731
@@ -349,6 +382,22 @@ def device_code(path: str) -> dict | None:
         return {"path": path, **_cuobjdump_listing(path), "error": str(exc)[:200]}
     finally:
         os.close(fd)
+
+
+def _open_regular(path: str) -> int | None:
+    """A read-only descriptor of PATH when it is a regular file, else None. Opened without
+    blocking: a fifo (or a device) named like a library must not hold the scan."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _cuobjdump_listing(path: str) -> dict:

@@ -24,10 +24,13 @@ class RenderedContext:
 
 @dataclass(frozen=True)
 class FilesContext:
-    """A context of TEXTS (relative path -> text) and COPIES (relative path -> a file here)."""
+    """A context of TEXTS (relative path -> text), COPIES (relative path -> one of the
+    builder's own files) and BLOBS (relative path -> bytes read once from a user's file,
+    so a file swapped after its check is never what the build gets)."""
 
     texts: Mapping[str, str]
     copies: Mapping[str, Path] = field(default_factory=dict)
+    blobs: Mapping[str, bytes] = field(default_factory=dict)
 
 
 Context = Union["RenderedContext", "FilesContext"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from builder.contract import port_problem
 from builder.errors import UserError
 
 # HOST[:PORT]/path: the host must look like one (a dot, a port or localhost): a bare
@@ -24,9 +25,13 @@ _TAG_JUNK = re.compile(r"[^A-Za-z0-9_.-]+")
 
 def check(repo: str) -> str:
     """REPO as given, or a one-line refusal (a tag or digest is the builder's to choose)."""
-    if len(repo) > 255 or not REPO.fullmatch(repo):
+    m = REPO.fullmatch(repo) if len(repo) <= 255 else None
+    if m is None:
         raise UserError(f"--layer-cache {repo[:80]!r}: give a registry repository HOST[:PORT]/NAME "
                         "(lower case, no tag: the builder adds one tag per image)")
+    why = port_problem(m.group(1))
+    if why:
+        raise UserError(f"--layer-cache {repo[:80]!r}: the registry {why}")
     return repo
 
 

@@ -11,6 +11,11 @@ The marker is a file in a directory the user owns, so what it names is trusted o
 inside the directory: plain relative paths, reached one directory at a time with
 O_NOFOLLOW (dir_fd walking). A symlink planted on the way is never followed: a removal
 leaves it (and what it points to) alone and says so, a write through it is refused.
+
+The same holds on the way to the directory: the user's -o is trusted as given, but each
+directory the builder adds below it (`render --all`'s RELEASE/VARIANT, a bake's
+base-RELEASE) is opened the same way by `locked`, and written through that open
+directory, so no writer (render, render --all, bake) reaches outside the -o directory.
 """
 from __future__ import annotations
 
@@ -37,41 +42,150 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_MARKER_BYTES = 16 * 1024 * 1024
 
 
+def output_path(text: str) -> Path:
+    """An -o value as given (the parser of the commands' -o options): an empty one would
+    be the current directory (Path('') is '.'), which nobody means by it, so it is refused."""
+    if not text:
+        raise UserError("the output path is empty: give -o DIR (-o . for the current directory)")
+    return Path(text)
+
+
 def oserror_text(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
 @contextmanager
-def locked(dest: Path) -> Iterator[Path]:
-    """Hold an exclusive lock on DEST (created when missing) while writing into it. A
-    DEST this call created is removed again when nothing was written into it."""
+def locked(dest: Path, root: Path | None = None) -> Iterator[Path]:
+    """Hold an exclusive lock on DEST (created when missing) while writing into it, and
+    yield the path to write through. ROOT is the directory the user named (-o), DEST or
+    one above it: it is trusted as given (a link there is the user's choice), but each
+    directory the builder adds below it is opened with O_NOFOLLOW relative to the one
+    above, so a link planted on the way is refused, never followed. The path yielded
+    names the open directory itself (/proc/self/fd/N), so a link swapped in on the way
+    later is not followed either. Directories this call created are removed again when
+    nothing was written into them."""
     dest = Path(dest)
-    if dest.exists() and not dest.is_dir():
-        raise UserError(f"output {dest} exists and is not a directory")
-    created = not dest.exists()
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise UserError(f"cannot write to output {dest}: {oserror_text(exc)}") from None
+    top = dest if root is None else Path(root)
+    parts = _parts_below(dest, top)
+    fds: list[int] = []
+    created: list[bool] = []
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-            print(f"waiting for another render writing {dest}", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _walk_down(top, parts, fds, created)
+        except BaseException:
+            _remove_created(top, parts, fds, created)
+            raise
+        _lock(fds[-1], dest)
         try:
-            yield dest
+            yield _through(fds[-1], dest)
         finally:
-            if created:
-                try:
-                    dest.rmdir()  # only succeeds when it stayed empty
-                except OSError:
-                    pass
+            _remove_created(top, parts, fds, created)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def check_below(dest: Path, root: Path) -> None:
+    """Refuse now, before anything is written, what `locked(DEST, ROOT)` would refuse on
+    the way: a link or a file in place of a directory the builder adds below ROOT. A run
+    writing several contexts checks them all first, so it stops before its first write."""
+    parts = _parts_below(Path(dest), Path(root))
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # missing (created later) or not a directory: `locked` says which
+    try:
+        for i, name in enumerate(parts):
+            step = _step(fd, name, Path(root), parts[:i + 1])
+            if step is None:
+                return  # missing below here: created by `locked`, nothing to follow
+            os.close(fd)
+            fd = step
     finally:
         os.close(fd)
+
+
+def _parts_below(dest: Path, top: Path) -> list[str]:
+    """DEST's names below TOP (ValueError: not below it, a caller's bug); a name from a
+    catalog ('..') that would climb out is refused."""
+    parts = list(dest.relative_to(top).parts)
+    if parts:
+        safe_relative("/".join(parts))
+    return parts
+
+
+def _step(fd: int, name: str, top: Path, parts: list[str]) -> int | None:
+    """Open the directory NAME inside FD without following a link; None when missing.
+    TOP/PARTS: where it is, for the refusal."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+    where = top.joinpath(*parts)
+    if os.path.islink(where):
+        raise UserError(f"{where} is a symlink; the builder writes below {top} only into directories, "
+                        "never through a link: remove it or choose another directory")
+    raise UserError(f"output {where} exists and is not a directory")
+
+
+def _walk_down(top: Path, parts: list[str], fds: list[int], created: list[bool]) -> None:
+    """Open TOP (as given; created when missing), then each of PARTS, one directory at a
+    time with O_NOFOLLOW, creating the missing ones: fds[i] holds parts[:i]."""
+    if os.path.lexists(top) and not top.is_dir():
+        raise UserError(f"output {top} exists and is not a directory")
+    created.append(not os.path.lexists(top))
+    try:
+        top.mkdir(parents=True, exist_ok=True)
+        fds.append(os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for i, name in enumerate(parts):
+            step = _step(fds[-1], name, top, parts[:i + 1])
+            made = step is None
+            if made:
+                os.mkdir(name, dir_fd=fds[-1])
+                step = os.open(name, _DIR_FLAGS, dir_fd=fds[-1])
+            fds.append(step)
+            created.append(made)
+    except OSError as exc:
+        raise UserError(f"cannot write to output {top.joinpath(*parts)}: {oserror_text(exc)}") from None
+
+
+def _lock(fd: int, dest: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        print(f"waiting for another render writing {dest}", file=sys.stderr, flush=True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _through(fd: int, dest: Path) -> Path:
+    """The open directory FD as a path that always names it; DEST (checked just now)
+    where /proc is not mounted."""
+    proc = Path(f"/proc/self/fd/{fd}")
+    try:
+        if os.path.samestat(os.stat(proc), os.fstat(fd)):
+            return proc
+    except OSError:
+        pass
+    return dest
+
+
+def _remove_created(top: Path, parts: list[str], fds: list[int], created: list[bool]) -> None:
+    """Remove the directories the walk created, deepest first, while they stayed empty."""
+    for i in range(len(fds) - 1, -1, -1):
+        if not created[i]:
+            return
+        try:
+            if i:
+                os.rmdir(parts[i - 1], dir_fd=fds[i - 1])
+            else:
+                top.rmdir()
+        except OSError:
+            return  # not empty: written into
 
 
 def safe_relative(rel: str) -> str:
@@ -81,28 +195,30 @@ def safe_relative(rel: str) -> str:
     return rel
 
 
-def owned_files(dest: Path) -> set[str]:
+def owned_files(dest: Path, shown: Path | None = None) -> set[str]:
     """The files a previous render wrote into DEST; refuses a non-empty DEST that no
     render wrote, or whose marker is from an older builder (it lists no files), or whose
-    marker names a path that is not plainly inside DEST."""
+    marker names a path that is not plainly inside DEST. SHOWN: DEST as errors name it
+    (the path the user knows, where DEST is the one `locked` yields)."""
     marker = dest / MARKER
+    shown = dest if shown is None else shown
     entries = [p for p in dest.iterdir() if not p.name.startswith(STAGING_PREFIX)] if dest.is_dir() else []
     if not entries:
         return set()
     data = _read_marker(marker)
     if data is None:
-        raise UserError(f"output {dest} is not empty and was not written by `builder render`; "
+        raise UserError(f"output {shown} is not empty and was not written by `builder render`; "
                         "choose another directory")
     try:
         files = json.loads(data)["files"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise ValueError
     except (ValueError, KeyError, TypeError):
-        raise UserError(f"output {dest} was written by an older `builder render` that did not record its "
+        raise UserError(f"output {shown} was written by an older `builder render` that did not record its "
                         "files; remove it or choose another directory") from None
     for rel in files:
         if not _is_plain_relative(rel):
-            raise UserError(f"the marker {marker} names {grammar.printable(rel)}, not a plain path inside the "
+            raise UserError(f"the marker {shown / MARKER} names {grammar.printable(rel)}, not a plain path inside the "
                             "directory; remove the directory or choose another")
     return set(files)
 
@@ -157,19 +273,21 @@ def _write_new(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _check_clashes(dest: Path, new: list[str], previous: set[str]) -> None:
-    """Every place a new file goes is free or was a render's: checked before anything moves."""
+def check_clashes(dest: Path, new: list[str], previous: set[str], shown: Path | None = None) -> None:
+    """Every place a new file goes is free or was a render's: checked before anything moves
+    (SHOWN: DEST as errors name it)."""
+    shown = dest if shown is None else shown
     for rel in new:
         parts = rel.split("/")
         for i in range(1, len(parts)):  # parent directories must be real directories (no links out)
             parent = "/".join(parts[:i])
             p = dest / parent
             if os.path.lexists(p) and (p.is_symlink() or not p.is_dir()) and parent not in previous:
-                raise UserError(f"{p} is in the way of the rendered {rel} and was not written by "
+                raise UserError(f"{shown / parent} is in the way of the rendered {rel} and was not written by "
                                 "`builder render`; move it or choose another directory")
         target = dest / rel
         if os.path.lexists(target) and rel not in previous:
-            raise UserError(f"{target} exists and was not written by `builder render`; "
+            raise UserError(f"{shown / rel} exists and was not written by `builder render`; "
                             "move it or choose another directory")
 
 
@@ -232,7 +350,7 @@ def _remove_owned(dest: Path, rel: str) -> str | None:
     return None
 
 
-def _move_in(dest: Path, staging: Path, rel: str) -> None:
+def _move_in(dest: Path, staging: Path, rel: str, shown: Path) -> None:
     """Move one staged file to DEST/REL, creating its directories, never through a link."""
     parts = rel.split("/")
     try:
@@ -242,19 +360,21 @@ def _move_in(dest: Path, staging: Path, rel: str) -> None:
             except FileNotFoundError:
                 mode = 0
             if stat.S_ISDIR(mode):
-                raise UserError(f"{dest / rel} is a directory where the render puts a file; move it away")
+                raise UserError(f"{shown / rel} is a directory where the render puts a file; move it away")
             os.replace(staging / rel, parts[-1], dst_dir_fd=fds[-1])
     except _Blocked as blocked:
-        raise UserError(f"{dest / blocked.rel} is in the way of the rendered {rel} and was not written by "
+        raise UserError(f"{shown / blocked.rel} is in the way of the rendered {rel} and was not written by "
                         "`builder render`; move it or choose another directory") from None
 
 
-def install(dest: Path, staging: Path, previous: set[str], header: dict) -> list[str]:
-    """Move the staged files into DEST in place of the previous render's; return them."""
+def install(dest: Path, staging: Path, previous: set[str], header: dict, shown: Path | None = None) -> list[str]:
+    """Move the staged files into DEST in place of the previous render's; return them.
+    SHOWN: DEST as errors and warnings name it."""
+    shown = dest if shown is None else shown
     new = _files_under(staging)
     for rel in new:
         safe_relative(rel)
-    _check_clashes(dest, new, previous)
+    check_clashes(dest, new, previous, shown)
     # Until the end the marker covers both renders, so a crash halfway leaves nothing
     # of ours unlisted (and nothing of the user's listed).
     _write_marker(dest, previous | set(new), header)
@@ -266,12 +386,31 @@ def install(dest: Path, staging: Path, previous: set[str], header: dict) -> list
             blocked.add(where)
     for where in sorted(blocked):  # the user's now: what is behind it stays (and is not listed)
         what = "a symlink" if os.path.islink(dest / where) else "not a directory"
-        say(f"warning: {dest / where} is {what}, not a directory of the render; left alone, "
+        say(f"warning: {shown / where} is {what}, not a directory of the render; left alone, "
             "nothing removed through it")
     for rel in new:
-        _move_in(dest, staging, rel)
+        _move_in(dest, staging, rel, shown)
     _write_marker(dest, new, header)
     return new
+
+
+def claim(dest: Path, previous: set[str], header: dict) -> None:
+    """Mark DEST (locked, its marker read as PREVIOUS) as a render's before writing below
+    it, so a run stopped halfway leaves a directory the next run accepts."""
+    _write_marker(dest, previous, header)
+
+
+def install_texts(dest: Path, texts: dict[str, str], previous: set[str], header: dict,
+                  shown: Path | None = None) -> list[str]:
+    """`install` of files given as texts (REL -> text), staged in DEST (locked) first."""
+    tmp = staging_dir(dest)
+    try:
+        for rel, text in texts.items():
+            (tmp / safe_relative(rel)).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_text(text, encoding="utf-8")
+        return install(dest, tmp, previous, header, shown)
+    finally:
+        remove_tree(tmp)
 
 
 def staging_dir(dest: Path) -> Path:

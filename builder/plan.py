@@ -15,15 +15,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from builder import buildcontext, builders, buildkit_engine, cuda_arch, grammar, paths, policy, provenance, runtime_image, urls
 from builder.base_recipe import BaseRecipe
-from builder.buildsettings import BackendAsks
+from builder.buildsettings import BackendAsks, read_ca_bundle
 from builder.catalog import Catalog, Release, Variant
 from builder.derive import DeriveSpec, parse_nvbuild_args
 from builder.engine import COMPRESSIONS
-from builder.errors import UserError, register_secret
+from builder.errors import UserError, register_secret, userinfo
 from builder.contract import parse_reference
 from builder.grammar import check_ref
 from builder.job import Expectation, ImageJob, RenderedContext, requested_of
@@ -308,7 +307,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     bid = default_build_id(now) if args.build_id is None else args.build_id
     check_build_id(bid)
     for t in args.tags:
-        check_ref(t, "--tag")
+        check_ref(t, "--tag", tag=True)
     if not args.tags:  # each variant is also tagged TAG-BUILD_ID: that tag must be valid too
         suffix = upstream_suffix(rel) if args.base == "upstream" else ""
         for v in variants:
@@ -414,12 +413,12 @@ def parse_build_args(given: tuple[str, ...] | list[str], setters: dict[str, str]
 
 def proxy_credentials(url: str) -> tuple[str, ...]:
     """What a proxy URL's userinfo holds (USER:PASSWORD, or a token as the user name alone):
-    all of it is redacted wherever it shows up."""
-    try:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        return tuple(x for x in (parts.username, parts.password) if x)
-    except ValueError:
-        return ()
+    all of it is redacted wherever it shows up (register_secret adds the percent-encoded,
+    decoded and JSON forms). Parsed by structure (errors.userinfo: up to the last '@'
+    before the host), not by urlsplit, which ends userinfo at '#', '/' or '?' and so
+    showed the rest of such a password."""
+    found = userinfo(url)
+    return tuple(x for x in found if x) if found else ()
 
 
 def declared_args(dockerfile: str) -> set[str]:
@@ -442,7 +441,7 @@ def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
         return ()
     if not ca_bundles:
         raise UserError("--bake-ca needs at least one --ca-bundle")
-    return tuple(Path(p).read_text() for p in ca_bundles)
+    return tuple(read_ca_bundle(p) for p in ca_bundles)  # each checked as it is read: no hang, no size surprise
 
 
 # --- derive -------------------------------------------------------------------------------
@@ -478,7 +477,7 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
                       apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
     spec.validate()
     check_ref(parent, "--from", image_id=True)
-    check_ref(tag, "--tag")
+    check_ref(tag, "--tag", tag=True)
     check_compile_cache(compile_cache)
     user_args = parse_build_args(build_args, {"BASE_IMAGE": "--from"})
     # before the parent is read and --pip resolved: the derived Dockerfile's ARGs are the template's

@@ -3,6 +3,7 @@ without a wheel for its base's Python, a release without a runtime image. Pure: 
 renders and locks ask the same questions here."""
 from __future__ import annotations
 
+from builder import grammar
 from builder.catalog import Release, Variant, python_key
 
 # gpu_wheels components that must all be there for TensorFlow to load every CUDA library
@@ -100,10 +101,14 @@ def platforms_served(release: Release) -> dict[str, str | None]:
 def why_not_platform(release: Release, platform: str, tensorflow_tree: bool) -> str | None:
     """--platform P for RELEASE: None when it can build that, else the one-line refusal.
     TENSORFLOW_TREE: --framework-src is a TensorFlow source tree (not the extension)."""
-    if platform not in PLATFORMS:
-        return (f"--platform {platform}: not a platform this builder serves "
-                f"(it serves {', '.join(PLATFORMS)}; Docker's OS/ARCH form)")
-    why = platforms_served(release)[platform]
+    served = platforms_served(release)
+    if platform not in served:  # what THIS release serves, not every platform the builder knows
+        ours = [p for p, why in served.items() if why is None]
+        others = [p for p, why in served.items() if why is not None]
+        refused = f"; {', '.join(others)} refused: --platform {others[0]} says why" if others else ""
+        return (f"--platform {grammar.printable(platform)}: release {release.name} serves {', '.join(ours) or 'no platform'} only "
+                f"(Docker's OS/ARCH form{refused})")
+    why = served[platform]
     if why is None:
         return None
     if tensorflow_tree:  # the source path exists for amd64 (nvbuild.sh's hermetic build), not yet on arm64

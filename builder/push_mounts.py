@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from builder import paths
+from builder.contract import SHA256_DIGEST
 from builder.errors import PushError, UserError
 
 LEDGER_NAME = "pushed-layers.jsonl"
@@ -67,7 +68,7 @@ def _record(host: str, repo: str, manifest: bytes, diff_ids: list[str], path: Pa
     if not isinstance(layers, list) or len(layers) != len(diff_ids) or not diff_ids:
         return False
     blobs = [layer.get("digest") if isinstance(layer, dict) else None for layer in layers]
-    if not all(isinstance(b, str) and b.startswith("sha256:") for b in blobs):
+    if not all(isinstance(b, str) and SHA256_DIGEST.fullmatch(b) for b in blobs):  # the registry's, checked
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"host": host, "repo": repo, "layers": [[d, b] for d, b in zip(diff_ids, blobs)]})
@@ -117,6 +118,6 @@ def mount(request: Request, repo: str, blobs: dict[str, str]) -> int:
             elif status == 202 and answer.get("location"):  # an upload opened instead: cancel it
                 location = urllib.parse.urlsplit(answer["location"])
                 request("DELETE", location.path + (f"?{location.query}" if location.query else ""), scopes, {})
-        except (OSError, http.client.HTTPException, PushError, UserError):
-            break  # a mount is an optimisation: the push uploads what was not mounted
+        except (OSError, ValueError, http.client.HTTPException, PushError, UserError):
+            break  # a mount is an optimisation (the push uploads what was not mounted); ValueError: a bad Location
     return mounted

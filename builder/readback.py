@@ -16,6 +16,7 @@ from pathlib import Path
 from builder import cuda_arch, image_report, paths
 from builder.catalog import Release, Variant, canonical_name
 from builder.errors import UserError
+from builder.engine import CannotStart
 from builder.contract import InImage, Label
 
 REPORT_SCRIPT = InImage.IMAGE_REPORT
@@ -54,7 +55,10 @@ def read_report(engine, image: str, requested: list[str] | None = None, coverage
 
 
 def _run_report(engine, image: str, cmd: list[str]) -> dict:
-    code, out = engine.run_capture(image, cmd, stdout_only=True, timeout=600)
+    try:
+        code, out = engine.run_capture(image, cmd, stdout_only=True, timeout=600)
+    except CannotStart as exc:
+        raise UserError(_cannot_start(image, exc.why)) from None
     if code != 0:
         _, err = engine.run_capture(image, cmd, timeout=600)
         tail = (err.strip().splitlines() or ["no output"])[-1]
@@ -63,6 +67,14 @@ def _run_report(engine, image: str, cmd: list[str]) -> dict:
         return json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise UserError(f"{image}: {REPORT_SCRIPT} printed no JSON report") from None
+
+
+def _cannot_start(image: str, why: str) -> str:
+    """One line for an image the engine cannot start the report in: most often one with the
+    builder's labels but no python3 (a FROM scratch copy, a stripped image)."""
+    if "python3" in why and ("not found" in why or "no such file" in why.lower()):
+        return f"{image}: the image cannot be read back: it has no python3 to run {REPORT_SCRIPT}"
+    return f"{image}: the image cannot be read back: the engine cannot run python3 in it ({why})"
 
 
 def _short(path: str) -> str:

@@ -10,6 +10,9 @@ asks GET /v2/ over TLS with the engine's trust (system bundle + certs.d). An unt
 certificate or a plain-HTTP registry is an error (exit 2) unless --insecure-registry
 says so explicitly, and then no credentials are sent at all (neither ours nor the Docker
 config's): credentials travel only over verified TLS.
+Every request (registry, token service) ends by an overall deadline (registry_auth.exchange),
+and credentials go only where allowed_credentials() lets them: push, its login, verify
+and signing through cosign all take them from there.
 Credentials come from the Docker config (and its credential helpers), from environment
 variables the user names, or from standard input: never from the command line, and
 they are never printed or logged.
@@ -24,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from builder import contract, grammar, push_mounts
+from builder import contract, grammar, push_mounts, registry_auth
 from builder.registry_auth import Credentials, Session, parse_challenge, scope
 from builder import engine as engines
 from builder.contract import split_ref
@@ -53,6 +56,7 @@ MANIFEST_TYPES = ", ".join([
 MAX_TRIES = 10
 BACKOFF = 2.0
 BACKOFF_CAP = 60.0
+MAX_PASSWORD_LINE = 64 * 1024  # a password (or a registry token) is far shorter
 
 
 @dataclass
@@ -74,8 +78,9 @@ class PushResult:
 def target_ref(image: str, registry: str, tag: str | None) -> str:
     """IMAGE retagged under REGISTRY (HOST[:PORT][/NAMESPACE]); the repository's last
     path component is kept: local/tensorflow:21.08 -> host:5000/ns/tensorflow:21.08."""
-    if not contract.REGISTRY.fullmatch(registry):
-        raise UserError(f"--registry {grammar.printable(registry)} is not HOST[:PORT][/NAMESPACE]")
+    why = contract.registry_problem(registry)
+    if why:
+        raise UserError(f"--registry {grammar.printable(registry[:255])} {why}")
     repo, image_tag = split_ref(image.split("@")[0])
     name = repo.rsplit("/", 1)[-1]
     final_tag = tag or image_tag
@@ -136,7 +141,11 @@ def credentials_from(username: str | None, username_env: str | None, password_en
             raise UserError(f"--password-env {password_env}: that variable is not set")
         password = os.environ[password_env]
     elif password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
+        line = sys.stdin.readline(MAX_PASSWORD_LINE + 1)  # bounded: a device on stdin is never read to the end
+        if len(line) > MAX_PASSWORD_LINE:
+            raise UserError(f"--password-stdin: the first line is longer than {MAX_PASSWORD_LINE} characters; "
+                            "give the password alone on one line")
+        password = line.rstrip("\r\n")
         if not password:
             raise UserError("--password-stdin: nothing on standard input")
     else:
@@ -190,29 +199,22 @@ def _ssl_context(host: str, verify: bool = True, registry: str | None = None) ->
 
 
 MAX_MANIFEST = 4 << 20  # registries refuse larger manifests (Distribution's limit)
+PROBE_DEADLINE = 15.0  # seconds for GET /v2/ in all: probe() asks before anything is sent
 
 
 def _send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None,
-          verify: bool = True, timeout: float = 30, registry: str | None = None) -> tuple[int, dict[str, str], bytes]:
+          verify: bool = True, timeout: float | None = None,
+          registry: str | None = None) -> tuple[int, dict[str, str], bytes]:
     """One request, no redirects followed (urllib would carry Authorization along to
-    wherever a redirect points, plain HTTP included): status, headers, body. REGISTRY:
-    the registry whose token service HOST is."""
-    if scheme == "https":
-        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-            host, timeout=timeout, context=_ssl_context(host, verify, registry))
-    else:
-        conn = http.client.HTTPConnection(host, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        data = response.read(MAX_MANIFEST)
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-    finally:
-        conn.close()
+    wherever a redirect points, plain HTTP included), done within TIMEOUT seconds in all
+    (registry_auth.REQUEST_DEADLINE by default): status, headers, body. REGISTRY: the
+    registry whose token service HOST is."""
+    context = _ssl_context(host, verify, registry) if scheme == "https" else None
+    return registry_auth.exchange(method, scheme, host, path, headers, body, context, timeout, MAX_MANIFEST)
 
 
 def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
-             timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+             timeout: float | None = None) -> tuple[int, dict[str, str], bytes]:
     """One request to the registry itself, with no authorization of ours."""
     return _send(method, transport.scheme, transport.host, path, headers, None, transport.verified, timeout)
 
@@ -232,7 +234,7 @@ def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
     certificate or a plain-HTTP registry without the flag is the user's to fix (exit 2);
     ACTION (push, read) says what the flag would let them do."""
     try:
-        status, headers, _ = _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=15)
+        status, headers, _ = _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=PROBE_DEADLINE)
         return Transport(host, "https", True, headers.get("www-authenticate", "") if status == 401 else "")
     except ssl.SSLCertVerificationError as exc:
         if insecure:
@@ -246,7 +248,7 @@ def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
     except (OSError, http.client.HTTPException) as exc:
         raise PushError(f"cannot reach the registry at {host}: {exc}", transient=True) from None
     try:
-        status, _, _ = _request(Transport(host, "http", False), "GET", "/v2/", {}, timeout=15)
+        status, _, _ = _request(Transport(host, "http", False), "GET", "/v2/", {}, timeout=PROBE_DEADLINE)
     except (OSError, http.client.HTTPException):
         status = 0
     if status in (0, 400):  # a TLS server that refused the handshake (Go's answers plain HTTP with 400)
@@ -259,9 +261,15 @@ def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
 
 
 def allowed_credentials(transport: Transport, creds: Credentials | None) -> Credentials | None:
-    """The credentials that may travel over TRANSPORT: none unless TLS is verified."""
+    """The credentials that may travel over TRANSPORT: none unless TLS is verified, and
+    none to a registry whose token service would get them in clear (check_token_service).
+    Every path that hands credentials on (push and its login, verify and signing through
+    cosign, build --push's early check) takes them from here."""
     if transport.verified:
-        return creds or config_credentials(transport.host)
+        creds = creds or config_credentials(transport.host)
+        if creds:
+            check_token_service(transport)
+        return creds
     if creds is not None:
         raise UserError(f"credentials are only sent over TLS the engine trusts, and {transport.host} is "
                         f"reached {'over plain HTTP' if transport.scheme == 'http' else 'without verifying its certificate'}: "
@@ -300,15 +308,19 @@ def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -
 
 
 def check_token_service(transport: Transport) -> None:
-    """The engine hands the credentials to whatever token service the registry names (in
-    the challenge probe() was answered with): one over plain HTTP would get them in clear,
-    so the push is refused before the engine is given them."""
+    """The engine and cosign hand the credentials to whatever token service the registry
+    names (in the challenge probe() was answered with): one over plain HTTP would get them
+    in clear, so they are refused before either is given them; so is a realm that is not a
+    usable URL (registry_auth.parse_realm)."""
     challenge = parse_challenge(transport.challenge)
-    realm = challenge.params.get("realm", "") if challenge and challenge.scheme == "bearer" else ""
-    if realm.lower().startswith("http://"):
+    if not challenge or challenge.scheme != "bearer":
+        return
+    realm = challenge.params.get("realm", "")
+    if registry_auth.parse_realm(transport.host, realm).scheme != "https":
         raise UserError(f"registry {transport.host} sends clients to a token service over plain HTTP "
-                        f"({grammar.printable(realm[:120])}): credentials are only sent over TLS; push anonymously "
-                        "if it allows that, or have its token service served over HTTPS")
+                        f"({grammar.printable(realm[:120])}): credentials are only sent over TLS; use it without "
+                        "credentials (none given, none in the Docker config) if it allows that, or have its token "
+                        "service served over HTTPS")
 
 
 def served_manifest(ref: str, creds: Credentials | None, transport: Transport) -> tuple[str, bytes]:
@@ -334,6 +346,9 @@ def served_manifest(ref: str, creds: Credentials | None, transport: Transport) -
     digest = response.get("docker-content-digest", "")
     if not digest:
         raise PushError(f"the registry at {host} sent no Docker-Content-Digest for {ref}")
+    if not contract.SHA256_DIGEST.fullmatch(digest):  # it is printed, compared and handed to cosign
+        raise PushError(f"the registry at {host} sent a Docker-Content-Digest for {ref} that is not "
+                        "sha256:<64 hex digits>")
     return digest, body
 
 
@@ -456,9 +471,8 @@ class Pusher:
                     try:
                         if transport is None:  # before any credential or layer leaves this machine
                             transport = probe(host, insecure)
-                            creds = allowed_credentials(transport, creds)
+                            creds = allowed_credentials(transport, creds)  # the token service checked too
                             if creds:
-                                check_token_service(transport)
                                 self.login(host, creds, transport)
                             mounted = self._mount_known_layers(ref, diff_ids, creds, transport)
                         if not tagged:

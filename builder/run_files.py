@@ -81,14 +81,20 @@ def run_bake(rel: Release, variant: str | None, render: dict, output: Path, buil
     layout = bake.Layout(output.resolve())
     definition = bake.definition(rel, rendered_all, layout, bid)
     text = json.dumps(definition, indent=2) + "\n"
-    for rendered in rendered_all:  # all rendered and checked above, before any write
-        buildcontext.write(rendered, layout.variant(rendered), render["framework_src"])
-        out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
+    buildcontext.check_source(render["framework_src"])  # all checked before any write
     try:
-        if bake.base_target(rel) in definition["target"]:  # not with --base upstream or IMAGE
-            base.write_context(BaseRecipe.for_release(rel), layout.base(rel))
-        with outputdir.locked(layout.root):
-            (layout.root / bake.BAKE_FILE).write_text(text)
+        with outputdir.locked(layout.root) as at:  # the user's DIR, held until the bake is written
+            previous = outputdir.owned_files(at, shown=layout.root)
+            outputdir.check_clashes(at, [bake.BAKE_FILE], previous, layout.root)
+            for dest in [*(layout.variant(r) for r in rendered_all), layout.base(rel)]:
+                outputdir.check_below(dest, layout.root)  # links on the way: refused before any write
+            outputdir.claim(at, previous, {"bake": rel.name})  # a bake stopped halfway is still ours
+            for rendered in rendered_all:  # below DIR, no link followed, nothing of the user's replaced
+                buildcontext.write(rendered, layout.variant(rendered), render["framework_src"], root=layout.root)
+                out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
+            if bake.base_target(rel) in definition["target"]:  # not with --base upstream or IMAGE
+                base.write_context(BaseRecipe.for_release(rel), layout.base(rel), root=layout.root)
+            outputdir.install_texts(at, {bake.BAKE_FILE: text}, previous, {"bake": rel.name}, shown=layout.root)
     except OSError as exc:
         raise UserError(f"cannot write the bake definition to {layout.root}: {outputdir.oserror_text(exc)}") from None
     out.say(f"wrote {layout.root / bake.BAKE_FILE}")

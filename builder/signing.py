@@ -28,6 +28,7 @@ from typing import Iterator
 
 from builder.errors import UserError, redact
 from builder.paths import CERTS_D
+from builder.userfiles import MAX_KEY, UserFileError, read_user_bytes, shown
 
 SBOM_TYPE = "cyclonedx"
 PROVENANCE_TYPE = "slsaprovenance"
@@ -122,17 +123,7 @@ def check_public_key(key: Path) -> None:
     """KEY is a public key as cosign reads one: a PEM block (text before it is skipped, as
     Go's pem.Decode does) of type PUBLIC KEY (DER SubjectPublicKeyInfo) or RSA PUBLIC KEY
     (PKCS#1). Checked before any registry is asked; cosign still judges the key itself."""
-    if not key.exists():
-        raise UserError(f"--key {key}: no such file")
-    if not key.is_file():
-        raise UserError(f"--key {key}: not a file")
-    try:
-        with open(key, "rb") as f:
-            data = f.read(MAX_PUBLIC_KEY + 1)
-    except OSError as exc:
-        raise UserError(f"--key {key}: cannot read it ({exc.strerror})") from None
-    if len(data) > MAX_PUBLIC_KEY:
-        raise UserError(f"--key {key}: larger than {MAX_PUBLIC_KEY >> 10} KiB, not a public key")
+    data = read_user_bytes(key, "--key", MAX_PUBLIC_KEY)  # a regular file: no fifo, no device, no giant
     block = _PEM_BLOCK.search(data.decode("ascii", "replace"))
     if block is None:
         raise UserError(f"--key {key}: not a PEM public key (a cosign .pub file: -----BEGIN PUBLIC KEY----- ...)")
@@ -178,8 +169,12 @@ def _is_key_der(der: bytes, kind: str) -> bool:
 
 def check_key(key: Path, password_env: str) -> str:
     """The private key's password (from PASSWORD_ENV), after checking the key file exists."""
-    if not key.is_file():
-        raise UserError(f"--sign {key}: no such key file (cosign generate-key-pair makes one)")
+    try:
+        read_user_bytes(key, "--sign", MAX_KEY)  # what cosign will read: a regular file, not a fifo it would wait on
+    except UserFileError as exc:
+        if exc.missing:
+            raise UserError(f"--sign {shown(key)}: no such key file (cosign generate-key-pair makes one)") from None
+        raise
     password = os.environ.get(password_env)
     if password is None:
         raise UserError(f"--sign: the key's password is read from ${password_env}, which is not set "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from builder.errors import UserError, register_secret
 from builder.grammar import URL, URL_MAX as MAX_URL
+from builder.userfiles import MAX_CREDENTIALS, UserFileError, read_user_text, shown
 
 _CREDENTIALS = re.compile(r"(?P<user>[^:\x00-\x1f\x7f]+):(?P<password>[^\x00-\x1f\x7f]+)")
 
@@ -47,11 +48,11 @@ def read_credentials(file: Path | None, env: str | None, what: str) -> tuple[str
     if file is not None and env is not None:
         raise UserError(f"{what}-credentials-file and {what}-credentials-env exclude each other")
     if file is not None:
+        source = f"{what}-credentials-file {shown(file)}"
         try:
-            text = Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"{what}-credentials-file {file}: cannot read it ({type(exc).__name__})") from None
-        source = f"{what}-credentials-file {file}"
+            text = read_user_text(file, f"{what}-credentials-file", MAX_CREDENTIALS)
+        except UserFileError as exc:  # never the contents: they may be the password
+            raise UserError(f"{source}: cannot read: {exc.reason}") from None
         lines = text.splitlines()
         value = lines[0] if lines else ""
     elif env is not None:

@@ -20,8 +20,8 @@ def test_every_release_serves_amd64_and_says_why_not_arm64(releases):
 @pytest.mark.parametrize("platform,tree,text", [
     ("linux/arm64", False, "cannot serve an arm64 GPU: TensorFlow's aarch64 wheels on PyPI are CPU-only"),
     ("linux/arm64", True, "offline base is built for linux/amd64 only"),
-    ("linux/riscv64", False, "not a platform this builder serves (it serves linux/amd64, linux/arm64"),
-    ("arm64", False, "not a platform this builder serves"),
+    ("linux/riscv64", False, "release 26.11 serves linux/amd64 only (Docker's OS/ARCH form; linux/arm64 refused"),
+    ("arm64", False, "release 26.11 serves linux/amd64 only"),
 ])
 def test_what_cannot_be_served_is_refused_naming_why(releases, platform, tree, text):
     assert text in policy.why_not_platform(releases.get("26.11"), platform, tree)

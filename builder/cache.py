@@ -9,6 +9,7 @@ from nginx's access log (a GET answered 200 is a hit, 404 a miss).
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import ipaddress
 import os
@@ -16,6 +17,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -25,11 +27,17 @@ from pathlib import Path
 from builder import paths
 from builder.errors import UserError, say
 from builder.grammar import SIZE
+from builder.outputdir import open_new, write_new
 from builder.registry_auth import exchange
 from builder.urls import read_credentials
-from builder.userfiles import UserFileError, read_user_text
+from builder.userfiles import UserFileError, read_user_tail, read_user_text, shown
 
 _STATE_MAX = 64 << 10  # the server's own small state files (server.json, serve.pid)
+_LOG_TAIL = 64 << 20  # stats counts the last 64 MiB of the access log (a busy cache's log grows without bound)
+# A directory in D/.server, opened without following a link in its place.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NGINX_TEMP = ("body", "proxy", "fastcgi", "uwsgi", "scgi")  # nginx.conf's *_temp_path, under .server/tmp
+_NGINX_FILES = ("nginx.pid", "error.log", "access.log")  # what nginx itself writes in .server
 
 DEFAULT_PORT = 8742
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -178,13 +186,14 @@ class CacheServer:
     def generated_credentials(self) -> Path:
         return self.state / "write-credentials"
 
-    def save(self) -> None:
+    def save(self, state_fd: int) -> None:
+        """server.json, written as a new file in the open state directory STATE_FD."""
         import json
 
-        (self.state / "server.json").write_text(json.dumps(
+        write_new("server.json", json.dumps(
             {"port": self.port, "listen": self.listen, "max_size": self.max_size,
              "max_object_size": self.max_object_size,
-             "credentials_file": str(self.credentials_file) if self.credentials_file else None}))
+             "credentials_file": str(self.credentials_file) if self.credentials_file else None}), state_fd)
 
     @classmethod
     def load(cls, directory: Path) -> "CacheServer":
@@ -246,23 +255,20 @@ http {{
 }}
 """
 
-    def write_htpasswd(self) -> Path | None:
+    def write_htpasswd(self, state_fd: int) -> Path | None:
         """The write credential's hash for nginx; generated (and kept, 0600) when the user
-        gave none. Returns the file holding USER:PASSWORD for clients."""
+        gave none. Returns the file holding USER:PASSWORD for clients. Both are written
+        as new files in the open state directory STATE_FD, never through a planted link."""
         if not self.needs_write_auth:
             return None
 
         source = self.credentials_file or self.generated_credentials
-        if self.credentials_file is None and not source.exists():
-            fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(f"{WRITE_USER}:{secrets.token_urlsafe(24)}\n")
+        if self.credentials_file is None and not _is_regular(state_fd, source.name):
+            write_new(source.name, f"{WRITE_USER}:{secrets.token_urlsafe(24)}\n", state_fd, 0o600)
         user, password = read_credentials(source, None, "--write")
-        tmp = self.htpasswd.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{user}:{ssha(password)}\n")
-        os.replace(tmp, self.htpasswd)
+        tmp = self.htpasswd.name + ".tmp"
+        write_new(tmp, f"{user}:{ssha(password)}\n", state_fd, 0o600)
+        os.replace(tmp, self.htpasswd.name, src_dir_fd=state_fd, dst_dir_fd=state_fd)
         return source
 
 
@@ -273,14 +279,135 @@ def nginx_binary() -> str:
     return exe
 
 
-def _running_pid(server: CacheServer) -> int | None:
-    pid_file = server.state / "serve.pid"
+def _mode(dir_fd: int, name: str) -> int | None:
+    """The type and mode of NAME inside DIR_FD, a link not followed; None when missing."""
     try:
-        pid = int(read_user_text(pid_file, "cache state", _STATE_MAX))
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError, UserFileError):
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
         return None
+
+
+def _is_regular(dir_fd: int, name: str) -> bool:
+    mode = _mode(dir_fd, name)
+    return mode is not None and stat.S_ISREG(mode)
+
+
+def _subdir(parent_fd: int, name: str, where: Path) -> int:
+    """The directory NAME inside PARENT_FD (created 0700 when missing), opened without
+    following a link in its place: a link or a file there is refused in one line."""
+    try:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UserError(f"{shown(where)} is a symlink or not a directory; the cache server keeps its state "
+                            "only in a directory of its own: remove it") from None
+        raise UserError(f"--dir: cannot create {shown(where)} ({exc.strerror})") from None
+
+
+def _open_state(server: CacheServer) -> int:
+    """D/.server (0700) and its nginx temp directories, each opened without following a
+    link; nginx's own files there that are not regular files (a planted link, a fifo) are
+    removed first. The builder writes its state only through the descriptor returned, each
+    file as a new one, so nothing planted in D is written through or waited on. D itself
+    and D/data are the user's, as given (a link there is the user's choice)."""
+    try:
+        server.data.mkdir(parents=True, exist_ok=True)
+        top = os.open(server.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UserError(f"--dir {shown(server.directory)}: cannot create it ({exc.strerror})") from None
+    try:
+        state = _subdir(top, ".server", server.state)
+    finally:
+        os.close(top)
+    try:
+        os.fchmod(state, 0o700)
+        tmp = _subdir(state, "tmp", server.state / "tmp")
+        try:
+            for name in _NGINX_TEMP:
+                os.close(_subdir(tmp, name, server.state / "tmp" / name))
+        finally:
+            os.close(tmp)
+        for name in _NGINX_FILES:
+            if _mode(state, name) is not None and not _is_regular(state, name):
+                os.unlink(name, dir_fd=state)
+    except OSError as exc:
+        os.close(state)
+        raise UserError(f"cannot prepare {shown(server.state)} ({exc.strerror})") from None
+    except BaseException:
+        os.close(state)
+        raise
+    return state
+
+
+def _recorded_pid(server: CacheServer) -> int | None:
+    """The pid serve.pid names: None when there is no such file, 0 when it holds anything
+    but a pid above 1 (-1 would signal every process, 0 the group, 1 init)."""
+    try:
+        text = read_user_text(server.state / "serve.pid", "cache state", _STATE_MAX).strip()
+    except UserFileError as exc:
+        return None if exc.missing else 0
+    return int(text) if re.fullmatch(r"[0-9]{1,9}", text) and int(text) > 1 else 0
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is PID (from /proc/N/stat: the field after the comm)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read(4096).rpartition(b")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if len(fields) > 1 and fields[1] == str(pid).encode():
+            found.append(int(entry))
+    return found
+
+
+def _nginx_prefix(pid: int) -> str | None:
+    """The -p directory of the nginx master PID, started as serve starts it
+    (`nginx -c PREFIX/nginx.conf -p PREFIX`); None for any other process. The master
+    shows its arguments joined by spaces after `nginx: master process `."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            text = f.read(1 << 16).rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+    text = text.removeprefix("nginx: master process ")
+    if os.path.basename(text.split(" ", 1)[0]) != "nginx":
+        return None
+    for at in (i for i in range(len(text)) if text.startswith(" -p ", i)):
+        prefix = text[at + 4:]
+        if text.endswith(f" -c {prefix}/nginx.conf -p {prefix}"):
+            return prefix
+    return None
+
+
+def _serves_here(pid: int, server: CacheServer) -> bool:
+    """PID is this directory's `cache serve`: the parent of an nginx master whose prefix
+    is this very state directory. A pid planted in serve.pid names no such process."""
+    try:
+        state = os.stat(server.state, follow_symlinks=False)
+    except OSError:
+        return False
+    for child in _children(pid):
+        prefix = _nginx_prefix(child)
+        try:
+            if prefix is not None and os.path.samestat(os.stat(prefix, follow_symlinks=False), state):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _running_pid(server: CacheServer) -> int | None:
+    pid = _recorded_pid(server)
+    return pid if pid and _serves_here(pid, server) else None
 
 
 def prune(server: CacheServer) -> int:
@@ -304,19 +431,30 @@ def serve(server: CacheServer, detach: bool = False) -> str:
         raise UserError(f"a cache server already runs for {server.directory} (builder cache stop --dir ...)")
     exe = nginx_binary()
     conf_text = server.nginx_conf()  # every value checked before anything is written
+    state = _open_state(server)
     try:
-        for d in (server.data, server.state / "tmp"):
-            d.mkdir(parents=True, exist_ok=True)
-        server.state.chmod(0o700)
+        return _serve_in(server, state, exe, conf_text, detach)
+    finally:
+        os.close(state)
+
+
+def _write_state(server: CacheServer, state: int, conf_text: str) -> None:
+    """The write credential, nginx.conf and server.json, each a new file in STATE."""
+    try:
+        credentials = server.write_htpasswd(state)
+        write_new("nginx.conf", conf_text, state)
+        server.save(state)
     except OSError as exc:
-        raise UserError(f"--dir {server.directory}: cannot create it ({exc.strerror})") from None
-    credentials = server.write_htpasswd()
+        raise UserError(f"cannot write the cache server's state in {shown(server.state)} ({exc.strerror})") from None
     if credentials:
         say(f"compile cache: writes from other machines need the credential in {credentials} "
             "(reads are open; builds on this machine write without it)")
+
+
+def _serve_in(server: CacheServer, state: int, exe: str, conf_text: str, detach: bool) -> str:
+    """serve() with its state directory open as STATE."""
+    _write_state(server, state, conf_text)
     conf = server.state / "nginx.conf"
-    conf.write_text(conf_text)
-    server.save()
     check = subprocess.run([exe, "-t", "-q", "-c", str(conf), "-p", str(server.state)], capture_output=True, text=True)
     if check.returncode != 0:
         lines = check.stderr.strip().splitlines() or ["(no message)"]
@@ -328,8 +466,11 @@ def serve(server: CacheServer, detach: bool = False) -> str:
                 "--max-object-size", str(server.max_object_size)]
         if server.credentials_file:
             args += ["--write-credentials-file", str(server.credentials_file)]
-        log = open(server.state / "serve.log", "ab")
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log = open_new("serve.log", state)  # this run's log, never written through a planted link
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        finally:
+            os.close(log)
         for _ in range(50):
             if _answers(server):
                 return server.url
@@ -337,7 +478,7 @@ def serve(server: CacheServer, detach: bool = False) -> str:
                 break
             time.sleep(0.1)
         raise UserError(f"the cache server did not start; see {server.state}/serve.log and error.log")
-    (server.state / "serve.pid").write_text(str(os.getpid()))
+    write_new("serve.pid", str(os.getpid()), state)
     nginx = subprocess.Popen([exe, "-c", str(conf), "-p", str(server.state)])
     stop = {"now": False}
 
@@ -362,7 +503,10 @@ def serve(server: CacheServer, detach: bool = False) -> str:
                 nginx.wait(10)
             except subprocess.TimeoutExpired:
                 nginx.kill()
-        (server.state / "serve.pid").unlink(missing_ok=True)
+        try:
+            os.unlink("serve.pid", dir_fd=state)
+        except FileNotFoundError:
+            pass
     return server.url
 
 
@@ -377,9 +521,14 @@ def _answers(server: CacheServer) -> bool:
 
 
 def stop(server: CacheServer) -> bool:
-    pid = _running_pid(server)
-    if not pid:
+    """SIGTERM to this directory's `cache serve`; False when none runs (no serve.pid, or
+    its process is gone). A serve.pid naming anything else (a planted pid, -1, 0) is
+    refused in one line: nothing is signalled."""
+    pid = _recorded_pid(server)
+    if pid is None or (pid and not os.path.exists(f"/proc/{pid}")):
         return False
+    if not pid or not _serves_here(pid, server):
+        raise UserError(f"{shown(server.state / 'serve.pid')}: not a cache server started here; nothing stopped")
     os.kill(pid, signal.SIGTERM)
     for _ in range(100):
         if not _running_pid(server):
@@ -391,22 +540,20 @@ def stop(server: CacheServer) -> bool:
 def stats(server: CacheServer) -> dict:
     files = [p for p in server.data.rglob("*") if p.is_file()] if server.data.exists() else []
     gets = hits = misses = puts = put_errors = 0
-    log = server.state / "access.log"
-    if log.exists():
-        for line in log.read_text(errors="replace").splitlines():
-            parts = line.split()
-            if len(parts) < 2:
-                continue
-            method, status = parts[0], parts[1]
-            if parts[-1] == "/.ping":  # the server's own readiness probe
-                continue
-            if method in ("GET", "HEAD"):
-                gets += 1
-                hits += status == "200"
-                misses += status == "404"
-            elif method == "PUT":
-                puts += 1
-                put_errors += not status.startswith("2")
+    for line in _log_lines(server):
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        method, status = parts[0], parts[1]
+        if parts[-1] == "/.ping":  # the server's own readiness probe
+            continue
+        if method in ("GET", "HEAD"):
+            gets += 1
+            hits += status == "200"
+            misses += status == "404"
+        elif method == "PUT":
+            puts += 1
+            put_errors += not status.startswith("2")
     return {
         "directory": str(server.directory),
         "running": _running_pid(server) is not None,
@@ -420,6 +567,19 @@ def stats(server: CacheServer) -> dict:
         "stores": puts,
         "store_errors": put_errors,
     }
+
+
+def _log_lines(server: CacheServer) -> list[str]:
+    """The access log's lines, its last _LOG_TAIL bytes (a cut first line dropped); none
+    when there is no log. Read as a user's file: a fifo or a device there is one line."""
+    try:
+        data = read_user_tail(server.state / "access.log", "cache log", _LOG_TAIL)
+    except UserFileError as exc:
+        if exc.missing:
+            return []
+        raise
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[1:] if len(data) == _LOG_TAIL else lines
 
 
 def stats_text(s: dict) -> str:

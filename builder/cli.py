@@ -118,7 +118,7 @@ def base(
     """Build (or find) the offline CUDA base of a release: debootstrap + Debian's CUDA toolkit."""
     plan = plan_base(_catalog(), release, rebuild, settings.backend)
     if print_recipe:
-        return print_base_recipe(plan, as_json)
+        return print_base_recipe(plan, as_json, settings)
     run_base(plan, _engine(), settings(), quiet=progress, as_json=as_json)
 
 

@@ -239,12 +239,27 @@ def _mask_userinfo(url: str) -> str:
     start = url.index("://") + 3
     rest = url[start:]
     at = userinfo_end(rest)
-    if at is None:
-        return url
+    if at is None:  # an empty host after the last '@' (`u:p#/?x@y@/path`): hidden up to it
+        at = rest.rfind("@")
+        if at < 0 or rest[at + 1:at + 2] not in ("", "/"):  # `name@sha256:...` is a digest
+            return url
     user, sep, _ = rest[:at].partition(":")
     if not sep or "/" in user:  # a token alone is a registered secret's; a '/' before ':' is a path
         return url
     return f"{url[:start]}{user}:{MASK}{rest[at:]}"
+
+
+# USER:PASSWORD@HOST without a scheme (an image reference or a registry given with
+# credentials in it): a word whose first ':' comes before an '@' that a host follows.
+_BARE = re.compile(r"""(?<![^\s'"(=,])[^\s'"/:@]+:[^\s'"]*@[^\s'"]*""")
+
+
+def _mask_bare(word: str) -> str:
+    if "://" in word:  # a URL: _URL's
+        return word
+    at = userinfo_end(word)
+    user = word.partition(":")[0]
+    return word if at is None else f"{user}:{MASK}{word[at:]}"
 
 
 def say(message: str) -> None:
@@ -327,4 +342,6 @@ def redact(text: str) -> str:
         text = str(text)
     for secret in sorted(_SECRETS, key=len, reverse=True):  # first: a password may hold '@'
         text = text.replace(secret, MASK)
-    return _URL.sub(lambda m: _mask_userinfo(m[0]), text) if "://" in text else text
+    if "://" in text:
+        text = _URL.sub(lambda m: _mask_userinfo(m[0]), text)
+    return _BARE.sub(lambda m: _mask_bare(m[0]), text) if "@" in text else text

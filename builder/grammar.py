@@ -71,8 +71,13 @@ TEXT = re.compile(rf"[^{_CONTROLS}]*")
 # Catalog free text (env and label values, entrypoint and vendor texts, reasons) lands in
 # the image's scripts and labels and is printed at every container start: no control at
 # all (tab included: no catalog field is multi-line or tabulated), and no bidirectional
-# override or isolate, which would make a banner show other text than it holds.
-_CATALOG_CONTROLS = _CONTROLS + r"\x09\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# override or isolate, which would make a banner show other text than it holds, and no
+# other invisible format character (Unicode's Cf: zero-width spaces and joiners, the BOM,
+# soft hyphen, tag characters), which would hide text in a label or a script.
+_FORMAT = (r"\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+           r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+           r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+_CATALOG_CONTROLS = _CONTROLS + r"\x09" + _FORMAT
 CATALOG_TEXT = re.compile(rf"[^{_CATALOG_CONTROLS}]*")
 ONE_LINE_TEXT = re.compile(rf"[^{_CATALOG_CONTROLS}]{{1,200}}")
 

@@ -24,8 +24,12 @@ from typing import Callable
 from builder.catalog import PIN, REQUIREMENT, Catalog, Release, Variant, canonical_name
 from builder.errors import UserError
 from builder.policy import pythons_for, why_not_buildable
+from builder.userfiles import UserFileError, read_user_text
 
 LOCKS_DIR = Path(__file__).resolve().parent / "locks"
+# A lock is a page of pins and hashes (the biggest shipped one: ~160 KiB); anything far
+# bigger is a mistake or an attack (a private catalog's locks are the user's files).
+MAX_LOCK_BYTES = 16 << 20
 # Bump when the lock command or file layout changes: every digest changes with it.
 LOCK_FORMAT = 1
 # The compiler cache the images build with (ccache with HTTP remote storage; Debian's is older).
@@ -99,6 +103,18 @@ def horovod_lock_path(version: str, root: Path | None = None) -> Path:
 def dali_plugin_lock_path(plugin: str, version: str, root: Path | None = None) -> Path:
     """The DALI TensorFlow plugin's sdist lock (one line, like Horovod's)."""
     return (root or locks_dir()) / "dali" / f"{plugin}-{version}.txt"
+
+
+def read_lock(path: Path) -> str | None:
+    """The text of the lock at PATH, None when there is none; every lock is read here, through
+    the one reader of users' files (a private catalog's locks/ may hold a fifo, /dev/zero, a
+    huge or non-UTF-8 file): one line naming the file, never a hang or a traceback."""
+    try:
+        return read_user_text(path, "lock file", MAX_LOCK_BYTES)
+    except UserFileError as exc:
+        if exc.missing:
+            return None
+        raise
 
 
 # --- the set of locks ------------------------------------------------------------------
@@ -280,25 +296,20 @@ def check(p: Plan, root: Path | None = None) -> list[str]:
     def rel(path: Path) -> str:
         return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
+    def verified(path: Path, verify: Callable[[str], list[str]]) -> list[str]:  # VERIFY: called at once
+        text = read_lock(path)
+        if text is None:
+            return [f"{rel(path)}: missing (run `builder lock`)"]
+        return [f"{rel(path)}: {msg}" for msg in verify(text)]
+
     for t in p.targets:
-        path = lock_path(t.release.name, t.variant.name, t.python, root)
-        if not path.is_file():
-            problems.append(f"{rel(path)}: missing (run `builder lock`)")
-            continue
-        problems += [f"{rel(path)}: {msg}" for msg in verify_lock(t.release, t.variant, t.python,
-                                                                  path.read_text(encoding="utf-8"))]
+        problems += verified(lock_path(t.release.name, t.variant.name, t.python, root),
+                             lambda text: verify_lock(t.release, t.variant, t.python, text))
     for version in p.horovod:
-        path = horovod_lock_path(version, root)
-        if not path.is_file():
-            problems.append(f"{rel(path)}: missing (run `builder lock`)")
-            continue
-        problems += [f"{rel(path)}: {msg}" for msg in verify_horovod_lock(version, path.read_text(encoding="utf-8"))]
+        problems += verified(horovod_lock_path(version, root), lambda text: verify_horovod_lock(version, text))
     for name, version in p.dali:
-        path = dali_plugin_lock_path(name, version, root)
-        if not path.is_file():
-            problems.append(f"{rel(path)}: missing (run `builder lock`)")
-            continue
-        problems += [f"{rel(path)}: {msg}" for msg in verify_sdist_lock(name, version, path.read_text(encoding="utf-8"))]
+        problems += verified(dali_plugin_lock_path(name, version, root),
+                             lambda text: verify_sdist_lock(name, version, text))
     expected = p.expected(root)
     problems += [f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
                  for path in p.scope(root) if path not in expected]
@@ -425,7 +436,7 @@ def write(p: Plan, root: Path | None = None, upgrade: bool = False,
     written, current, removed = [], 0, []
     for t in p.targets:
         path = lock_path(t.release.name, t.variant.name, t.python, root)
-        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        old = read_lock(path)
         if old is not None and not upgrade and not verify_lock(t.release, t.variant, t.python, old):
             current += 1
             continue
@@ -440,7 +451,8 @@ def write(p: Plan, root: Path | None = None, upgrade: bool = False,
         written.append(path)
     for version in p.horovod:
         path = horovod_lock_path(version, root)
-        if path.is_file() and not upgrade and not verify_horovod_lock(version, path.read_text(encoding="utf-8")):
+        old = None if upgrade else read_lock(path)
+        if old is not None and not verify_horovod_lock(version, old):
             current += 1
             continue
         uv = uv or uv_command()
@@ -451,7 +463,8 @@ def write(p: Plan, root: Path | None = None, upgrade: bool = False,
         written.append(path)
     for name, version in p.dali:
         path = dali_plugin_lock_path(name, version, root)
-        if path.is_file() and not upgrade and not verify_sdist_lock(name, version, path.read_text(encoding="utf-8")):
+        old = None if upgrade else read_lock(path)
+        if old is not None and not verify_sdist_lock(name, version, old):
             current += 1
             continue
         uv = uv or uv_command()

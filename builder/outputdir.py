@@ -260,16 +260,25 @@ def _files_under(root: Path) -> list[str]:
 
 def _write_marker(dest: Path, files: set[str] | list[str], header: dict) -> None:
     tmp = dest / f"{MARKER}.tmp"
-    _write_new(tmp, json.dumps({**header, "files": sorted(files)}, indent=0) + "\n")
+    write_new(tmp, json.dumps({**header, "files": sorted(files)}, indent=0) + "\n")
     os.replace(tmp, dest / MARKER)
 
 
-def _write_new(path: Path, text: str) -> None:
-    """Write PATH as a new file: whatever was planted under that name (a symlink to a
-    host file) is removed, never written through."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+def open_new(path: Path | str, dir_fd: int | None = None, mode: int = 0o666) -> int:
+    """PATH opened for writing as a new file: whatever was planted under that name (a
+    symlink to a host file, a fifo) is removed, never written through nor waited on.
+    DIR_FD: PATH is a name inside that open directory (one reached without links)."""
+    try:
+        os.unlink(path, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+
+
+def write_new(path: Path | str, text: str, dir_fd: int | None = None, mode: int = 0o666) -> None:
+    """Write PATH as a new file (see open_new): the one writer of a file in a directory
+    someone else may have planted names in."""
+    with os.fdopen(open_new(path, dir_fd, mode), "w", encoding="utf-8") as f:
         f.write(text)
 
 
@@ -423,7 +432,7 @@ def write_atomic(path: Path, text: str) -> None:
     """Replace one file in one step (a concurrent reader sees the old or the new text)."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        _write_new(tmp, text)
+        write_new(tmp, text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -399,10 +399,10 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
 
 
 def _read_lock(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
-        raise UserError(f"no lock file {path}: run `builder lock` (it needs uv and PyPI)") from None
+    text = lock.read_lock(path)  # the one reader: a fifo, /dev/zero or bad bytes are one line
+    if text is None:
+        raise UserError(f"no lock file {path}: run `builder lock` (it needs uv and PyPI)")
+    return text
 
 
 def committed_path(root: Path, release: str, variant: str) -> Path:

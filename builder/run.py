@@ -227,9 +227,13 @@ def run_base(plan: BasePlan, engine: Engine, settings: BuildSettings, *, quiet: 
     return tag
 
 
-def print_base_recipe(plan: BasePlan, as_json: bool, out: Output | None = None) -> None:
-    """`builder base --print`: the recipe's Dockerfile (stdout) and its tag (stderr), or both as JSON."""
+def print_base_recipe(plan: BasePlan, as_json: bool, settings: Callable[[], BuildSettings],
+                      out: Output | None = None) -> None:
+    """`builder base --print`: the recipe's Dockerfile (stdout) and its tag (stderr), or both as JSON.
+    SETTINGS (the options' reader) is read first: the build options a build would refuse (a
+    fifo as --ca-bundle, a missing credentials file) are refused here too, as --dry-run does."""
     out = out or Output()
+    settings()
     if as_json:
         out.result(json.dumps({"tag": plan.tag, "dockerfile": plan.recipe.dockerfile()}, indent=2))
         return

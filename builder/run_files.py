@@ -10,7 +10,7 @@ from pathlib import Path
 from builder import bake, base, buildcontext, dockerfiles, lock, outputdir, paths
 from builder.base_recipe import BaseRecipe
 from builder.catalog import Release
-from builder.errors import UserError
+from builder.errors import UserError, escape
 from builder.output import Output
 from builder.plan import check_build_id, default_build_id
 from builder.render import render_options
@@ -61,7 +61,7 @@ def run_render(rel: Release, variant: str | None, render: dict, output: Path | N
                             "give --variant to print one, or -o DIR to write them all")
         return rendered_all[0].dockerfile
     for rendered, path in zip(rendered_all, dockerfiles.write_contexts(rendered_all, output, render["framework_src"])):
-        out.say(f"wrote {path} ({rendered.meta['image']})")
+        out.say(f"wrote {escape(str(path))} ({rendered.meta['image']})")
         out.result(str(path))
     return None
 
@@ -91,13 +91,13 @@ def run_bake(rel: Release, variant: str | None, render: dict, output: Path, buil
             outputdir.claim(at, previous, {"bake": rel.name})  # a bake stopped halfway is still ours
             for rendered in rendered_all:  # below DIR, no link followed, nothing of the user's replaced
                 buildcontext.write(rendered, layout.variant(rendered), render["framework_src"], root=layout.root)
-                out.say(f"wrote {layout.variant(rendered)} ({rendered.meta['image']})")
+                out.say(f"wrote {escape(str(layout.variant(rendered)))} ({rendered.meta['image']})")
             if bake.base_target(rel) in definition["target"]:  # not with --base upstream or IMAGE
                 base.write_context(BaseRecipe.for_release(rel), layout.base(rel), root=layout.root)
             outputdir.install_texts(at, {bake.BAKE_FILE: text}, previous, {"bake": rel.name}, shown=layout.root)
     except OSError as exc:
         raise UserError(f"cannot write the bake definition to {layout.root}: {outputdir.oserror_text(exc)}") from None
-    out.say(f"wrote {layout.root / bake.BAKE_FILE}")
+    out.say(f"wrote {escape(str(layout.root / bake.BAKE_FILE))}")
     return layout.root / bake.BAKE_FILE, text
 
 

@@ -24,8 +24,9 @@ _CREDENTIALS = re.compile(r"(?P<user>[^:\x00-\x1f\x7f]+):(?P<password>[^\x00-\x1
 
 
 def has_userinfo(url: str) -> bool:
-    """USER[:PASSWORD]@ before the host (what the grammar would read as credentials)."""
-    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@", url))
+    """An '@' anywhere after the scheme: the URL grammar has none in a host, port or path,
+    and a password may hold '/', '?' or '#' before it (a userinfo runs to the last '@')."""
+    return "@" in (url.split("://", 1)[1] if "://" in url else url)
 
 
 def check_url(url: str, what: str, credentials_hint: str) -> str:

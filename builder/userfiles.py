@@ -64,9 +64,9 @@ def _os_reason(exc: OSError) -> tuple[str, bool]:
     return (exc.strerror or type(exc).__name__).lower(), False
 
 
-def read_user_bytes(path: Path | str, what: str, max_bytes: int) -> bytes:
-    """The bytes of the regular file at PATH (links followed), at most MAX_BYTES; else
-    UserFileError naming WHAT (the option, e.g. '--ca-bundle') and PATH."""
+def _open_regular(path: Path | str, what: str) -> int:
+    """PATH opened for reading (links followed) when it is a regular file; else
+    UserFileError naming WHAT and PATH."""
     try:
         # O_NONBLOCK: opening a fifo with no writer returns at once instead of waiting
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -80,6 +80,17 @@ def read_user_bytes(path: Path | str, what: str, max_bytes: int) -> bytes:
             raise UserFileError(what, path, "is a directory, not a file" if kind == "a directory"
                                 else f"is {kind}, not a regular file")
         os.set_blocking(fd, True)  # a regular file: plain reads
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_user_bytes(path: Path | str, what: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file at PATH (links followed), at most MAX_BYTES; else
+    UserFileError naming WHAT (the option, e.g. '--ca-bundle') and PATH."""
+    fd = _open_regular(path, what)
+    try:
         data = _read_at_most(fd, max_bytes + 1)
     except OSError as exc:
         raise UserFileError(what, path, _os_reason(exc)[0]) from None
@@ -88,6 +99,21 @@ def read_user_bytes(path: Path | str, what: str, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise UserFileError(what, path, f"larger than {_size(max_bytes)}, the limit for {what}")
     return data
+
+
+def read_user_tail(path: Path | str, what: str, max_bytes: int) -> bytes:
+    """The last MAX_BYTES of the regular file at PATH (all of it when smaller), for a log
+    that may grow without bound; a non-regular file is one UserFileError, as above."""
+    fd = _open_regular(path, what)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            os.lseek(fd, size - max_bytes, os.SEEK_SET)
+        return _read_at_most(fd, max_bytes)
+    except OSError as exc:
+        raise UserFileError(what, path, _os_reason(exc)[0]) from None
+    finally:
+        os.close(fd)
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:

@@ -247,3 +247,15 @@ def test_a_source_file_vanishing_during_the_check_is_one_line(tmp_path, monkeypa
                        "-o", str(tmp_path / "out"))
     assert_one_error(code, err, f"{src / 'gone.py'} vanished while the framework source was read")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_newline_in_the_output_path_stays_on_its_line(tmp_path, capsys):
+    """What `render -o` says it wrote is one line per context, whatever the path holds."""
+    from builder import cli
+
+    out = tmp_path / "a\nb"
+    code = cli.main(["render", "--release", "21.08", "--variant", "tf2-py3", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0 and (out / "Dockerfile").is_file()
+    assert [line for line in err.splitlines() if line.startswith("wrote ")] == [
+        f"wrote {str(tmp_path)}/a\\nb/Dockerfile (local/tensorflow:21.08-tf2-py3)"], err

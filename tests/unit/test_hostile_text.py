@@ -58,6 +58,24 @@ def test_a_proxy_password_never_shows_in_the_dry_run(case, as_json, scheme, monk
     assert "proxy.corp:3128" in out and shows_none_of(out + err, pieces), out
 
 
+# Credentials where no option takes them: refused, and the refusal shows no piece of them.
+MISPLACED = {
+    "pip-index-no-host-after": ["--pip-index", "https://u:Zq#Xj/Vk?Wy@y@/simple"],
+    "pip-index-no-scheme": ["--pip-index", "u:Zq@pypi.corp/simple"],
+    "tag": ["-t", "u:Zq@127.0.0.1:5000/x:y"],
+    "layer-cache": ["--layer-cache", "u:Zq@127.0.0.1:5000/cache"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISPLACED))
+def test_credentials_in_a_value_that_takes_none_are_refused_unshown(case, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_engine", lambda: FakeEngine())
+    code = cli.main(["build", "--release", "21.08", "--variant", "tf2-py3", "--dry-run", "--no-host-ca",
+                     *MISPLACED[case]])
+    line = one_line_error(capsys, code)
+    assert shows_none_of(line, ["Zq", "Xj", "Vk", "Wy"]), line
+
+
 @pytest.mark.parametrize("case", sorted(PASSWORDS))
 def test_a_proxy_password_never_shows_in_the_rawjson_stream(case, monkeypatch, capsys):
     """Both backends' rawjson: the legacy builder's messages (redacted as JSON text) and
@@ -157,7 +175,8 @@ def test_a_short_cycle_and_an_unknown_parent_are_one_problem_each(make_catalog):
 # --- 14. catalog free text holds no control, C0, C1 or separator -----------------------------
 # YAML escapes, so the file itself is plain: \x85 (NEL), \x9b (CSI), \u2028/\u2029 (line and
 # paragraph separators), \t, \u202e (right-to-left override), \x1b.
-HOSTILE = [r"\x85", r"\x9b", r"\u2028", r"\u2029", r"\t", r"\u202e", r"\x1b"]
+HOSTILE = [r"\x85", r"\x9b", r"\u2028", r"\u2029", r"\t", r"\u202e", r"\x1b",
+           r"\u200b", r"\ufeff", r"\xad", r"\U000e0041"]  # invisible: zero-width space, BOM, soft hyphen, a tag
 FIELDS = {
     "entrypoint.title": ('entrypoint: {title: "My{c}Title"}\n', "one line of text"),
     "vendor.name": ('vendor: {name: "Acme{c}Corp"}\n', "one line of text"),
@@ -182,6 +201,17 @@ def test_catalog_free_text_with_a_control_is_a_located_problem(make_catalog, fie
     (problem,) = [str(p) for p in exc.value.problems]
     assert problem.startswith(f"30.01.yaml: {field}: ") and what in problem, problem
     assert errors.escape(problem).isprintable()
+
+
+def test_catalog_text_refuses_every_invisible_format_character():
+    """Unicode's Cf (format) characters print as nothing: each would hide text in a banner
+    or a label. Checked against the running Python's Unicode database, not a copy."""
+    import sys
+    import unicodedata
+
+    admitted = [hex(ord(c)) for c in map(chr, range(sys.maxunicode + 1))
+                if unicodedata.category(c) == "Cf" and grammar.matches(grammar.CATALOG_TEXT, f"a{c}b")]
+    assert admitted == []
 
 
 def test_the_shipped_catalog_and_plain_unicode_still_load(make_catalog):

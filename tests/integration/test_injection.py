@@ -19,9 +19,10 @@ REPO = os.environ.get("INJECTION_TEST_REPO", "itest/injection")
 ACCEPTED = [
     '"; touch /pwned-1; echo "', "$(touch /pwned-2)", "`touch /pwned-3`", "${PATH} $HOME $", "\\", "\\\\\"\\$",
     "# RUN touch /pwned-4", "' && touch /pwned-5 && '", "a \\", "x\\ RUN touch /pwned-6", "&;|<>", "../../etc/passwd",
-    "tab\there", "é ü \u2028 \x85 \xa0 ünïcødé", "=", " leading and trailing ", "", "a" * 5000,
+    "tab\there", "é ü \xa0 ünïcødé", "=", " leading and trailing ", "", "a" * 5000,
 ]
-REFUSED = ["a\nRUN touch /pwned-7", "a\rb", "nul\x00byte", "\x1b[2J", "\\\nRUN touch /pwned-8", "\udc80"]
+REFUSED = ["a\nRUN touch /pwned-7", "a\rb", "nul\x00byte", "\x1b[2J", "\\\nRUN touch /pwned-8", "\udc80",
+           "a\u2028b", "a\x85b", "\x9b2J"]  # C1 controls and separators end a line or drive a terminal too
 
 
 @pytest.fixture

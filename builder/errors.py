@@ -251,7 +251,8 @@ def _mask_userinfo(url: str) -> str:
 
 # USER:PASSWORD@HOST without a scheme (an image reference or a registry given with
 # credentials in it): a word whose first ':' comes before an '@' that a host follows.
-_BARE = re.compile(r"""(?<![^\s'"(=,])[^\s'"/:@]+:[^\s'"]*@[^\s'"]*""")
+# Bounded lengths keep the search linear in a long log line.
+_BARE = re.compile(r"""(?<![^\s'"(=,])[^\s'"/:@]{1,256}:[^\s'"]{0,4096}@[^\s'"]{0,4096}""")
 
 
 def _mask_bare(word: str) -> str:

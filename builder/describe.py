@@ -8,7 +8,7 @@ import textwrap
 
 from builder import cuda_arch, driver, readback
 from builder.engine import Engine
-from builder.errors import UserError
+from builder.errors import UserError, escape
 from builder.output import human_size
 from builder.contract import BuildInfo, Label
 
@@ -159,8 +159,9 @@ def releases_text(rows: list[dict]) -> str:
 
 
 def table_text(header, rows) -> str:
-    """Columns aligned by their widest cell, two spaces apart, no trailing blanks."""
-    table = [tuple(str(c) for c in row) for row in [header, *rows]]
+    """Columns aligned by their widest cell, two spaces apart, no trailing blanks; each cell
+    escaped (labels and reports come from the image: no control reaches the terminal)."""
+    table = [tuple(escape(str(c)) for c in row) for row in [header, *rows]]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
 

@@ -100,3 +100,12 @@ def test_inspect_summary_is_a_readable_table_without_reprs_or_blanks():
     assert re.search(r"^Patches:\s+0001-fix\.patch$", text, re.M)
     assert re.search(r"^tensorrt\s+libnvinfer\.so\.7\s+NO\s+cannot open$", text, re.M)
     assert re.search(r"^9\.0\s+none \(nccl\)$", text, re.M)
+
+
+def test_what_the_image_says_reaches_the_terminal_escaped():
+    """Labels and the report are the image's words: an ESC or a newline in them is shown
+    escaped, never obeyed, and a field stays on its line."""
+    report = {**REPORT, "vendor": "Evil\x1b]0;pwned\x07 Corp\nInjected: line", "build_ref": "x\u2028y"}
+    text = describe.summary_text(report)
+    assert all(c.isprintable() for line in text.splitlines() for c in line)
+    assert re.search(r"^Made by:\s+Evil\\x1b\]0;pwned\\x07 Corp\\nInjected: line$", text, re.M)

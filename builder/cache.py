@@ -27,15 +27,13 @@ from pathlib import Path
 from builder import paths
 from builder.errors import UserError, say
 from builder.grammar import SIZE
-from builder.outputdir import open_new, write_new
+from builder.outputdir import DIR_FLAGS, open_new, write_new
 from builder.registry_auth import exchange
 from builder.urls import read_credentials
 from builder.userfiles import UserFileError, read_user_tail, read_user_text, shown
 
 _STATE_MAX = 64 << 10  # the server's own small state files (server.json, serve.pid)
 _LOG_TAIL = 64 << 20  # stats counts the last 64 MiB of the access log (a busy cache's log grows without bound)
-# A directory in D/.server, opened without following a link in its place.
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NGINX_TEMP = ("body", "proxy", "fastcgi", "uwsgi", "scgi")  # nginx.conf's *_temp_path, under .server/tmp
 _NGINX_FILES = ("nginx.pid", "error.log", "access.log")  # what nginx itself writes in .server
 
@@ -300,7 +298,7 @@ def _subdir(parent_fd: int, name: str, where: Path) -> int:
             os.mkdir(name, 0o700, dir_fd=parent_fd)
         except FileExistsError:
             pass
-        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise UserError(f"{shown(where)} is a symlink or not a directory; the cache server keeps its state "

@@ -23,7 +23,7 @@ from builder.errors import CatalogError, Problem, UserError
 # Every field's grammar is in builder/grammar.py (whole-string matches); these names are
 # the ones other modules import from here.
 from builder.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, printable
-from builder.userfiles import UserFileError, read_user_bytes
+from builder.userfiles import UserFileError, file_kind, read_user_bytes
 
 RELEASES_DIR = Path(__file__).parent / "releases"
 # A catalog file is a page of YAML: anything bigger is a mistake or an attack.
@@ -379,20 +379,12 @@ def _catalog_files(directory: Path) -> list[Path]:
         except OSError:
             continue  # a dangling link: reported by the read, with the other problems
         if not stat.S_ISREG(mode):
-            special.append((path.name, _kind(mode)))
+            special.append((path.name, file_kind(mode)))
     if len(special) == 1:
         raise UserError(f"catalog {directory}: {special[0][0]} is {special[0][1]}, not a regular file")
     if special:
         raise UserError(f"catalog {directory}: {', '.join(f'{n} ({k})' for n, k in special)} are not regular files")
     return files
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "a special file"
 
 
 def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str, dict]]:

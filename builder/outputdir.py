@@ -37,7 +37,7 @@ from builder.errors import UserError, say
 MARKER = ".builder-context"
 STAGING_PREFIX = ".builder-staging-"
 # A directory inside the output, opened without following a symlink in its place.
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # The marker is a page of JSON (a file list); a bigger one is not ours.
 MAX_MARKER_BYTES = 16 * 1024 * 1024
 
@@ -118,7 +118,7 @@ def _step(fd: int, name: str, top: Path, parts: list[str]) -> int | None:
     """Open the directory NAME inside FD without following a link; None when missing.
     TOP/PARTS: where it is, for the refusal."""
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        return os.open(name, DIR_FLAGS, dir_fd=fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -145,7 +145,7 @@ def _walk_down(top: Path, parts: list[str], fds: list[int], created: list[bool])
             made = step is None
             if made:
                 os.mkdir(name, dir_fd=fds[-1])
-                step = os.open(name, _DIR_FLAGS, dir_fd=fds[-1])
+                step = os.open(name, DIR_FLAGS, dir_fd=fds[-1])
             fds.append(step)
             created.append(made)
     except OSError as exc:
@@ -319,12 +319,12 @@ def _parent_dirs(dest: Path, rel: str, create: bool = False) -> Iterator[list[in
     try:
         for i, name in enumerate(parts[:-1]):
             try:
-                fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
+                fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
             except FileNotFoundError:
                 if not create:
                     raise
                 os.mkdir(name, dir_fd=fds[-1])
-                fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
+                fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise _Blocked("/".join(parts[:i + 1])) from None

@@ -36,6 +36,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable
 
+from builder.contract import port_problem
 from builder.errors import PushError, UserError, register_secret
 
 # (method, scheme, host, path, headers, body) -> (status, lower-cased headers, body)
@@ -141,9 +142,9 @@ def exchange(method: str, scheme: str, netloc: str, path: str, headers: dict[str
     """One request, no redirects followed, done within DEADLINE seconds (REQUEST_DEADLINE):
     status, lower-cased headers, at most LIMIT bytes of body. OSError (TimeoutError past
     the deadline) or http.client.HTTPException when it fails."""
-    port = netloc_port(netloc)
-    if port is not None and not 0 < port <= 65535:
-        raise OSError(f"the port of {netloc[:80]!r} is not 1 to 65535")
+    why = port_problem(netloc)  # getaddrinfo would wrap 99999 to 34463
+    if why:
+        raise OSError(f"{netloc[:80]!r} {why}")
     within = Deadline(REQUEST_DEADLINE if deadline is None else deadline)
     conn: http.client.HTTPConnection
     if scheme == "https":
@@ -157,15 +158,6 @@ def exchange(method: str, scheme: str, netloc: str, path: str, headers: dict[str
         return response.status, {k.lower(): v for k, v in response.getheaders()}, data
     finally:
         conn.close()
-
-
-def netloc_port(netloc: str) -> int | None:
-    """The port NETLOC (HOST[:PORT], [IPV6][:PORT]) names, None without one; -1 when it
-    is not a number."""
-    host, sep, port = netloc.rpartition(":")
-    if not sep or host.endswith(":") or (netloc.startswith("[") and not host.endswith("]")):
-        return None
-    return int(port) if port.isdigit() and len(port) <= 6 else -1
 
 
 @dataclass

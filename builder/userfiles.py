@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from builder.errors import UserError
+from builder.errors import UserError, escape
 
 # Generous caps for the legitimate case, named in the error a bigger file gets.
 MAX_CA_BUNDLE = 8 << 20     # the system bundle is ~200 KiB
@@ -36,8 +36,7 @@ class UserFileError(UserError):
 
 def shown(path: Path | str) -> str:
     """PATH as one line of an error message: control characters escaped, cut when long."""
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")  # undecodable bytes: \xNN
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # line breaks, ESC, U+2028: escaped
+    text = escape(os.fsencode(path).decode("utf-8", "backslashreplace"))  # undecodable bytes: \xNN
     return text if len(text) <= _SHOWN_MAX else text[:_SHOWN_MAX] + "..."
 
 
@@ -45,7 +44,8 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n >> 10} KiB"
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, as an error line says it ("a fifo")."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
         if test(mode):
@@ -76,7 +76,7 @@ def _open_regular(path: Path | str, what: str) -> int:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = _kind(mode)
+            kind = file_kind(mode)
             raise UserFileError(what, path, "is a directory, not a file" if kind == "a directory"
                                 else f"is {kind}, not a regular file")
         os.set_blocking(fd, True)  # a regular file: plain reads
@@ -134,8 +134,3 @@ def read_user_text(path: Path | str, what: str, max_bytes: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserFileError(what, path, f"not UTF-8 text (byte {exc.start + 1})") from None
-
-
-def read_user_file(path: Path | str, what: str, max_bytes: int, text: bool = True) -> str | bytes:
-    """The user's file at PATH: text (UTF-8) or bytes; every failure one UserFileError."""
-    return read_user_text(path, what, max_bytes) if text else read_user_bytes(path, what, max_bytes)

@@ -284,8 +284,8 @@ def test_good_files_still_pass(tmp_path):
 
     assert userfiles.MAX_CA_BUNDLE == MAX_CA_BUNDLE and userfiles.MAX_CREDENTIALS == MAX_CREDENTIALS
     assert userfiles.MAX_PATCH == MAX_PATCH
-    assert userfiles.read_user_file(pem, "--ca-bundle", 1 << 20).startswith("-----BEGIN")
-    assert userfiles.read_user_file(pem, "--ca-bundle", 1 << 20, text=False).startswith(b"-----BEGIN")
+    assert userfiles.read_user_text(pem, "--ca-bundle", 1 << 20).startswith("-----BEGIN")
+    assert userfiles.read_user_bytes(pem, "--ca-bundle", 1 << 20).startswith(b"-----BEGIN")
 
 
 def test_password_stdin_reads_one_bounded_line(monkeypatch):

@@ -1129,8 +1129,8 @@ write_build_info() {
     export NVBUILD_HOROVOD_PATCHES_JSON
     NVBUILD_HOROVOD_PATCHES_JSON=$(sed -n 2p "$HVD_STAMP")
   fi
-  # The image's own report (builder/image_report.py, shipped next to this script) is the
-  # one writer of build-info.json: its schema lives in builder/contract.py, nowhere else.
+  # The image's own report (builder/in_image/image_report.py, shipped next to this script) is the
+  # one writer of build-info.json: its schema lives in builder/core/contract.py, nowhere else.
   [ -f "$REPORT_SCRIPT" ] || fail report "no $REPORT_SCRIPT (the image's report writes build-info.json; NVBUILD_REPORT_SCRIPT names another)"
   # It reads the requested capabilities from TF_CUDA_COMPUTE_CAPABILITIES: the resolved
   # list, or none when there is no CUDA compiler.

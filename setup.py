@@ -25,7 +25,7 @@ SHIPPED = ("templates", "framework-src", "nvbuild.sh")
 DATA = Path("builder") / "_data"
 COMMIT_FILE = "BUILD_COMMIT"
 # Without git (a tarball, an unpacked sdist): build products never shipped (the names
-# builder/buildcontext.py leaves out of a build context, and framework-src/.gitignore's).
+# builder/image/buildcontext.py leaves out of a build context, and framework-src/.gitignore's).
 SKIPPED = ("__pycache__", "*.pyc", "build", "dist", "*.egg-info", "*.o", "*.so", ".git", "bazel-*",
            ".pytest_cache", "config.mk", "config.mk.*", ".tf_configure.bazelrc*")
 

@@ -53,9 +53,10 @@ def floors() -> dict[str, int]:
 
 def main() -> None:
     os.environ["BUILDER_CACHE_DIR"] = tempfile.mkdtemp(prefix="flow-")
-    from builder import catalog, plan as planning, run
-    from builder.base_recipe import BaseRecipe
-    from builder.buildsettings import BuildSettings
+    from builder import catalog, run
+    from builder import plan as planning
+    from builder.engine.buildsettings import BuildSettings
+    from builder.render.base_recipe import BaseRecipe
     from tests.unit.fake_engine import FakeEngine
     from tests.unit.test_orchestration import answers
 

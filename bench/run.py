@@ -416,7 +416,7 @@ def runtime_figures(figure, cache: Path) -> None:
     """26.11 cold to a runtime image, the builder against a plain Dockerfile; both start
     from the same Debian 13 root file system and an empty build cache, gzip layers both."""
     from builder import catalog
-    from builder.base_recipe import BaseRecipe
+    from builder.render.base_recipe import BaseRecipe
 
     recipe = BaseRecipe.for_release(catalog.load().get("26.11"))
     if subprocess.run(["docker", "image", "inspect", recipe.rootfs_image], capture_output=True).returncode:

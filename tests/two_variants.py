@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from builder import catalog, lock
+from builder import catalog
+from builder.catalog import lock
 
 VARIANT = "tf2-py3-amp"
 ENV = {"TF_ENABLE_AUTO_MIXED_PRECISION": "1"}

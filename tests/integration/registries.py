@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
-from typing import Iterator
-import ssl
 from pathlib import Path
+from typing import Iterator
 
 import bcrypt
 

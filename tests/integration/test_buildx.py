@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from builder import buildx, image_archive
-from builder.errors import BuildError
+from builder.core.errors import BuildError
+from builder.engine import buildx, image_archive
 
 from .conftest import docker
 
@@ -65,8 +65,8 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
     child = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from builder import buildx
-        from builder.errors import Interrupted
+        from builder.engine import buildx
+        from builder.core.errors import Interrupted
         def show(e):
             if e.kind == "log":
                 print(e.text, end="", flush=True)

@@ -69,7 +69,7 @@ def only_disk_may_fail(out) -> None:
 def test_doctor_reports_the_image_store_and_buildkit_features():
     out = builder("doctor", timeout=300)
     only_disk_may_fail(out)
-    from builder.doctor import NAME_WIDTH
+    from builder.cli.doctor import NAME_WIDTH
 
     lines = {}
     for line in out.stdout.splitlines():
@@ -90,7 +90,7 @@ def test_doctor_on_a_containerd_store_engine_finds_every_feature():
     """The same probes on an engine that keeps images in containerd (started here, on its own
     socket and network namespace): the default driver then exports caches and OCI archives,
     builds for two platforms and resolves bake target contexts."""
-    from builder.doctor import NAME_WIDTH
+    from builder.cli.doctor import NAME_WIDTH
 
     from .engines import second_engine
 
@@ -108,8 +108,8 @@ def test_buildx_reads_the_bake_definition(tmp_path):
     variant takes its base from the base target (pulled in although not asked for)."""
     import json
 
-    from builder.base_recipe import BaseRecipe
     from builder import catalog
+    from builder.render.base_recipe import BaseRecipe
 
     out = builder("bake", "--release", "21.08", "-o", str(tmp_path / "bake"), "--build-id", "itest", timeout=300)
     assert out.returncode == 0, out.stderr

@@ -1,5 +1,5 @@
 """Hostile ENV and LABEL values on a real engine: a tiny image FROM the local Debian root
-file system (no release image needed), its Dockerfile written by builder/quoting.py. The
+file system (no release image needed), its Dockerfile written by builder/core/quoting.py. The
 values come back byte-identical from `docker inspect` and from a file a RUN line wrote,
 and nothing they hold ran: no extra instruction, no file made by an injected command.
 Run alone: `python3 -m pytest tests/integration/test_injection.py` (about a minute)."""
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from builder import grammar, quoting
+from builder.core import grammar, quoting
 
 from .conftest import docker, run
 

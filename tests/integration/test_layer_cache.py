@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 from builder import catalog
-from builder.base_recipe import BaseRecipe
+from builder.render.base_recipe import BaseRecipe
 from tests import two_variants
 
 from .conftest import BUILD_ID, builder, docker
@@ -131,8 +131,8 @@ def build_on_the_other_engine(e2_env: dict, here: dict, tmp_path, monkeypatch) -
     --builder` take) on tfb-e2: the image it starts FROM, which only this engine has, is
     copied there first; the image comes back here. A small image on the base's root file
     system: a release through --builder takes the same path and loads 8 GB back here."""
-    from builder.buildkit_engine import BuildKitEngine
     from builder.engine import BuildRequest
+    from builder.engine.buildkit_engine import BuildKitEngine
 
     rootfs = BaseRecipe.for_release(catalog.load().get("21.08")).rootfs_image  # left by the base build
     assert docker("image", "inspect", rootfs).returncode == 0, f"{rootfs}: the base build keeps it"

@@ -8,9 +8,9 @@ them, as they would on a registry that already holds the release."""
 import json
 import os
 import re
+import ssl
 import subprocess
 import urllib.request
-import ssl
 import uuid
 
 import pytest

@@ -15,10 +15,19 @@ import subprocess
 import pytest
 
 from builder import catalog
-from builder.base_recipe import BaseRecipe
+from builder.render.base_recipe import BaseRecipe
 
-from .conftest import (BUILD_ID, builder, component_row, coverage_cells, coverage_verdicts, docker, image_id, labels,
-                       start_offline_base)
+from .conftest import (
+    BUILD_ID,
+    builder,
+    component_row,
+    coverage_cells,
+    coverage_verdicts,
+    docker,
+    image_id,
+    labels,
+    start_offline_base,
+)
 
 REPO = "itest/tf2611"
 FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")

@@ -11,8 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import (BUILD_ID, REPO, build_containers, builder, component_row, coverage_cells, coverage_verdicts, docker,
-                       docker_bridge_address, free_port, image_id, labels)
+from .conftest import (
+    BUILD_ID,
+    REPO,
+    build_containers,
+    builder,
+    component_row,
+    coverage_cells,
+    coverage_verdicts,
+    docker,
+    docker_bridge_address,
+    free_port,
+    image_id,
+    labels,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

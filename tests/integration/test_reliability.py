@@ -7,9 +7,9 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 

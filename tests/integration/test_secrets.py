@@ -225,8 +225,9 @@ def test_settings_server_answers_containers_only(release_image, tmp_path, monkey
     import urllib.error
     import urllib.request
 
-    from builder import buildsettings, paths
-    from builder.buildsettings import BuildSettings
+    from builder.core import paths
+    from builder.engine import buildsettings
+    from builder.engine.buildsettings import BuildSettings
 
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     wrapper = paths.templates_dir() / "with-build-settings"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from builder import catalog
-from builder.base_recipe import BaseRecipe
+from builder.render.base_recipe import BaseRecipe
 
 from .conftest import builder, docker, image_id
 from .engines import second_engine

@@ -73,7 +73,7 @@ def loopback_http():
     httpd.shutdown()
 
 
-# A bare tree's stand-in for builder/image_report.py (nvbuild.sh's one report writer): the
+# A bare tree's stand-in for builder/in_image/image_report.py (nvbuild.sh's one report writer): the
 # installed framework's own build info, which is what these tests check.
 STUB_REPORT = """import json
 try:

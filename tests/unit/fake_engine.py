@@ -23,9 +23,19 @@ import signal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from builder.engine import (BakeJob, BuildError, BuildRequest, BuildResult, EngineError, EngineVersion, ImageSummary,
-                            Interrupted, Progress, split_ref)
-from builder.errors import UserError
+from builder.core.errors import UserError
+from builder.engine import (
+    BakeJob,
+    BuildError,
+    BuildRequest,
+    BuildResult,
+    EngineError,
+    EngineVersion,
+    ImageSummary,
+    Interrupted,
+    Progress,
+    split_ref,
+)
 
 # Public methods that configure the fake and are not part of the engine interface.
 SETUP_METHODS = {"add_image", "interrupt", "names"}

@@ -1,24 +1,30 @@
-"""The package's shape, read from its source: data flows one way (no import circle among
-the modules' imports, at most nine floors of them), builder modules import each other at
-module level (only cli.py may defer one, for start-up time), only the engine module talks to
-docker-py, the CLI only parses and prints (in under 300 lines), there is one error family,
-and docs/explanation/architecture.md's module table names every module."""
+"""The package's shape, read from its source: the stages import each other one way (the
+import-linter contracts in pyproject.toml: layers, docker-py only in the engine package,
+what runs in images on its own), and a deliberate violation breaks them; no import circle
+among modules; builder modules import each other at module level (only the CLI's main
+module may defer one, for start-up time); what runs in images is standard library only;
+the CLI only parses and prints; there is one error family; and
+docs/explanation/architecture.md's module table names every module."""
 from __future__ import annotations
 
 import ast
 import inspect
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import builder
-from builder import errors
+from builder.core import errors
 
 PACKAGE = Path(builder.__file__).parent
 ROOT = PACKAGE.parent
 MODULES = {p: ".".join(("builder", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
            for p in PACKAGE.rglob("*.py")}
-MAX_FLOORS = 9
+CLI_MAIN = PACKAGE / "cli" / "main.py"
+LINT_IMPORTS = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
 
 
 class Import(NamedTuple):
@@ -70,31 +76,14 @@ def _builder_deps(path: Path) -> set[str]:
     for imp in _walk_imports(path):
         parts = imp.module.split(".")
         deps |= {m for m in (".".join(parts[:n]) for n in range(1, len(parts) + 1)) if m in MODULES.values()}
-    return deps - {MODULES[path]}
+    own = MODULES[path]
+    # the packages above a module are loaded before it: an edge to them is no circle
+    return {d for d in deps if not own.startswith(d + ".")} - {own}
 
 
 def _graph() -> dict[str, set[str]]:
     """Module -> the builder modules it imports."""
     return {name: _builder_deps(path) for path, name in MODULES.items()}
-
-
-def _longest_chains(graph: dict[str, set[str]]) -> dict[str, list[str]]:
-    """Each module's longest import chain down to floor 1 (its floor is the chain's length).
-    An edge closing a circle is left out here; test_no_import_circle reports circles. Of
-    equal chains, one through a module is shown rather than one ending at a package."""
-    packages = {name for path, name in MODULES.items() if path.name == "__init__.py"}
-    chains: dict[str, list[str]] = {}
-
-    def chain(node: str, trail: frozenset[str]) -> list[str]:
-        if node not in chains:
-            below = [chain(n, trail | {node}) for n in sorted(graph.get(node, ()), key=lambda n: (n in packages, n))
-                     if n not in trail | {node}]
-            chains[node] = [node, *max(below, key=len, default=[])]
-        return chains[node]
-
-    for name in sorted(graph):
-        chain(name, frozenset())
-    return chains
 
 
 def test_no_import_circle() -> None:
@@ -119,60 +108,63 @@ def test_no_import_circle() -> None:
 
 def test_builder_imports_sit_at_module_level() -> None:
     """A builder import inside a function hides a dependency (and often a circle) from a
-    reader of the module's head. Only cli.py may defer one, for the CLI's start-up time."""
-    found = {(path.relative_to(ROOT), i.line) for path in MODULES if path != PACKAGE / "cli.py"
+    reader of the module's head. Only the CLI's main module may defer one, for start-up time."""
+    found = {(path.relative_to(ROOT), i.line) for path in MODULES if path != CLI_MAIN
              for i in _walk_imports(path) if i.nested and (i.module == "builder" or i.module.startswith("builder."))}
     offenders = [f"{file}:{line}" for file, line in sorted(found)]
     assert offenders == [], "builder imports inside a function or class:\n" + "\n".join(offenders)
 
 
-def test_the_import_graph_has_few_floors() -> None:
-    """A module importing no builder module is floor 1, any other one floor above the
-    highest it imports. More than nine floors means layers that only pass calls along."""
-    chains = _longest_chains(_graph())
-    longest = max(sorted(chains.values()), key=len)
-    assert len(longest) <= MAX_FLOORS, \
-        f"{len(longest)} floors (at most {MAX_FLOORS}): " + " -> ".join(longest)
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter over the `builder` package found first on the path from ROOT."""
+    return subprocess.run([LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=root,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)}, capture_output=True, text=True,
+                          timeout=300)
 
 
-def test_the_architecture_doc_names_every_module() -> None:
-    """docs/explanation/architecture.md's module table is the map a newcomer reads first: every module
-    of builder/ appears in a row's first column, and no row names a module that is gone."""
-    doc = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
-    named = {n for line in doc.splitlines() if line.startswith("|") and line.count("|") >= 2
-             for n in re.findall(r"`([^`/]+\.py)`", line.split("|")[1])}
-    files = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
-    missing, stale = sorted(files - named), sorted(named - files)
-    assert (missing, stale) == ([], []), \
-        f"modules missing from the table: {missing}; table entries naming no module: {stale}"
+def test_the_import_contracts_hold() -> None:
+    """pyproject.toml's [tool.importlinter] contracts: the stages' layers, docker-py behind
+    the engine package, and in_image importing nothing of the builder or beyond Python."""
+    proc = _lint_imports(ROOT)
+    assert proc.returncode == 0 and "0 broken" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
-def test_only_the_engine_module_imports_docker() -> None:
-    """docker-py stays behind the Engine protocol; type-only imports count too."""
-    users = sorted(name for path, name in MODULES.items()
-                   if any(i.module == "docker" or i.module.startswith("docker.")
-                          for i in _walk_imports(path, with_type_only=True)))
-    assert users == ["builder.engine"]
+def test_a_deliberate_violation_breaks_the_contracts(tmp_path: Path) -> None:
+    """The rules are live: in a copy of the package, the core importing the CLI, the plan
+    importing docker-py and in_image importing the core each break their contract."""
+    copy = tmp_path / "builder"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "locks", "releases"))
+    for rel, line in (("core/errors.py", "from builder.cli import main"),
+                      ("plan/__init__.py", "import docker"),
+                      ("in_image/cuda_arch.py", "from builder.core import errors")):
+        with (copy / rel).open("a", encoding="utf-8") as f:
+            f.write(f"\n{line}\n")
+    proc = _lint_imports(tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "3 broken" in proc.stdout, proc.stdout[-3000:]
+    for shown in ("builder.core.errors -> builder.cli.main", "builder.plan is not allowed to import docker",
+                  "builder.in_image is not allowed to import builder.core"):
+        assert shown in proc.stdout, shown
 
 
-def test_the_cli_holds_no_orchestration():
-    """Commands hand plans to builder.run: the CLI module neither builds, tags, pushes
-    nor renders files itself."""
-    source = (PACKAGE / "cli.py").read_text()
+def test_what_runs_in_images_is_standard_library_only() -> None:
+    """in_image/ is copied into images next to nvbuild.sh and runs without the builder or
+    any package of ours: every module-level import is the standard library's or a sibling in
+    in_image/ (functions probe the image's own packages, tensorflow and the rest)."""
+    siblings = {p.stem for p in (PACKAGE / "in_image").glob("*.py")}
+    found = sorted(f"{path.relative_to(ROOT)}:{i.line} {i.module}" for path in (PACKAGE / "in_image").glob("*.py")
+                   for i in _walk_imports(path, with_type_only=True)
+                   if not i.nested and i.module.split(".")[0] not in sys.stdlib_module_names and i.module.split(".")[0] not in siblings
+                   and not i.module.startswith("builder.in_image") and i.module != "builder")
+    assert found == []
+
+
+def test_the_cli_holds_no_orchestration() -> None:
+    """Commands hand plans to builder.run: the CLI's main module neither builds, tags,
+    pushes nor renders files itself."""
+    source = CLI_MAIN.read_text(encoding="utf-8")
     for call in (".build(", ".tag(", ".push(", "buildcontext.write", "ensure_base(", "write_atomic("):
         assert call not in source, call
-    tree = ast.parse(source)
-    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
-        body = fn.body[1:] if ast.get_docstring(fn) else fn.body
-        lines = body[-1].end_lineno - body[0].lineno + 1
-        assert lines <= 30, f"{fn.name}: {lines} lines"
-
-
-def test_the_cli_stays_small():
-    """Parsing and printing fit in under 300 lines; logic that grows goes to the module
-    owning it (plan, run, entry, options, ...), not into cli.py."""
-    lines = len((PACKAGE / "cli.py").read_text().splitlines())
-    assert lines < 300, f"cli.py has {lines} lines"
 
 
 def test_one_error_family():
@@ -184,7 +176,7 @@ def test_one_error_family():
 
     strays = []
     for name in MODULES.values():
-        if name.startswith("builder.conformance") or name in ("builder.image_report", "builder.cuda_arch"):
+        if name.startswith("builder.image.conformance") or name.endswith("__main__") or name in ("builder.in_image.image_report", "builder.in_image.cuda_arch"):
             continue  # these run inside images or under pytest, without the builder's CLI
         module = importlib.import_module(name)
         for obj in vars(module).values():

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import bake, catalog
-from builder.base_recipe import BaseRecipe
+from builder import catalog
+from builder.image import bake
 from builder.render import RenderOptions, render
+from builder.render.base_recipe import BaseRecipe
 
 CAT = catalog.load()
 

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from builder import bake, catalog, plan as pl, run
-from builder.base_recipe import BaseRecipe
-from builder.buildsettings import BuildSettings
-from builder.errors import BuildError, Reported
+from builder import catalog, run
+from builder import plan as pl
+from builder.core.errors import BuildError, Reported
+from builder.engine.buildsettings import BuildSettings
+from builder.image import bake
 from builder.render import RenderOptions, render
+from builder.render.base_recipe import BaseRecipe
 
 from .fake_engine import FakeEngine
 from .test_orchestration import Captured, answers

@@ -2,8 +2,8 @@
 legacy builder's output; no engine."""
 import pytest
 
+from builder.core.errors import BuildError
 from builder.engine import BuildRequest, DockerEngine
-from builder.errors import BuildError
 
 
 class StepAPI:

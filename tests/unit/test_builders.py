@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from builder import builders, buildx, catalog, plan as pl, run
-from builder.base_recipe import BaseRecipe
-from builder.buildsettings import BuildSettings
-from builder.errors import Reported, UserError
+from builder import catalog, run
+from builder import plan as pl
+from builder.core.errors import Reported, UserError
+from builder.engine import builders, buildx
+from builder.engine.buildsettings import BuildSettings
+from builder.render.base_recipe import BaseRecipe
 from tests import two_variants
 
 from .fake_engine import FakeEngine
 from .test_orchestration import Captured, answers
-
 
 # --- names and the spread (pure) -------------------------------------------------------
 

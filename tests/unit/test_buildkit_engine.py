@@ -6,10 +6,10 @@ import io
 import pytest
 
 from bench.run import step_seconds, vertex_seconds
-from builder import buildkit_engine as bk
-from builder.buildx import Event
+from builder.core.errors import UserError, register_secret
 from builder.engine import Progress
-from builder.errors import UserError, register_secret
+from builder.engine import buildkit_engine as bk
+from builder.engine.buildx import Event
 from tests.unit.fake_engine import FakeEngine
 
 
@@ -109,8 +109,8 @@ def test_each_bench_step_needle_finds_exactly_one_step_of_the_release_dockerfile
     """bench/run.py splits a build log by step text (the builder's mounts left out, as
     record() writes it); a needle that matches no step, or two, makes a figure wrong."""
     from bench.run import STEP
-    from builder import paths
-    from builder.contract import BUILDER_MOUNT
+    from builder.core import paths
+    from builder.core.contract import BUILDER_MOUNT
     from tests.unit.dockerfile_lexer import instructions
 
     text = (paths.project_root() / "dockerfiles" / "21.08" / "tf2-py3.Dockerfile").read_text()

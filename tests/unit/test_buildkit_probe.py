@@ -2,7 +2,8 @@
 image store from `docker info`, and the bake file with a target context."""
 from pathlib import Path
 
-from builder import buildkit_probe, doctor
+from builder.cli import doctor
+from builder.engine import buildkit_probe
 
 
 def test_the_error_line_is_the_reason():

@@ -11,11 +11,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from builder import buildsettings, paths
-from builder.buildsettings import BuildSettings
-from builder.errors import UserError
+from builder.core import paths
+from builder.core.errors import UserError
+from builder.engine import buildsettings
+from builder.engine.buildsettings import BuildSettings
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
 SOURCES = """deb http://deb.debian.org/debian bookworm main contrib non-free
@@ -257,7 +259,7 @@ def test_bad_settings_port_is_one_line(monkeypatch):
 
 
 def test_doctor_says_whether_the_container_check_can_work():
-    from builder import doctor
+    from builder.cli import doctor
 
     assert doctor.settings_server_check(0).ok
     check = doctor.settings_server_check(1000)

@@ -3,7 +3,7 @@ build (captured from buildx 0.13.1 on Docker 26: FROM local/debian-rootfs:bullse
 `RUN echo hello-$RANDOM && echo to-stderr >&2` and `RUN echo second`) turned into steps."""
 from pathlib import Path
 
-from builder import buildx
+from builder.engine import buildx
 
 CAPTURE = (Path(__file__).parent / "data" / "buildx-rawjson-3-steps.txt").read_text()
 

@@ -11,10 +11,12 @@ import string
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from builder import cache, cli
-from builder.errors import UserError
+from builder import cache
+from builder.cli import main as cli
+from builder.core.errors import UserError
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
                                 reason="nginx is not installed")

@@ -1,8 +1,8 @@
-"""Loading, inheritance and validation of the release catalog (builder/catalog.py)."""
+"""Loading, inheritance and validation of the release catalog (builder/catalog/__init__.py)."""
 import pytest
 
 from builder import catalog
-from builder.errors import CatalogError
+from builder.core.errors import CatalogError
 
 from .conftest import GOOD
 
@@ -92,7 +92,7 @@ def test_upstream_wheels_of_the_shipped_releases(real):
 
 def test_tools_are_a_requirement_null_or_absent_with_a_reason(tmp_path):
     from builder.catalog import load
-    from builder.errors import CatalogError
+    from builder.core.errors import CatalogError
 
     def catalog(tools: str):
         (tmp_path / "r.yaml").write_text(
@@ -330,7 +330,7 @@ def test_duplicate_keys_are_problems_naming_file_line_and_key(make_catalog):
 
 
 def test_a_catalog_that_is_a_file_says_so(tmp_path, monkeypatch, capsys):
-    from builder import cli
+    from builder.cli import main as cli
 
     (tmp_path / "21.08.yaml").write_text(GOOD)
     monkeypatch.setenv("BUILDER_CATALOG", str(tmp_path / "21.08.yaml"))
@@ -342,7 +342,7 @@ def test_a_catalog_that_is_a_file_says_so(tmp_path, monkeypatch, capsys):
 
 
 def test_an_empty_catalog_directory_is_refused(tmp_path, monkeypatch, capsys):
-    from builder import cli
+    from builder.cli import main as cli
 
     (tmp_path / "README").write_text("no releases here")
     monkeypatch.setenv("BUILDER_CATALOG", str(tmp_path))

@@ -6,8 +6,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder import catalog, cli, lock, policy
-from builder.errors import CatalogError
+from builder import catalog
+from builder.catalog import lock, policy
+from builder.cli import main as cli
+from builder.core.errors import CatalogError
 
 from .conftest import GOOD
 

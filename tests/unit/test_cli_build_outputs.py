@@ -8,8 +8,10 @@ import subprocess
 
 import pytest
 
-from builder import plan as pl, registry as reg, run
-from builder.buildsettings import BuildSettings
+from builder import plan as pl
+from builder import registry as reg
+from builder import run
+from builder.engine.buildsettings import BuildSettings
 
 from .test_orchestration import CAT, Captured, build_plan, engine, parent  # noqa: F401 - engine is a fixture
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from builder import bake, buildsettings, buildx, catalog
+from builder import catalog
 from builder import registry as reg
-from builder.base_recipe import BaseRecipe
-from builder.buildkit_engine import to_archives
-from builder.engine import BuildRequest, DockerEngine
-from builder.errors import UserError
+from builder.core.errors import UserError
+from builder.engine import BuildRequest, DockerEngine, buildsettings, buildx
+from builder.engine.buildkit_engine import to_archives
+from builder.image import bake
 from builder.render import RenderOptions, render
+from builder.render.base_recipe import BaseRecipe
 
 
 def test_every_layer_is_forced_into_the_compression_asked_for():

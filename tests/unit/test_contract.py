@@ -1,12 +1,13 @@
-"""The image contract (builder/contract.py): well-formed keys and paths, the one reference
+"""The image contract (builder/core/contract.py): well-formed keys and paths, the one reference
 parser, and the in-image copies (image_report.py) agreeing with it."""
 import re
 from pathlib import Path
 
 import pytest
 
-from builder import contract, grammar, image_report
-from builder.contract import BuildInfo, InImage, Label
+from builder.core import contract, grammar
+from builder.core.contract import BuildInfo, InImage, Label
+from builder.in_image import image_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +60,7 @@ def test_the_reference_grammar_is_defined_once():
     """grammar.py re-exports; the pattern itself is written in contract.py only."""
     assert grammar.REFERENCE is contract.REFERENCE and grammar.reference_problem is contract.reference_problem
     defining = [p for p in (ROOT / "builder").rglob("*.py") if "DIGEST_PATTERN =" in p.read_text(encoding="utf-8")]
-    assert defining == [ROOT / "builder" / "contract.py"]
+    assert defining == [ROOT / "builder" / "core" / "contract.py"]
 
 
 def test_image_report_copies_agree_with_the_contract():

@@ -10,11 +10,13 @@ import subprocess
 import threading
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from builder import buildsettings, cli, paths, urls
-from builder.engine import BuildRequest, DockerEngine
-from builder.errors import BuildError, UserError, redact, register_secret, say
+from builder.cli import main as cli
+from builder.core import paths, urls
+from builder.core.errors import BuildError, UserError, redact, register_secret, say
+from builder.engine import BuildRequest, DockerEngine, buildsettings
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
 HOSTILE = ["'", '"', "$", "`", " ", "\n", "\r", "\0", "#", "?", "&", ";", "\\", "(", ")", "<", ">", "|", "\t", "\x7f"]

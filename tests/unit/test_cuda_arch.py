@@ -1,11 +1,11 @@
-"""The compute-capability policy (builder/cuda_arch.py)."""
+"""The compute-capability policy (builder/in_image/cuda_arch.py)."""
 import subprocess
 import sys
 
 import pytest
 
-from builder import cuda_arch
-from builder.cuda_arch import ArchError
+from builder.in_image import cuda_arch
+from builder.in_image.cuda_arch import ArchError
 
 RELEASE_LIST = ["5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6"]
 

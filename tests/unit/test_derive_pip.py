@@ -2,9 +2,10 @@
 replaced here by a recorder; tests/integration/test_derived.py resolves for real)."""
 import pytest
 
-from builder import derive, lock
-from builder.contract import InImage, Label
-from builder.errors import UserError
+from builder.catalog import lock
+from builder.core.contract import InImage, Label
+from builder.core.errors import UserError
+from builder.plan import derive
 
 from .fake_engine import FakeEngine
 

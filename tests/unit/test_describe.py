@@ -1,5 +1,5 @@
-"""What `builder releases`, `builder show` and `builder inspect` print (builder/describe.py,
-builder/driver.py bases()): both bases of a release, truthfully, and a readable inspect
+"""What `builder releases`, `builder show` and `builder inspect` print (builder/image/describe.py,
+builder/catalog/driver.py bases()): both bases of a release, truthfully, and a readable inspect
 summary with no Python reprs and no blank fields."""
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import sys
 import pytest
 import yaml
 
-from builder import catalog, describe, driver
+from builder import catalog
+from builder.catalog import driver
+from builder.image import describe
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from builder import catalog
-from builder.base_recipe import BaseRecipe
 from builder.render import RenderOptions, render
+from builder.render.base_recipe import BaseRecipe
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import catalog, cli, policy
-from builder.base_recipe import BaseRecipe
+from builder import catalog
+from builder.catalog import policy
+from builder.cli import main as cli
 from builder.render import RenderOptions, committed_path, render
+from builder.render.base_recipe import BaseRecipe
 
 ROOT = Path(__file__).resolve().parents[2]
 CAT = catalog.load()

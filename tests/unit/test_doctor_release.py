@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from builder import catalog, doctor
+from builder import catalog
+from builder.cli import doctor
 
 CONTAINERD_INFO = {"DockerRootDir": "/var/lib/docker", "Driver": "overlayfs",
                    "DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]]}

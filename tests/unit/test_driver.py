@@ -1,4 +1,4 @@
-"""The driver contract (builder/driver.py): the facts table, the rule, each release's
+"""The driver contract (builder/catalog/driver.py): the facts table, the rule, each release's
 computed minimum and GPU verdicts, where the image carries them (NVIDIA_REQUIRE_CUDA, the
 labels, the banner, `builder show`), and the entrypoint's GPU/JIT check run with a fake
 nvidia-smi."""
@@ -12,12 +12,13 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from builder import catalog, cuda_arch, driver
-from builder.base_recipe import BaseRecipe
-from builder.catalog import DeviceCode
-from builder.contract import ImageEnv, InImage, Label, JIT_CACHE_MAXSIZE
-from builder.errors import CatalogError, UserError
+from builder import catalog
+from builder.catalog import DeviceCode, driver
+from builder.core.contract import JIT_CACHE_MAXSIZE, ImageEnv, InImage, Label
+from builder.core.errors import CatalogError, UserError
+from builder.in_image import cuda_arch
 from builder.render import RenderOptions, render
+from builder.render.base_recipe import BaseRecipe
 
 CAT = catalog.load()
 

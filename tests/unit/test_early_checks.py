@@ -4,8 +4,10 @@ compiles) and the -k expression of `builder test`. No engine: a fake one that fa
 the test when a build or a container would start."""
 import pytest
 
-from builder import cli, cuda_arch, derive
-from builder.errors import UserError
+from builder.cli import main as cli
+from builder.core.errors import UserError
+from builder.in_image import cuda_arch
+from builder.plan import derive
 
 
 @pytest.mark.parametrize("text,pairs", [
@@ -129,7 +131,7 @@ def test_a_malformed_k_expression_is_one_line_before_anything_runs(monkeypatch, 
 
 @pytest.mark.parametrize("expr", ["gpu", "not gpu and banner", "test_x or (a and not b)"])
 def test_valid_k_expressions_pass_the_check(expr):
-    from builder.conformance import runner
+    from builder.image.conformance import runner
 
     runner.check_select(expr)
 
@@ -144,7 +146,8 @@ def test_an_empty_patch_is_refused(tmp_path, monkeypatch, capsys, option, conten
     assert one_line_error(capsys, code) == f"error: {option} {p}: the patch is empty"
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 ARGS = st.lists(st.one_of(st.sampled_from(["--sm", "--only", "--cache", "--noclean", "--clean", "--v1", "--v2",
                                            "--python3.9", "--configonly", "8.6", "9.9", "all", "local", "horovod",

@@ -9,9 +9,8 @@ import json
 
 import pytest
 
-from builder import buildkit_engine, buildx
-from builder.engine import BuildRequest, DockerEngine, Progress, progress_mode
-from builder.errors import UserError, register_secret
+from builder.core.errors import UserError, register_secret
+from builder.engine import BuildRequest, DockerEngine, Progress, buildkit_engine, buildx, progress_mode
 
 
 class Tty(io.StringIO):

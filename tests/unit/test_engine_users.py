@@ -9,11 +9,11 @@ import signal
 
 import pytest
 
-from builder import describe
 from builder import registry as reg
+from builder.core.contract import LABEL_PREFIX as LABEL
+from builder.core.errors import UserError
 from builder.engine import Interrupted
-from builder.errors import UserError
-from builder.contract import LABEL_PREFIX as LABEL
+from builder.image import describe
 from tests.unit.fake_engine import FakeEngine
 
 REF = "registry.example:5000/ml/img:1"

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildcontext, cli
+from builder.cli import main as cli
+from builder.image import buildcontext
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import builder
-from builder import cache, cli
+from builder import cache
+from builder.cli import main as cli
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
                                 reason="nginx is not installed")

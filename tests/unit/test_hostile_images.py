@@ -19,9 +19,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from builder import base, buildkit_probe, catalog, cli, describe, policy, readback
-from builder.errors import UserError
-from builder.image_report import device_code
+from builder import catalog
+from builder.catalog import policy
+from builder.cli import main as cli
+from builder.core.errors import UserError
+from builder.engine import buildkit_probe
+from builder.image import describe, readback
+from builder.in_image.image_report import device_code
+from builder.run import base
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1 << 30
@@ -49,7 +54,7 @@ def section(name: int, offset: int, size: int) -> bytes:
 
 
 SCAN = ("import json, resource, sys\n"
-        "from builder.image_report import device_code\n"
+        "from builder.in_image.image_report import device_code\n"
         "found = device_code(sys.argv[1])\n"
         "print(json.dumps({'found': found, 'peak_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n")
 

@@ -13,10 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from builder import cli, errors, registry, signing
-from builder.errors import BuildError, CatalogError, PatchError, Problem, UserError
+from builder import registry
+from builder.cli import main as cli
+from builder.core import errors
+from builder.core.errors import BuildError, CatalogError, PatchError, Problem, UserError
+from builder.supply_chain import signing
 from tests.unit.fake_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,7 +290,7 @@ def no_engine():
 def test_options_the_legacy_builder_cannot_honour_are_refused_in_the_plan(monkeypatch, capsys, command, option):
     monkeypatch.setenv("BUILDER_BACKEND", "legacy")
     monkeypatch.setattr(cli, "_engine", no_engine)
-    monkeypatch.setattr("builder.buildsettings.from_options", lambda *a, **k: pytest.fail("settings read first"))
+    monkeypatch.setattr("builder.engine.buildsettings.from_options", lambda *a, **k: pytest.fail("settings read first"))
     line = one_line_error(capsys, cli.main([*command, "--no-host-ca"]))
     assert f"{option} needs the BuildKit backend" in line and "BUILDER_BACKEND=legacy" in line, line
 
@@ -294,7 +299,7 @@ def test_the_plan_refuses_without_buildx_too(monkeypatch):
     from builder import plan as pl
 
     monkeypatch.delenv("BUILDER_BACKEND", raising=False)
-    monkeypatch.setattr("builder.buildkit_engine.buildx_version", lambda: "")
+    monkeypatch.setattr("builder.engine.buildkit_engine.buildx_version", lambda: "")
     assert pl.chosen_backend() == ("legacy", "docker buildx is not installed")
     with pytest.raises(UserError, match="--compression zstd needs the BuildKit backend .*docker buildx is not installed"):
         pl.check_backend(pl.BackendAsks(compression="zstd"))
@@ -316,8 +321,9 @@ def test_one(tmp_path):
 
 TEST_DRIVER = """
 import sys
-from builder import cli, describe
-from builder.conformance import runner
+from builder.cli import main as cli
+from builder.image import describe
+from builder.image.conformance import runner
 from tests.unit.fake_engine import FakeEngine
 
 runner.command = lambda image, extra, select, container, n=1: [

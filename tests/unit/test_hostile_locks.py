@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from builder import catalog, lock
+from builder import catalog
+from builder.catalog import lock
 
 LOCK = Path("21.08") / "tf2-py3-py3.9.txt"
 HOROVOD = Path("horovod")  # 21.08's Horovod lock lives here

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildcontext, cli, outputdir
+from builder.cli import main as cli
+from builder.core import outputdir
+from builder.image import buildcontext
 
 
 def run(capsys, *args):
@@ -251,7 +253,7 @@ def test_a_source_file_vanishing_during_the_check_is_one_line(tmp_path, monkeypa
 
 def test_a_newline_in_the_output_path_stays_on_its_line(tmp_path, capsys):
     """What `render -o` says it wrote is one line per context, whatever the path holds."""
-    from builder import cli
+    from builder.cli import main as cli
 
     out = tmp_path / "a\nb"
     code = cli.main(["render", "--release", "21.08", "--variant", "tf2-py3", "-o", str(out)])

@@ -1,5 +1,5 @@
 """Every file the builder reads because the user named it (CA bundles, credential files,
-patches, cosign keys, catalog files) goes through one reader (builder/userfiles.py): a
+patches, cosign keys, catalog files) goes through one reader (builder/core/userfiles.py): a
 missing file, a directory, a fifo, /dev/zero, a file over the cap, bytes that are not
 UTF-8 and an unreadable file are each one line `error: OPTION PATH: REASON` with exit 2,
 before the engine is reached or anything is written, and never a hang, an internal error
@@ -21,12 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildsettings, catalog, cli, derive, plan, signing, urls
-from builder.errors import UserError
+from builder import catalog, plan
+from builder.cli import main as cli
+from builder.core import urls
+from builder.core.errors import UserError
+from builder.engine import buildsettings
+from builder.plan import derive
+from builder.supply_chain import signing
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-Hunter2"
-# The caps of builder/userfiles.py (given here so that this file runs on a builder without it)
+# The caps of builder/core/userfiles.py (given here so that this file runs on a builder without it)
 MAX_CA_BUNDLE, MAX_CREDENTIALS, MAX_PATCH = 8 << 20, 64 << 10, 64 << 20
 
 
@@ -115,7 +120,7 @@ def _in_process(capsys, tmp_path: Path, option: str, path: Path) -> str:
 CHILD = """
 import contextlib, io, json, resource, signal, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-from builder import cli
+from builder.cli import main as cli
 
 class StillReading(Exception):
     pass
@@ -280,7 +285,7 @@ def test_good_files_still_pass(tmp_path):
                                           credentials=(creds, None, None, None))
     assert settings.files()["ca.crt"] == pem.read_bytes()
     assert urls.read_credentials(creds, None, "--apt-mirror") == ("user", PASSWORD)
-    from builder import userfiles
+    from builder.core import userfiles
 
     assert userfiles.MAX_CA_BUNDLE == MAX_CA_BUNDLE and userfiles.MAX_CREDENTIALS == MAX_CREDENTIALS
     assert userfiles.MAX_PATCH == MAX_PATCH
@@ -306,8 +311,9 @@ def test_password_stdin_reads_one_bounded_line(monkeypatch):
 def test_the_derived_context_holds_the_patch_bytes_checked_not_a_file_swapped_in_later(tmp_path, monkeypatch):
     """The build context gets the bytes read when the job was made; a fifo put in the
     patch's place afterwards is never opened (it would block the copy)."""
-    from builder import catalog, derive, image
-    from builder.contract import Label
+    from builder import catalog, image
+    from builder.core.contract import Label
+    from builder.plan import derive
     from tests.unit.fake_engine import FakeEngine
 
     patch = tmp_path / "fix.patch"

@@ -17,8 +17,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from builder import cache, cli, contract, layer_cache, registry, registry_auth, signing, supply_chain
-from builder.errors import BuilderError, PushError, UserError
+from builder import cache, registry, supply_chain
+from builder.cli import main as cli
+from builder.core import contract, layer_cache
+from builder.core.errors import BuilderError, PushError, UserError
+from builder.registry import registry_auth
+from builder.supply_chain import signing
 from tests.integration.registries import make_ca_and_cert
 from tests.unit.test_hostile_input import PUBLIC_KEY, one_line_error
 

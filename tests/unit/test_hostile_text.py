@@ -12,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildkit_engine, buildx, catalog, cli, cuda_arch, doctor, errors, grammar, quoting
-from builder.engine import DockerEngine, Progress
-from builder.errors import CatalogError, UserError
+from builder import catalog
+from builder.cli import doctor
+from builder.cli import main as cli
+from builder.core import errors, grammar, quoting
+from builder.core.errors import CatalogError, UserError
+from builder.engine import DockerEngine, Progress, buildkit_engine, buildx
+from builder.in_image import cuda_arch
 from tests.unit.conftest import GOOD
 from tests.unit.fake_engine import FakeEngine
 

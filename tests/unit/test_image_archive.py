@@ -1,4 +1,4 @@
-"""An image archive read from the tar (builder/image_archive.py), and a load that tries a
+"""An image archive read from the tar (builder/engine/image_archive.py), and a load that tries a
 sound archive once more when the engine refuses it (buildx.load)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildx, image_archive
-from builder.errors import BuildError
+from builder.core.errors import BuildError
+from builder.engine import buildx, image_archive
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

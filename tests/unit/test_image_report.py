@@ -8,8 +8,9 @@ import struct
 
 import pytest
 
-from builder import image_report, readback
-from builder.image_report import FatbinError, coverage_table, device_code, fatbin_entries
+from builder.image import readback
+from builder.in_image import image_report
+from builder.in_image.image_report import FatbinError, coverage_table, device_code, fatbin_entries
 
 MAGIC = 0xBA55ED50
 

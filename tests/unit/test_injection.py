@@ -24,8 +24,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from builder import catalog, cli, derive, grammar, quoting, render
-from builder.errors import CatalogError, UserError
+from builder import catalog, render
+from builder.cli import main as cli
+from builder.core import grammar, quoting
+from builder.core.errors import CatalogError, UserError
+from builder.plan import derive
 
 from . import dockerfile_lexer as lex
 from .conftest import GOOD

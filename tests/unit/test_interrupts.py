@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from builder import interrupts
-from builder.errors import Interrupted
+from builder.core import interrupts
+from builder.core.errors import Interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,8 +59,9 @@ def driver(tmp_path: Path, body: str) -> subprocess.Popen:
 
 TEST_DRIVER = """
     import sys
-    from builder import cli, describe
-    from builder.conformance import runner
+    from builder.cli import main as cli
+    from builder.image import describe
+    from builder.image.conformance import runner
     from tests.unit.fake_engine import FakeEngine
 
     class Engine(FakeEngine):  # records what the builder asks to remove, for the test to read
@@ -110,7 +111,8 @@ def test_builder_test_removes_its_container_on_an_interrupt(tmp_path, sig, code)
 BUILD_DRIVER = """
     import sys, time
     from pathlib import Path
-    from builder import buildcontext, cli
+    from builder.cli import main as cli
+    from builder.image import buildcontext
 
     write = buildcontext.write
 

@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from builder import buildsettings, buildx, layer_cache
-from builder.engine import BuildRequest, DockerEngine
-from builder.errors import BuildError, UserError
+from builder.core import layer_cache
+from builder.core.errors import BuildError, UserError
+from builder.engine import BuildRequest, DockerEngine, buildsettings, buildx
 
 
 @pytest.mark.parametrize("repo", ["127.0.0.1:5000/cache", "registry.corp/team/tf-cache", "localhost/c",

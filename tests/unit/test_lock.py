@@ -1,4 +1,4 @@
-"""The committed locks (builder/locks/) against the catalog, and builder/lock.py's pure
+"""The committed locks (builder/locks/) against the catalog, and builder/catalog/lock.py's pure
 functions. No network and no engine: drift is found from the inputs digest."""
 import re
 import shutil
@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
-from builder import catalog, cli, policy
-from builder import lock as lk
-from builder.errors import UserError
+from builder import catalog
+from builder.catalog import lock as lk
+from builder.catalog import policy
+from builder.cli import main as cli
+from builder.core.errors import UserError
 
 from .conftest import GOOD
 

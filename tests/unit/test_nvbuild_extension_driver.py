@@ -88,7 +88,7 @@ def tree(tmp_path, venv):
         (src / exe).chmod(0o755)
     shutil.copy(ROOT / "nvbuild.sh", opt)
     (opt / "image_report.py").write_text(STUB_REPORT)
-    shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)
+    shutil.copy(ROOT / "builder" / "in_image" / "cuda_arch.py", opt)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "ccache").write_text(FAKE_CCACHE)

@@ -282,7 +282,7 @@ def tf_tree(tmp_path, image_python):
                 (src / "tensorflow" / "tools" / "pip_package").mkdir(parents=True)
                 (src / "tensorflow" / "tools" / "pip_package" / "setup.py").write_text("_VERSION = '2.16.1'\n")
         shutil.copy(ROOT / "nvbuild.sh", opt)
-        shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)
+        shutil.copy(ROOT / "builder" / "in_image" / "cuda_arch.py", opt)
         (opt / "image_report.py").write_text(STUB_REPORT)
         (opt / "nvbuildopts").write_text(NVBUILDOPTS)
         bin_dir = root / "bin"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from builder import catalog
-from builder.base_recipe import BaseRecipe
 from builder.render import RenderOptions, render
+from builder.render.base_recipe import BaseRecipe
 
 from .conftest import STUB_REPORT
 
@@ -80,7 +80,7 @@ def tree(tmp_path, venv):
         "#define TF_MAJOR_VERSION 2\n#define TF_MINOR_VERSION 5\n#define TF_PATCH_VERSION 0\n")
     shutil.copy(ROOT / "nvbuild.sh", opt)
     (opt / "image_report.py").write_text(STUB_REPORT)
-    shutil.copy(ROOT / "builder" / "cuda_arch.py", opt)
+    shutil.copy(ROOT / "builder" / "in_image" / "cuda_arch.py", opt)
     rel = catalog.load().get("21.08")
     rendered = render(rel, rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))
     (opt / "nvbuildopts").write_text(rendered.files["nvbuildopts"])

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from builder import catalog, plan as pl, run
-from builder.base_recipe import BaseRecipe
-from builder.buildsettings import BuildSettings
-from builder.contract import Label
-from builder.errors import BuildError, PatchError, UserError
+from builder import catalog, run
+from builder import plan as pl
+from builder.core.contract import Label
+from builder.core.errors import BuildError, PatchError, UserError
+from builder.engine.buildsettings import BuildSettings
+from builder.render.base_recipe import BaseRecipe
 
 from .fake_engine import FakeEngine
 from .test_readback import sample_report
@@ -212,7 +213,7 @@ REL_2611 = CAT.get("26.11")
 
 def report_2611() -> dict:
     """A report like image_report.py's for a 26.11 image that matches the catalog."""
-    from builder.image_report import coverage_table
+    from builder.in_image.image_report import coverage_table
 
     report = sample_report()
     archs = REL_2611.cuda_cc
@@ -320,7 +321,7 @@ def test_a_push_published_but_not_verified_leaves_no_other_ref_unpushed_and_exit
     second tag is still pushed, each is reported, and the run ends with exit 3 (published),
     not 1 (failed)."""
     from builder import registry as reg
-    from builder.errors import Reported, Unverified
+    from builder.core.errors import Reported, Unverified
 
     pushed: list[str] = []
 

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import cli, paths, provenance, version
-from builder.errors import UserError
-from builder.run_files import run_render_all
+from builder.cli import main as cli
+from builder.core import paths, provenance, version
+from builder.core.errors import UserError
+from builder.run.run_files import run_render_all
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", ".pytest_cache",
@@ -120,7 +121,7 @@ def test_the_wheel_carries_the_data_the_builder_reads_with_its_modes(wheel):
     assert "builder/_data/framework-src/.gitignore" in modes  # dotfiles travel
     for rel in EXECUTABLES:
         assert modes[f"builder/_data/{rel}"] == 0o755, rel
-    assert {f"builder/conformance/{p}" for p in SUITE} <= set(modes)
+    assert {f"builder/image/conformance/{p}" for p in SUITE} <= set(modes)
     assert {"builder/releases/21.08.yaml", "builder/releases/_common.yaml", "builder/locks/21.08/tf2-py3-py3.8.txt",
             "builder/locks/horovod/horovod-0.22.1.txt"} <= set(modes)
     assert not [n for n in modes if "__pycache__" in n or n.endswith(".pyc")]
@@ -177,9 +178,9 @@ def test_installed_files_keep_their_modes(installed):
 
 def test_version_names_the_commit_the_wheel_was_built_from(installed, wheel, outside):
     want = f"builder {project_version()} (commit {wheel[1]}, wheel)"
-    proc = run_installed(installed, outside, "python", "-c", "from builder.version import version_text; print(version_text())")
+    proc = run_installed(installed, outside, "python", "-c", "from builder.core.version import version_text; print(version_text())")
     assert proc.stdout.strip() == want, proc.stderr
-    if "--version" in run_installed(installed, outside, "builder", "--help").stdout:  # wired in builder/cli.py
+    if "--version" in run_installed(installed, outside, "builder", "--help").stdout:  # wired in builder/cli/__init__.py
         proc = run_installed(installed, outside, "builder", "--version")
         assert (proc.returncode, proc.stdout.strip()) == (0, want), proc.stderr
 
@@ -246,10 +247,10 @@ def test_lock_checks_but_never_rewrites_the_installed_locks(installed, outside):
 
 def test_the_conformance_suite_collects_from_the_wheel(installed, outside):
     """`builder test` runs pytest over the installed suite (its pytest.ini, plugin, derived/)."""
-    ask = ("import json; from builder.conformance import runner; "
+    ask = ("import json; from builder.image.conformance import runner; "
            "print(json.dumps(runner.command('local/x:y', [], None, 'c')))")
     cmd = json.loads(run_installed(installed, outside, "python", "-c", ask).stdout)
-    assert "/site-packages/builder/conformance" in cmd[cmd.index("-c") + 1]
+    assert "/site-packages/builder/image/conformance" in cmd[cmd.index("-c") + 1]
     for suite in (cmd[-1], f"{cmd[-1]}/derived"):
         proc = run_installed(installed, outside, "python", *cmd[1:-1], "--collect-only", suite)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -258,7 +259,7 @@ def test_the_conformance_suite_collects_from_the_wheel(installed, outside):
 
 def test_uv_and_syft_are_found_without_the_venv_on_path(installed, outside):
     """pipx puts only `builder` on PATH: the locks' uv and the SBOM's syft come from their packages."""
-    ask = "from builder import lock, sbom; print(lock.uv_command()[0]); print(sbom.syft_dir())"
+    ask = "from builder.catalog import lock; from builder.supply_chain import sbom; print(lock.uv_command()[0]); print(sbom.syft_dir())"
     proc = subprocess.run([str(installed / "python"), "-c", ask], cwd=outside, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(outside)}, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import catalog, plan as pl
-from builder.base_recipe import BaseRecipe
-from builder.errors import UserError
+from builder import catalog
+from builder import plan as pl
+from builder.core.errors import UserError
+from builder.render.base_recipe import BaseRecipe
 
 CAT = catalog.load()
 
@@ -148,7 +149,7 @@ def test_declared_args_are_read_from_the_arg_lines():
 
 
 def test_a_proxy_password_is_redacted():
-    from builder.errors import redact
+    from builder.core.errors import redact
 
     build_plan(build_args=("HTTP_PROXY=http://bob:pr0xy-secret@proxy:3128",))
     assert "pr0xy-secret" not in redact("via http://proxy:3128 with pr0xy-secret")

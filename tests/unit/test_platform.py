@@ -2,7 +2,9 @@
 platform it cannot serve is refused in one line, before anything is built."""
 import pytest
 
-from builder import catalog, cli, policy
+from builder import catalog
+from builder.catalog import policy
+from builder.cli import main as cli
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""The push ledger and cross-repository mounts (builder/push_mounts.py): what is recorded,
+"""The push ledger and cross-repository mounts (builder/registry/push_mounts.py): what is recorded,
 what is mounted from where, and that a registry declining a mount costs nothing but the
 upload the push then makes."""
 import json
 
 import pytest
 
-from builder import push_mounts
+from builder.registry import push_mounts
 
 A, B, C = ("sha256:" + c * 64 for c in "abc")             # diff ids
 GA, GB, GC = ("sha256:" + c * 64 for c in "def")          # their blobs (gzip)

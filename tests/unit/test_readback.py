@@ -5,8 +5,10 @@ import json
 
 import pytest
 
-from builder import catalog, cuda_arch, readback
-from builder.image_report import coverage_table
+from builder import catalog
+from builder.image import readback
+from builder.in_image import cuda_arch
+from builder.in_image.image_report import coverage_table
 
 TF_LIB = "/usr/local/lib/python3.9/dist-packages/tensorflow/python/_pywrap_tensorflow_internal.so"
 EXT_LIB = "/usr/local/lib/python3.9/dist-packages/tfext/_tfext_ops.so"
@@ -323,7 +325,7 @@ def test_gaps_in_pinned_libraries_are_warnings_gaps_in_built_binaries_problems(r
 def test_inspect_coverage_prints_the_table_what_is_not_counted_and_the_verdicts():
     import re
 
-    from builder import describe
+    from builder.image import describe
 
     lines = describe.coverage_text(full_report()).splitlines()
     table = lines[:lines.index("")]
@@ -341,7 +343,7 @@ def test_inspect_coverage_prints_the_table_what_is_not_counted_and_the_verdicts(
 
 
 def test_a_fatbin_the_parser_could_not_read_is_said():
-    from builder import describe
+    from builder.image import describe
 
     report = full_report(["8.6"])
     nccl = next(b for b in report["cuda_binaries"] if b["component"] == "nccl")

@@ -1,7 +1,7 @@
 """The reference pages are generated from the code and must not drift from it:
-docs/reference/cli.md and catalog.md equal a fresh `python3 -m builder.reference`, and the
-catalog schema they are written from (`builder/catalog_schema.py`) agrees with the
-validator (`builder/catalog.py`) both ways: a catalog holding every described field
+docs/reference/cli.md and catalog.md equal a fresh `python3 -m builder.cli.reference`, and the
+catalog schema they are written from (`builder/catalog/catalog_schema.py`) agrees with the
+validator (`builder/catalog/__init__.py`) both ways: a catalog holding every described field
 loads, and at every level the validator's own list of allowed keys is the schema's."""
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder import catalog, catalog_schema, reference
-from builder.errors import CatalogError
+from builder import catalog
+from builder.catalog import catalog_schema
+from builder.cli import reference
+from builder.core.errors import CatalogError
 
 ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN = "zz_not_a_field"
@@ -26,7 +28,7 @@ UNKNOWN = "zz_not_a_field"
 def test_the_committed_reference_equals_a_fresh_generation(name):
     committed = (ROOT / "docs" / "reference" / name).read_text(encoding="utf-8")
     assert committed == reference.pages()[name], \
-        f"docs/reference/{name} drifted from the code: run python3 -m builder.reference"
+        f"docs/reference/{name} drifted from the code: run python3 -m builder.cli.reference"
 
 
 def test_the_check_mode_says_so_in_one_line(tmp_path, monkeypatch):
@@ -118,7 +120,7 @@ def test_the_validator_allows_exactly_the_described_keys(tmp_path, level):
 def test_every_key_set_of_the_validator_is_described():
     """The module-level *_KEYS sets of catalog.py (read with ast, so a new one counts at once):
     each key is the last part of some described path."""
-    tree = ast.parse((ROOT / "builder" / "catalog.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "builder" / "catalog" / "__init__.py").read_text(encoding="utf-8"))
     leaves = {p.rpartition(".")[2] for p in [f.path for f in catalog_schema.FIELDS] + list(catalog_schema.MOVED)}
     sets = {}
     for node in tree.body:

@@ -1,4 +1,4 @@
-"""The registry token protocol (builder/registry_auth.py) against a scripted registry and
+"""The registry token protocol (builder/registry/registry_auth.py) against a scripted registry and
 token service: what is sent where, and what never is. The real token registry is in
 tests/integration/test_token_registry.py."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import urllib.parse
 
 import pytest
 
-from builder.errors import UserError, redact
-from builder.registry_auth import Credentials, Session, parse_challenge, scope
+from builder.core.errors import UserError, redact
+from builder.registry.registry_auth import Credentials, Session, parse_challenge, scope
 
 HOST = "harbor.example:8443"
 REALM = "https://auth.example/service/token"

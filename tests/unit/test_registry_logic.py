@@ -5,7 +5,7 @@ import re
 import pytest
 
 from builder import registry as reg
-from builder.errors import UserError
+from builder.core.errors import UserError
 
 
 @pytest.mark.parametrize("image,registry,tag,expected", [
@@ -87,14 +87,14 @@ def test_a_port_holding_401_is_not_an_auth_error(port):
 def test_only_a_loopback_compile_cache_puts_a_build_on_the_host_network(url, loopback):
     """Host networking changes every RUN's cache key (BuildKit keys a step by its network
     mode): only a server the default network cannot reach justifies it."""
-    from builder.urls import on_loopback
+    from builder.core.urls import on_loopback
 
     assert on_loopback(url) is loopback
 
 
 def test_one_rule_puts_any_build_on_the_host_network():
     """build, derive, base and the runtime image all ask Delivery.network_mode."""
-    from builder.buildsettings import Delivery
+    from builder.engine.buildsettings import Delivery
 
     assert Delivery().network_mode() is None
     assert Delivery().network_mode("http://172.17.0.1:8742/ccache") is None

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import cli
 from builder import registry as reg
-from builder.errors import UserError
-from tests.unit.fake_engine import FakeEngine
+from builder.cli import main as cli
+from builder.core.errors import UserError
 from tests.integration.registries import make_ca_and_cert as make_cert
+from tests.unit.fake_engine import FakeEngine
 
 OTHER = "sha256:" + "cd" * 32
 
@@ -303,7 +303,7 @@ def test_verify_is_told_to_read_not_to_push(plain_registry):
 @pytest.mark.parametrize("status", [503, 401])
 def test_a_push_that_cannot_be_read_back_is_published_and_unverified_exit_3(plain_registry, certs_d, status):
     """The engine pushed and the registry took it: never reported as a failed push only."""
-    from builder.errors import Unverified
+    from builder.core.errors import Unverified
 
     plain_registry.read_status = status
     p, engine = pusher(plain_registry)

@@ -5,11 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from builder import catalog, cuda_arch
-from builder.base_recipe import BaseRecipe
-from builder.errors import UserError
-from builder.quoting import QuotingError, dockerfile_string
+from builder import catalog
+from builder.core.errors import UserError
+from builder.core.quoting import QuotingError, dockerfile_string
+from builder.in_image import cuda_arch
 from builder.render import RenderOptions, banner_release_line, render
+from builder.render.base_recipe import BaseRecipe
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildcontext, cli, outputdir
-from builder.errors import UserError
+from builder.cli import main as cli
+from builder.core import outputdir
+from builder.core.errors import UserError
+from builder.image import buildcontext
 from builder.render import Rendered
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,7 +214,8 @@ def checkout(tmp_path, monkeypatch):
 @pytest.fixture
 def private_catalog(tmp_path, monkeypatch):
     """BUILDER_CATALOG naming a catalog of two of the releases (21.06 and 21.08)."""
-    from builder import catalog, lock
+    from builder import catalog
+    from builder.catalog import lock
 
     private = tmp_path / "cat"
     private.mkdir()
@@ -237,7 +240,8 @@ def test_render_all_check_with_a_private_catalog_ignores_unknown_releases(checko
     assert cli.main(["render", "--all", "--check"]) == 0, capsys.readouterr().err
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 PATH_PARTS = st.sampled_from(["a", "..", ".", "", "/", "b c", "\n", "\0", "x/../..", "ok.txt", "~"])
 

@@ -7,11 +7,13 @@ import dataclasses
 
 import pytest
 
-from builder import catalog, plan as pl, policy, runtime_image
-from builder.base_recipe import BaseRecipe
-from builder.errors import UserError
-from builder.render import render_options
-from builder.render import render
+from builder import catalog
+from builder import plan as pl
+from builder.catalog import policy
+from builder.core.errors import UserError
+from builder.image import runtime_image
+from builder.render import render, render_options
+from builder.render.base_recipe import BaseRecipe
 from tests.unit.dockerfile_lexer import instructions
 
 CAT = catalog.load()
@@ -76,7 +78,7 @@ def test_its_base_is_bare_and_the_other_releases_keep_one_stage_on_a_toolkit_bas
 
 
 def test_the_committed_dockerfile_holds_the_runtime_stage():
-    from builder import paths
+    from builder.core import paths
 
     committed = paths.project_root() / "dockerfiles" / "26.11" / "tf2-py3.Dockerfile"
     assert "FROM core AS runtime" in committed.read_text()
@@ -111,7 +113,7 @@ def test_the_wheel_layers_take_every_locked_package_exactly_once():
     import re
     import subprocess
 
-    from builder import lock
+    from builder.catalog import lock
 
     rel = CAT.get("26.11")
     text = render(rel, rel.variants["tf2-py3"], render_options(rel)).dockerfile
@@ -136,7 +138,7 @@ def test_collect_compiled_takes_what_pip_installed_from_local_wheels_only(tmp_pa
     import subprocess
     import sys
 
-    from builder import paths
+    from builder.core import paths
 
     site = tmp_path / "site"
 

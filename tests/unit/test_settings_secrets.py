@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildsettings, contract, paths
-from builder.buildsettings import BuildSettings
 from builder.catalog import load
-from builder.engine import legacy_dockerfile, without_builder_mounts
+from builder.core import contract, paths
+from builder.engine import buildsettings, legacy_dockerfile, without_builder_mounts
+from builder.engine.buildsettings import BuildSettings
 from builder.render import RenderOptions, render
 from tests.unit.dockerfile_lexer import instructions
 from tests.unit.fake_engine import FakeEngine
@@ -87,8 +87,8 @@ def test_without_secrets_or_url_the_command_runs_as_it_is(tmp_path):
 def rendered_dockerfiles() -> list[tuple[str, str]]:
     """Every template's Dockerfile: the committed release ones (a test keeps them in step),
     each release's offline base, a derived one with packages, the user example."""
-    from builder import derive
-    from builder.base_recipe import BaseRecipe
+    from builder.plan import derive
+    from builder.render.base_recipe import BaseRecipe
 
     root = paths.project_root()
     out = [(str(p), p.read_text()) for p in sorted(root.glob("dockerfiles/*/*.Dockerfile"))]
@@ -173,8 +173,9 @@ def test_no_settings_deliver_nothing():
 
 @pytest.mark.parametrize("backend", ["buildkit", "legacy"])
 def test_a_derive_hands_settings_over_the_backends_way(tmp_path, monkeypatch, backend):
-    from builder import catalog, derive, image
-    from builder.contract import Label
+    from builder import catalog, image
+    from builder.core.contract import Label
+    from builder.plan import derive
 
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     engine = FakeEngine()

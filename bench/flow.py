@@ -4,17 +4,17 @@ Prints one JSON line:
 
 - modules_entered: the builder modules the run executes code of;
 - switches: calls from one builder module into another;
-- climbs: such calls from a module into one on a higher floor of the import graph (top-
-  level imports; floor 1 imports no builder module), i.e. a call back up the layers;
-- renders / plan_calls: templates rendered (calls of template_env) and calls into plan.py
-  during the run (a plan that is complete needs neither);
-- floors: the import graph's height.
+- climbs: such calls from a stage into a higher one (the layers of pyproject.toml's
+  import contract "stages": cli on top, in_image at the bottom), i.e. a call back up the
+  layers (through a callback: imports cannot go up);
+- renders / plan_calls: templates rendered (calls of template_env) and calls into the plan
+  package during the run (a plan that is complete needs neither);
+- stages: how many layers the contract has.
 
     python3 bench/flow.py
 """
 from __future__ import annotations
 
-import ast
 import collections
 import json
 import os
@@ -22,39 +22,31 @@ import sys
 import tempfile
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def floors() -> dict[str, int]:
-    """Each builder module's floor from its top-level imports."""
-    package = ROOT / "builder"
-    names = {p.stem for p in package.glob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for path in package.glob("*.py"):
-        found = set()
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("builder"):
-                targets = [a.name for a in node.names] if node.module == "builder" else [node.module.split(".")[1]]
-                found |= {t for t in targets if t in names}
-            elif isinstance(node, ast.Import):
-                found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("builder.")}
-        graph[path.stem] = found - {path.stem}
-    memo: dict[str, int] = {}
+def stage_levels() -> dict[str, int]:
+    """Each stage package's level in the "stages" layers contract (1 at the bottom)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "stages")
+    layers = contract["layers"]
+    return {pkg.strip(): len(layers) - i for i, layer in enumerate(layers) for pkg in layer.split("|")}
 
-    def floor(m: str) -> int:
-        if m not in memo:
-            memo[m] = 0  # a circle counts as flat rather than recursing forever
-            memo[m] = 1 + max((floor(t) for t in graph[m]), default=0)
-        return memo[m]
 
-    return {f"builder.{m}": floor(m) for m in graph}
+def stage_of(module: str, levels: dict[str, int]) -> str | None:
+    """The stage package a builder module belongs to (builder.X or below it)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and ".".join(parts[:2]) in levels else None
 
 
 def main() -> None:
     os.environ["BUILDER_CACHE_DIR"] = tempfile.mkdtemp(prefix="flow-")
     from builder import catalog, run
     from builder import plan as planning
+    from builder.engine import ProgressMode
     from builder.engine.buildsettings import BuildSettings
     from builder.render.base_recipe import BaseRecipe
     from tests.unit.fake_engine import FakeEngine
@@ -64,14 +56,14 @@ def main() -> None:
     engine = FakeEngine()
     engine.add_image(BaseRecipe.for_release(cat.get("21.08")).tag)
     engine.run_handler = answers
-    level = floors()
+    levels = stage_levels()
     stack: list[str | None] = []
     entered: set[str] = set()
     counts = collections.Counter()
 
     def module_of(frame) -> str | None:
         name = frame.f_globals.get("__name__", "")
-        return name if name in level else None
+        return name if stage_of(name, levels) else None
 
     def profile(frame, event, arg) -> None:
         if event == "call":
@@ -83,11 +75,11 @@ def main() -> None:
             entered.add(module)
             if frame.f_code.co_name == "template_env":  # every template is rendered through it
                 counts["renders"] += 1
-            if module == "builder.plan":
+            if module.startswith("builder.plan"):
                 counts["plan_calls"] += 1
             if caller and caller != module:
                 counts["switches"] += 1
-                counts["climbs"] += level[module] > level[caller]
+                counts["climbs"] += levels[stage_of(module, levels)] > levels[stage_of(caller, levels)]
         elif event == "return" and stack:
             stack.pop()
 
@@ -95,13 +87,13 @@ def main() -> None:
                                                        cuda_cc="5.2,6.0,6.1,7.0,7.5,8.0,8.6"))
     sys.setprofile(profile)
     try:
-        run.run_build(plan, lambda: engine, BuildSettings(), quiet=True,
+        run.run_build(plan, lambda: engine, BuildSettings(), progress=ProgressMode.QUIET,
                       out=run.Output(result=lambda s: None, say=lambda s: None))
     finally:
         sys.setprofile(None)
     print(json.dumps({"modules_entered": len(entered), "switches": counts["switches"], "climbs": counts["climbs"],
                       "renders": counts["renders"], "plan_calls": counts["plan_calls"],
-                      "floors": max(level.values()), "modules": sorted(m.split(".")[1] for m in entered)}))
+                      "stages": max(levels.values()), "modules": sorted(m.removeprefix("builder.") for m in entered)}))
 
 
 if __name__ == "__main__":

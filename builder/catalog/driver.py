@@ -204,7 +204,9 @@ def own_code(release: Release, cuda_cc: list[str] | None = None) -> Code:
 
 # ---- the contract -----------------------------------------------------------------------
 @dataclass(frozen=True)
-class Verdict:
+class GpuVerdict:
+    """Whether, and on which driver, one GPU architecture runs the image."""
+
     arch: str
     runs: bool | None           # None: TensorFlow's device code is not in the catalog
     driver: str | None          # the oldest driver this GPU runs the image on
@@ -223,7 +225,7 @@ class Contract:
     ptx_jit_why: str
     framework_jit_driver: str | None   # TensorFlow's PTX (the entrypoint's JIT warning)
     own_jit_driver: str | None         # the image's own PTX
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    verdicts: dict[str, GpuVerdict] = field(default_factory=dict)
     platforms: str = ""         # policy.platforms_served, in one line
 
     @property
@@ -283,20 +285,20 @@ def contract(release: Release, variant: Variant, rows: tuple[str, ...] | list[st
                     platforms)
 
 
-def _verdict(arch: str, floor: str, libs: Code, framework: Code | None, own: Code) -> Verdict:
+def _verdict(arch: str, floor: str, libs: Code, framework: Code | None, own: Code) -> GpuVerdict:
     lib_kind, lib_from = libs.runs(arch)
     if lib_kind == "none":
         # a model, not a measurement: `builder inspect IMAGE --coverage` reads each library
         # (21.08 on 12.0: NCCL 2.13 none at all, cuDNN 8.5 PTX in 166 of 1918 modules)
-        return Verdict(arch, False, None, (), f"cannot run — its {libs.what} are built for GPUs up to "
+        return GpuVerdict(arch, False, None, (), f"cannot run — its {libs.what} are built for GPUs up to "
                                                f"{libs.sass[-1]} (CUDA {libs.cuda}), not for {arch}; "
                                                "`builder inspect IMAGE --coverage` lists what each holds")
     if framework is None:
-        return Verdict(arch, None, None, (), "unknown — the catalog records no device code for this "
+        return GpuVerdict(arch, None, None, (), "unknown — the catalog records no device code for this "
                                              "framework's wheel (framework.device_code)")
     fw_kind, fw_from = framework.runs(arch)
     if fw_kind == "none":
-        return Verdict(arch, False, None, (), f"cannot run — {framework.what} carry no code for {arch}")
+        return GpuVerdict(arch, False, None, (), f"cannot run — {framework.what} carry no code for {arch}")
     parts = [f"{libs.what} SASS"]
     needs = [(floor, "")]
     jit = []
@@ -319,7 +321,7 @@ def _verdict(arch: str, floor: str, libs: Code, framework: Code | None, own: Cod
     driver = newest(*(d for d, _ in needs))
     reasons = [f"{why} {d}" for d, why in needs if why and version_key(d) > version_key(floor)]
     text = f"runs ({'; '.join(parts)}); driver >= {driver}" + (f" ({'; '.join(reasons)})" if reasons else "")
-    return Verdict(arch, True, driver, tuple(jit), text)
+    return GpuVerdict(arch, True, driver, tuple(jit), text)
 
 
 def contracts(release: Release) -> dict[str, Contract]:

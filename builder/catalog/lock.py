@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -266,7 +267,10 @@ def verify_lock(release: Release, variant: Variant, python: str, text: str) -> l
             problems.append(f"names a package source ({block.splitlines()[0].strip()})")
     for req in requirements(release, variant):
         pin = PIN.fullmatch(req)
-        name = canonical_name((pin or REQUIREMENT.fullmatch(req)).group(1))
+        match = pin or REQUIREMENT.fullmatch(req)
+        if match is None:  # requirements() only yields what the catalog's grammar accepted
+            raise AssertionError(f"not a requirement: {req}")
+        name = canonical_name(match.group(1))
         if name not in found:
             problems.append(f"lacks {req}")
         elif pin and found[name][0] != pin.group(2):
@@ -304,12 +308,11 @@ def check(p: Plan, root: Path | None = None) -> list[str]:
 
     for t in p.targets:
         problems += verified(lock_path(t.release.name, t.variant.name, t.python, root),
-                             lambda text: verify_lock(t.release, t.variant, t.python, text))
+                             partial(verify_lock, t.release, t.variant, t.python))
     for version in p.horovod:
-        problems += verified(horovod_lock_path(version, root), lambda text: verify_horovod_lock(version, text))
+        problems += verified(horovod_lock_path(version, root), partial(verify_horovod_lock, version))
     for name, version in p.dali:
-        problems += verified(dali_plugin_lock_path(name, version, root),
-                             lambda text: verify_sdist_lock(name, version, text))
+        problems += verified(dali_plugin_lock_path(name, version, root), partial(verify_sdist_lock, name, version))
     expected = p.expected(root)
     problems += [f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
                  for path in p.scope(root) if path not in expected]
@@ -324,7 +327,7 @@ def uv_command() -> list[str]:
     if found:
         return [found]
     try:
-        import uv  # type: ignore[import-not-found]
+        import uv
 
         return [uv.find_uv_bin()]
     except (ImportError, FileNotFoundError):

@@ -21,7 +21,7 @@ def cache_serve(
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background and return."),
 ) -> None:
     """Serve the compile cache; builds use it with --compile-cache URL (printed on stdout)."""
-    url = cache.serve(server(), detach=detach)
+    url = cache.run_server(server(), detach=detach)
     if detach:
         print(url)
 

@@ -26,15 +26,13 @@ NAME_WIDTH = 18  # the report's name column
 # Peak disk of a cold build (engine emptied, the offline base built too), in GB above the
 # free disk at its start. Measured on this project's 2-core machine, Docker 26.1.5 with the
 # containerd image store, from tests/conftest.py's "disk used above its start by MODULE"
-# lines of `bash .ci/run` on a fresh clone (logs of 2026-11-27):
+# lines of `bash .ci/run` on a fresh clone:
 # * 26.11: `builder build --release 26.11 --runtime` (devel + runtime, the release's
-#   components in), the 26.11 module: 26.6 GB at 91cce96 and at 9fdb4cc (23.5 GB before
-#   issue 29's components). A devel-only build needs less; this is the upper figure.
-#   The 44 GB of docs/PERFORMANCE.md (2026-11-26) was the two images built apart,
-#   before 26.11's layered Dockerfile: no longer what a build takes.
-# * 21.08: tf2-py3 on the offline base: the base 5.9 GB (test_buildx at 3508046), then the
-#   image on it 11.3 GB (test_derived at 91cce96, with DALI and TensorBoard; derives
-#   included, so an upper figure): 17.2 GB.
+#   components in), the 26.11 module: 26.6 GB. A devel-only build needs less; this is the
+#   upper figure.
+# * 21.08: tf2-py3 on the offline base: the base 5.9 GB (test_buildx), then the image on it
+#   11.3 GB (test_derived, with DALI and TensorBoard; derives included, so an upper
+#   figure): 17.2 GB.
 COLD_BUILD_GB: dict[str, float] = {"21.08": 17.2, "26.11": 26.6}
 # Releases not measured: the measured release of the same CUDA major (of the offline base,
 # the default `--base auto`), else the largest figure. Said to be an estimate.

@@ -11,7 +11,7 @@ import typer
 
 # typer 0.2x vendors click; fall back to click itself on older typer.
 try:
-    from typer._click import exceptions as click_exc  # type: ignore[attr-defined]
+    from typer._click import exceptions as click_exc
 except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 

@@ -17,6 +17,7 @@ from builder import supply_chain
 from builder.catalog import driver, load_selected
 from builder.cli import entry
 from builder.cli.cli_cache import cache_app
+from builder.cli.cli_catalog import catalog_app
 from builder.cli.options import (
     BASE_JSON,
     BUILD_ARG,
@@ -41,6 +42,7 @@ from builder.cli.options import (
     SBOM,
     SIGN,
     TRIES,
+    quiet_progress,
     with_build_settings,
     with_derive_changes,
     with_progress,
@@ -48,6 +50,7 @@ from builder.cli.options import (
     with_render_options,
 )
 from builder.core import outputdir
+from builder.core.grammar import check_ref
 from builder.engine.buildkit_engine import connect
 from builder.image import describe
 from builder.image.buildcontext import check_source
@@ -155,7 +158,7 @@ def base(
     plan = plan_base(_catalog(), release, rebuild, settings.backend)
     if print_recipe:
         return print_base_recipe(plan, as_json, settings)
-    run_base(plan, _engine(), settings(), quiet=progress, as_json=as_json)
+    run_base(plan, _engine, settings(), progress=progress, as_json=as_json)
 
 
 @app.command()
@@ -207,12 +210,13 @@ def build(
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
     plan = plan_build(_catalog(), BuildArgs(
-        release, variant, all_variants, **render, tags=tuple(tag or ()), build_id=build_id, platform=platform,
-        no_cache=no_cache, compile_cache=compile_cache, push=push, registry=registry, build_args=tuple(build_arg or ()),
+        release=release, variant=variant, all_variants=all_variants, **render, tags=tuple(tag or ()),
+        build_id=build_id, platform=platform, no_cache=no_cache, compile_cache=compile_cache, push=push,
+        registry=registry, build_args=tuple(build_arg or ()),
         insecure_registry=insecure_registry, baked_ca=baked_ca(bake_ca, settings.ca_bundle), builders=builders,
         sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
         runtime_only=runtime_only, backend=settings.backend))
-    run_build(plan, _engine, settings(), credentials() if plan.push else None, dry_run=dry_run, quiet=progress,
+    run_build(plan, _engine, settings(), credentials() if plan.push else None, dry_run=dry_run, progress=progress,
               as_json=as_json)
 
 
@@ -237,7 +241,9 @@ def inspect(
     cuda_cc: Optional[str] = typer.Option(None, "--cuda-cc", help="Also ask about these capabilities (e.g. 9.0,12.0)."),
 ) -> None:
     """What IMAGE holds, read from a container of it: framework, versions, libraries, coverage."""
-    print(describe.report_text(describe.describe(_engine(), image, parse_capabilities(cuda_cc)), coverage, as_json))
+    wanted = parse_capabilities(cuda_cc)  # the options first: with no engine, a bad one is still its own line
+    check_ref(image, "image", image_id=True)
+    print(describe.report_text(describe.describe(_engine(), image, wanted), coverage, as_json))
 
 
 @app.command()
@@ -277,7 +283,7 @@ def derive(
     plan = plan_derive(from_, tag, **changes, compile_cache=compile_cache, no_cache=no_cache, test=not no_test,
                        sbom=sbom_, backend=settings.backend, build_args=tuple(build_arg or ()), push=push,
                        registry=registry, insecure_registry=insecure_registry)
-    run_derive(plan, _engine(), settings(), _catalog(), quiet=progress, as_json=as_json,
+    run_derive(plan, _engine, settings(), _catalog(), progress=progress, as_json=as_json,
                creds=credentials() if plan.push else None)
 
 
@@ -297,7 +303,7 @@ def push(
 ) -> None:
     """Push IMAGE to a registry, verify the digest through the registry API, print REF@DIGEST."""
     plan = plan_push(image, registry, tag, tries, insecure_registry, sign, key_password_env)
-    run_push(plan, supply_chain.ready_to_sign(_engine(), plan), credentials(), quiet=quiet, as_json=as_json)
+    run_push(plan, _engine, credentials(), progress=quiet_progress(quiet), as_json=as_json)
 
 
 @app.command()
@@ -320,6 +326,7 @@ def verify(ref: str = typer.Argument(..., help="REGISTRY/NAME:TAG (or @DIGEST) t
 
 
 app.add_typer(cache_app, name="cache")
+app.add_typer(catalog_app, name="catalog")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ import typer
 
 from builder import cache
 from builder.core.errors import UserError
-from builder.engine import buildx, progress_mode
-from builder.engine.buildsettings import BackendAsks, from_options
+from builder.engine import ProgressMode, buildx, progress_mode
+from builder.engine.buildsettings import BackendAsks, BuildSettings, from_options
 from builder.registry import credentials_from
 
 CUDA_CC = typer.Option(None, "--cuda-cc", help="Compute capabilities: 7.0,8.0 | 70,80 | all | local.")
@@ -78,14 +78,19 @@ SBOM = typer.Option(True, "--sbom/--no-sbom", help="Make each image's SBOM (buil
 
 
 
-def progress_of(progress: str | None, quiet: bool) -> str:
+def progress_of(progress: str | None, quiet: bool) -> ProgressMode:
     """The --progress mode; -q/--quiet is --progress quiet, and a different mode with it is refused."""
     if progress is None:
-        return "quiet" if quiet else "auto"
+        return quiet_progress(quiet)
     mode = progress_mode(progress)
-    if quiet and mode != "quiet":
+    if quiet and mode != ProgressMode.QUIET:
         raise UserError(f"-q/--quiet is --progress quiet: it cannot go with --progress {mode}")
     return mode
+
+
+def quiet_progress(quiet: bool) -> ProgressMode:
+    """-q/--quiet (push's only progress option) as the mode it stands for."""
+    return ProgressMode.QUIET if quiet else ProgressMode.AUTO
 
 
 # name -> (annotation, option): the build-settings group.
@@ -207,21 +212,25 @@ def _with_group(group: dict[str, tuple[Any, Any]], param: str, make: Callable[[d
     return decorate
 
 
-def _settings_reader(values: dict) -> Callable[[], Any]:
-    def read():
-        settings = from_options(values["apt_mirror"], values["pip_index"], values["ca_bundle"], values["host_ca"],
-                                (values["apt_mirror_credentials_file"], values["apt_mirror_credentials_env"],
-                                 values["pip_index_credentials_file"], values["pip_index_credentials_env"]),
-                                layer_cache=values["layer_cache"], builder=values["builder"],
-                                compression=values["compression"])
+class SettingsReader:
+    """The build settings' options, read (files opened, credentials resolved) when called:
+    each command decides what is checked first."""
+
+    def __init__(self, values: dict[str, Any]):
+        self.values = values
+        self.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
+        # what only BuildKit does: the plan refuses it on the legacy builder before settings are read
+        self.backend = BackendAsks(values["layer_cache"], values["builder"], values["compression"])
+
+    def __call__(self) -> BuildSettings:
+        v = self.values
+        settings = from_options(v["apt_mirror"], v["pip_index"], v["ca_bundle"], v["host_ca"],
+                                (v["apt_mirror_credentials_file"], v["apt_mirror_credentials_env"],
+                                 v["pip_index_credentials_file"], v["pip_index_credentials_env"]),
+                                layer_cache=v["layer_cache"], builder=v["builder"], compression=v["compression"])
         if settings.builder is not None:  # a builder buildx knows, or one line
             buildx.check_builder(settings.builder)
         return settings
-
-    read.ca_bundle = values["ca_bundle"]  # --bake-ca installs these files
-    # what only BuildKit does: the plan refuses it on the legacy builder before settings are read
-    read.backend = BackendAsks(values["layer_cache"], values["builder"], values["compression"])
-    return read
 
 
 def _credentials_reader(values: dict) -> Callable[[], Any]:
@@ -244,7 +253,7 @@ with_derive_changes = _with_group(DERIVE_CHANGES, "changes", lambda values: {
     k: v if k == "nvbuild_args" else list(v or []) for k, v in values.items()})
 # The command gets `settings`: a function returning the BuildSettings (read when called, so
 # each command decides what is checked first), with `.ca_bundle` for --bake-ca.
-with_build_settings = _with_group(SETTINGS, "settings", _settings_reader)
+with_build_settings = _with_group(SETTINGS, "settings", SettingsReader)
 # The command gets `credentials`: a function returning the registry Credentials (or None).
 with_registry_credentials = _with_group(REGISTRY_CREDENTIALS, "credentials", _credentials_reader)
 

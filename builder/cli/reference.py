@@ -1,6 +1,7 @@
 """The reference pages, generated from the code: docs/reference/cli.md from the command
 line's own help (typer's click command tree: every command, subcommand, argument and
-option) and docs/reference/catalog.md from the catalog schema (`catalog_schema.FIELDS`).
+option) and docs/reference/catalog.md from the catalog's models (builder/catalog/schema.py), read
+through their JSON Schema (the one `builder catalog schema` prints).
 
     python3 -m builder.cli.reference            write both pages
     python3 -m builder.cli.reference --check    exit 1 when a committed page differs
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import typer.main
 
-from builder.catalog import catalog_schema
+from builder.catalog import json_schema
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PAGES = {"cli.md": "cli_markdown", "catalog.md": "catalog_markdown"}
@@ -113,22 +114,81 @@ def cli_markdown() -> str:
 
 
 def catalog_markdown() -> str:
-    """Every catalog field, from the schema."""
+    """Every catalog field, from the models' JSON Schema."""
+    doc = json_schema.resolved()
     lines = ["# Release catalog reference", "", GENERATED, "",
              "A release is one YAML file in `builder/releases/` (or in the directory `BUILDER_CATALOG` "
              "names). It names a `parent` and states only what differs from it: mappings merge key by "
              "key, any other value (lists included) replaces the parent's, and `null` removes the "
              "parent's key. \"Required\" means required once the release is resolved through its "
              "parents. Segments in angle brackets are names you choose. Any other key is an error, "
-             "and loading reports every problem of every file at once, each with its file and key path.",
+             "and loading reports every problem of every file at once, each with its file and key path. "
+             "`builder catalog schema` prints this schema as JSON Schema, for editors.",
              "", "| field | type | required | meaning |", "| --- | --- | --- | --- |"]
-    for f in catalog_schema.FIELDS:
-        lines.append(f"| `{f.path}` | {_cell(f.type)} | {'yes' if f.required else 'no'} | {_cell(f.description)} |")
-    if catalog_schema.MOVED:
+    rows, moved = _catalog_rows(doc, doc, "")
+    lines += [f"| `{path}` | {_cell(kind)} | {'yes' if required else 'no'} | {_cell(text)} |"
+              for path, kind, required, text in rows]
+    if moved:
         lines += ["", "Keys that moved (a catalog still giving them gets a problem that says where to):", "",
                   "| old key | now |", "| --- | --- |"]
-        lines += [f"| `{old}` | `{new}` |" for old, new in sorted(catalog_schema.MOVED.items())]
+        lines += [f"| `{old}` | `{new}` |" for old, new in sorted(moved)]
     return "\n".join(lines) + "\n"
+
+
+def _deref(doc: dict, node: dict) -> dict:
+    """NODE with a $ref replaced by the definition it names (its own keys kept)."""
+    if "$ref" not in node:
+        return node
+    target = doc["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def _choices(doc: dict, node: dict) -> list[dict]:
+    """The schemas NODE allows, anyOf and oneOf taken apart, each dereferenced."""
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return [c for sub in node[key] for c in _choices(doc, sub)]
+    return [_deref(doc, node)]
+
+
+def _kind(choice: dict) -> str:
+    """A schema as the reference names its type."""
+    if choice.get("type") == "array":
+        return f"list of {_kind(choice.get('items', {}))}s"
+    if str(choice.get("pattern", "")).startswith("^absent: "):
+        return '"absent: WHY"'
+    kind = choice.get("type", "integer" if "enum" in choice else "")
+    kind = kind[0] if isinstance(kind, list) else kind
+    return {"object": "mapping"}.get(kind, kind)
+
+
+def _catalog_rows(doc: dict, node: dict, prefix: str) -> tuple[list[tuple[str, str, bool, str]], list[tuple[str, str]]]:
+    """(path, type, required, meaning) of every field under NODE, and the keys that moved."""
+    rows: list[tuple[str, str, bool, str]] = []
+    moved: list[tuple[str, str]] = []
+    for name, prop in node.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        if prop.get("deprecated"):
+            moved.append((path, prop["description"].removeprefix("Moved to ").rstrip(".")))
+            continue
+        choices = _choices(doc, prop)
+        kinds = [_kind(c) for c in choices if c.get("type") != "null"]
+        if any(c.get("type") == "null" for c in choices) and len(kinds) > 1:
+            kinds.insert(-1, "null")
+        kind = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
+        text = prop.get("description") or choices[0].get("description", "")
+        rows.append((path, kind, name in node.get("required", []), text))
+        for choice in choices:
+            if "properties" in choice:
+                sub, sub_moved = _catalog_rows(doc, choice, f"{path}.")
+                rows, moved = rows + sub, moved + sub_moved
+            item = choice.get("additionalProperties")
+            if isinstance(item, dict) and "$ref" in item:
+                entry = _deref(doc, item)
+                rows.append((f"{path}.<{entry['title'].lower()}>", "mapping", False, entry.get("description", "")))
+                sub, sub_moved = _catalog_rows(doc, entry, f"{path}.<{entry['title'].lower()}>.")
+                rows, moved = rows + sub, moved + sub_moved
+    return rows, moved
 
 
 def pages() -> dict[str, str]:

@@ -132,7 +132,9 @@ class InImage:
     DOCKER_EXAMPLES = "/workspace/docker-examples"
 
     # Files copied next to nvbuild.sh: the build contract of every image.
-    BUILD_FILES = ("nvbuild.sh", "nvbuildopts", "cuda_arch.py", "image_report.py")
+    # builder/in_image/, copied next to nvbuild.sh: the policy, the CUDA binaries' reader, the report
+    IN_IMAGE_MODULES = ("cuda_arch.py", "fatbin.py", "image_report.py")
+    BUILD_FILES = ("nvbuild.sh", "nvbuildopts", *IN_IMAGE_MODULES)
 
 
 class ImageEnv:

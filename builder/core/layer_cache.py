@@ -67,7 +67,10 @@ def check_reachable(repo: str, timeout: float = 10.0) -> None:
     failed at its end (BuildKit exports the cache last)."""
     import socket
 
-    host = REPO.fullmatch(repo).group(1)
+    match = REPO.fullmatch(repo)
+    if match is None:
+        raise UserError(f"--layer-cache {repo[:80]!r}: give a registry repository HOST[:PORT]/NAME")
+    host = match.group(1)
     name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
     if not name or not port.isdigit():
         name, port = host, "443"

@@ -146,6 +146,7 @@ def _walk_down(top: Path, parts: list[str], fds: list[int], created: list[bool])
             if made:
                 os.mkdir(name, dir_fd=fds[-1])
                 step = os.open(name, DIR_FLAGS, dir_fd=fds[-1])
+            assert step is not None  # _step found the directory or it was just made
             fds.append(step)
             created.append(made)
     except OSError as exc:

@@ -76,12 +76,9 @@ def nvbuild_script() -> Path:
     return project_root() / "nvbuild.sh"
 
 
-def cuda_arch_module() -> Path:
-    return PACKAGE_DIR / "in_image" / "cuda_arch.py"
-
-
-def image_report_module() -> Path:
-    return PACKAGE_DIR / "in_image" / "image_report.py"
+def in_image_module(name: str) -> Path:
+    """One of the standard-library modules that run inside images (contract.InImage.IN_IMAGE_MODULES)."""
+    return PACKAGE_DIR / "in_image" / name
 
 
 # --- what the commands write ----------------------------------------------------------

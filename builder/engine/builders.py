@@ -114,9 +114,11 @@ def copy(ref: str, here_env: dict[str, str], there_env: dict[str, str]) -> None:
         load = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, capture_output=True, text=True,
                               env=there_env)
     finally:
-        save.stdout.close()
-        save_err = save.stderr.read().decode("utf-8", "replace")
-        save.stderr.close()
+        if save.stdout is not None:  # both are pipes (Popen above)
+            save.stdout.close()
+        save_err = save.stderr.read().decode("utf-8", "replace") if save.stderr is not None else ""
+        if save.stderr is not None:
+            save.stderr.close()
         save_rc = save.wait()
     if save_rc != 0 or load.returncode != 0:
         why = (save_err.strip() if save_rc != 0 else load.stderr.strip() or load.stdout.strip()) or "no answer"

@@ -25,18 +25,12 @@ from typing import IO, Iterator
 
 from builder.core.contract import BUILDER_MOUNT
 from builder.core.errors import BuildError, Interrupted, UserError, redact, say
-from builder.engine import (
-    BakeJob,
-    BuildRequest,
-    BuildResult,
-    DockerEngine,
-    Engine,
-    Progress,
-    builders,
-    buildx,
-    buildx_version,
-    signals_raise,
-)
+from builder.engine import builders, buildx
+from builder.engine.api import BakeJob, BuildRequest, BuildResult, Engine
+from builder.engine.buildx import buildx_version
+from builder.engine.docker_engine import DockerEngine
+from builder.engine.progress import Progress
+from builder.engine.signals import signals_raise
 
 # "[ 3/25] RUN ..." or "[stage-1 3/5] COPY ...": the Dockerfile steps among BuildKit's vertexes
 NUMBERED = re.compile(r"^\[(?:\S+ )?\s*(\d+)/(\d+)\] (.*)$", re.S)
@@ -62,7 +56,7 @@ class BuildKitEngine(DockerEngine):
     backend = "buildkit"
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
-        progress = progress or Progress("build", quiet=request.quiet)
+        progress = progress or Progress("build", mode=request.progress)
         at = self._where(request.builder)
         with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs, \
                 tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
@@ -109,7 +103,7 @@ class BuildKitEngine(DockerEngine):
                     for outcome, at, archive, recorder in zip(outcomes, places, archives, recorders)]
 
     def _baked(self, outcome: dict[str, dict] | BuildError, at: builders.Where, archives: Path,
-               recorder: "Recorder") -> dict[str, str] | BuildError:
+               recorder: Recorder) -> dict[str, str] | BuildError:
         """One bake's images, loaded here when another builder built them; or its failure, named."""
         try:
             if isinstance(outcome, BuildError):
@@ -134,7 +128,7 @@ class BuildKitEngine(DockerEngine):
         return {**os.environ, "DOCKER_HOST": self.where}
 
     @contextmanager
-    def _recorded(self, progress: Progress, log_path: Path | None) -> Iterator["Recorder"]:
+    def _recorded(self, progress: Progress, log_path: Path | None) -> Iterator[Recorder]:
         """Events onto PROGRESS and into the log at LOG_PATH; a failure named as the legacy
         builder named it, interrupts reported."""
         recorder = Recorder(progress, log_path)
@@ -145,7 +139,7 @@ class BuildKitEngine(DockerEngine):
             progress.done(f"interrupted during {progress.step or 'the build'}; BuildKit stopped the build")
             raise
         except BuildError as exc:
-            raise recorder.failed(exc)
+            raise recorder.failed(exc) from None  # the failure, named: its own cause
         finally:
             recorder.close()
 

@@ -18,11 +18,12 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
 from builder.core import layer_cache
-from builder.core.errors import BuildError, Interrupted, UserError, redact
-from builder.engine import image_archive, signals_raise
+from builder.core.errors import BuildError, UserError, redact
+from builder.engine import image_archive
+from builder.engine.signals import signals_raise
 
 TAIL_LINES = 30
 # A buildx builder or Docker context name: a whole-string match, no ',' (buildx's option
@@ -211,7 +212,7 @@ class Job:
                 self.failed = (event.step, redact(event.text))
             self.on_event(event)
 
-    def outcome(self, rc: int) -> Steps | BuildError:
+    def outcome(self, rc: int) -> Steps | BuildError | UserError:
         if rc == 0:
             return self.steps
         step, why = self.failed
@@ -221,20 +222,21 @@ class Job:
                           step=step, tail=self.tail)
 
 
-def run_all(jobs: list[Job]) -> list[Steps | BuildError]:
+def run_all(jobs: list[Job]) -> list[Steps | BuildError | UserError]:
     """Run JOBS at once (one per builder), reading their streams as they come; each job's
-    steps, or the BuildError it failed with (the others go on). An interrupt stops them all."""
+    steps, or the BuildError it failed with (the others go on), or a UserError where the
+    engine refused what was asked (no cache export). An interrupt stops them all."""
     procs: list[subprocess.Popen] = []
     with signals_raise():
         try:
             for job in jobs:
                 procs.append(subprocess.Popen(job.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                               start_new_session=True, env=job.env))
-            streams = {p.stderr.fileno(): (job, ObjectStream(), codecs.getincrementaldecoder("utf-8")("replace"))
+            streams = {_stderr(p).fileno(): (job, ObjectStream(), codecs.getincrementaldecoder("utf-8")("replace"))
                        for job, p in zip(jobs, procs)}
             with selectors.DefaultSelector() as sel:
                 for p in procs:
-                    sel.register(p.stderr, selectors.EVENT_READ)
+                    sel.register(_stderr(p), selectors.EVENT_READ)
                 while sel.get_map():
                     for key, _ in sel.select():
                         job, objs, text = streams[key.fd]
@@ -253,8 +255,15 @@ def run_all(jobs: list[Job]) -> list[Steps | BuildError]:
             raise
         finally:
             for p in procs:
-                p.stderr.close()
+                _stderr(p).close()
     return [job.outcome(rc) for job, rc in zip(jobs, rcs)]
+
+
+def _stderr(proc: subprocess.Popen) -> IO[bytes]:
+    """The pipe run_all started PROC with."""
+    if proc.stderr is None:
+        raise AssertionError("buildx was started without a stderr pipe")
+    return proc.stderr
 
 
 def _run(cmd: list[str], on_event: Callable[[Event], None], env: dict[str, str] | None,
@@ -315,6 +324,8 @@ def bake_all(bakes: list[Bake]) -> list[dict[str, dict] | BuildError]:
             jobs.append(Job(bake_argv(path, meta, b.targets, b.builder), b.on_event, b.env, cache_asked))
         outcomes: list[dict[str, dict] | BuildError] = []
         for i, outcome in enumerate(run_all(jobs)):
+            if isinstance(outcome, UserError):  # the engine cannot do what the definition asks
+                raise outcome
             if isinstance(outcome, BuildError):
                 outcomes.append(outcome)
                 continue
@@ -380,3 +391,13 @@ def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def buildx_version() -> str:
+    """`docker buildx version` of the Docker CLI on PATH ("" when it has none): BuildKit is
+    a client plugin, so this asks the CLI, not the engine."""
+    try:
+        out = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""

@@ -16,7 +16,7 @@ from builder.core.contract import Label
 from builder.core.errors import BuildError, BuildFailure, UserError, say
 from builder.core.provenance import BASE_DIGEST
 from builder.core.quoting import FILTERS, QuotingError
-from builder.engine import BuildRequest, ImageStore, Progress, buildsettings
+from builder.engine import BuildRequest, ImageStore, Progress, ProgressMode, buildsettings
 from builder.image import buildcontext, readback, runtime_image
 from builder.image.conformance import runner
 from builder.render.job import Context, Expectation, FilesContext, ImageJob, RenderedContext
@@ -28,13 +28,14 @@ class Produced:
     seconds: float = 0.0
 
 
-def produce(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: bool | str) -> Produced:
+def produce(engine, job: ImageJob, settings: buildsettings.BuildSettings, progress: ProgressMode) -> Produced:
     """Build JOB untagged, then `finish` it: read back, checked, labelled, tagged."""
-    image_id, seconds = build(engine, job, settings, quiet)
+    image_id, seconds = build(engine, job, settings, progress)
     return Produced(finish(engine, job, image_id, settings.compression), seconds)
 
 
-def build(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: bool | str) -> tuple[str, float]:
+def build(engine, job: ImageJob, settings: buildsettings.BuildSettings,
+          progress: ProgressMode) -> tuple[str, float]:
     """Build JOB untagged; (image id, seconds). The settings reach the build as BuildKit
     secrets (or the legacy builder's loopback URL), never as a layer or a build argument."""
     with tempfile.TemporaryDirectory(prefix="builder-") as tmp:
@@ -43,11 +44,11 @@ def build(engine, job: ImageJob, settings: buildsettings.BuildSettings, quiet: b
             args = {**job.buildargs, **({"BUILD_DATE": provenance.build_date()} if job.dated else {})}
             request = BuildRequest(context=context, buildargs={**args, "BUILD_SETTINGS": delivery.url or ""},
                                    nocache=job.nocache, network_mode=delivery.network_mode(job.compile_cache),
-                                   log_path=log_file(job), quiet=quiet, secrets=delivery.secrets,
+                                   log_path=log_file(job), progress=progress, secrets=delivery.secrets,
                                    cache_ref=settings.cache_ref(job.cache_key) if job.cache_key else None,
                                    builder=settings.builder, compression=settings.compression, target=job.target,
                                    contexts=_named_contexts(engine, settings, job))
-            result = engine.build(request, Progress(job.label, quiet=quiet))
+            result = engine.build(request, Progress(job.label, mode=progress))
     return result.image_id, result.seconds
 
 
@@ -149,8 +150,9 @@ def add_labels(engine, image_id: str, labels: dict[str, str], log_path: Path, co
                                              encoding="utf-8")
         request = BuildRequest(context=Path(tmp), buildargs={"BASE_IMAGE": FILTERS['ref'](image_id)},
                                nocache=False, network_mode=None,
-                               log_path=log_path.with_suffix(".labels.log"), quiet=True, compression=compression)
-        labelled = engine.build(request, Progress("labels", quiet=True)).image_id
+                               log_path=log_path.with_suffix(".labels.log"), progress=ProgressMode.QUIET,
+                               compression=compression)
+        labelled = engine.build(request, Progress("labels", mode=ProgressMode.QUIET)).image_id
     forget_unlabelled(engine, image_id, labelled)
     return labelled
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn
 
 from builder.core import outputdir, paths
+from builder.core.contract import InImage
 from builder.core.errors import UserError, say
 from builder.core.output import human_size
 
@@ -178,8 +179,8 @@ def _stage(rendered: Rendered, tmp: Path, src: Path) -> None:
             target.chmod(0o755)
     shutil.copy2(paths.nvbuild_script(), tmp / "nvbuild.sh")
     (tmp / "nvbuild.sh").chmod(0o755)
-    shutil.copy2(paths.cuda_arch_module(), tmp / "cuda_arch.py")
-    shutil.copy2(paths.image_report_module(), tmp / "image_report.py")
+    for name in InImage.IN_IMAGE_MODULES:
+        shutil.copy2(paths.in_image_module(name), tmp / name)
     try:
         shutil.copytree(src, tmp / "tensorflow-source", ignore=IGNORED, symlinks=True)  # checked by check_tree
     except shutil.Error as exc:  # the tree changed since check_tree: one line, the first file

@@ -18,7 +18,7 @@ from builder.core import paths
 from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
 from builder.engine import CannotStart
-from builder.in_image import cuda_arch, image_report
+from builder.in_image import cuda_arch, fatbin
 
 REPORT_SCRIPT = InImage.IMAGE_REPORT
 # Libraries every GPU image must load (the driver excepted); TensorRT is optional.
@@ -26,7 +26,9 @@ REQUIRED_LIBRARIES = ("cudart", "cublas", "cublasLt", "cufft", "curand", "cusolv
 
 
 @dataclass
-class Verdict:
+class Findings:
+    """What checking an image's report found: problems fail the check, warnings are said."""
+
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -89,10 +91,10 @@ def _by_capability(coverage: dict) -> list:
 
 
 # --- coverage by component ------------------------------------------------------------------
-# The components image_report.py sorts binaries into, in the order the table lists them:
+# The components fatbin.py sorts binaries into, in the order the table lists them:
 # what the image builds or installs for itself first, then NVIDIA's libraries, then the rest.
-COMPONENT_ORDER = tuple(c for _, c in image_report.PACKAGE_COMPONENTS) + \
-    tuple(c for c, _ in image_report.LIBRARY_COMPONENTS)
+COMPONENT_ORDER = tuple(c for _, c in fatbin.PACKAGE_COMPONENTS) + \
+    tuple(c for c, _ in fatbin.LIBRARY_COMPONENTS)
 # The components whose binaries the build checks itself (a requested capability they carry
 # no code for fails the build): TensorFlow's wheel, and what nvbuild.sh compiles. A gap in
 # the libraries the release pins (NVIDIA's, DALI's) is the pinned version's, and a warning.
@@ -102,7 +104,7 @@ KIND_RANK = {"none": 0, "ptx": 1, "sass": 2}
 
 def component_name(report: dict, component: str) -> str:
     """'cuDNN 8.5.0': the component's name and, where the image reports one, its version."""
-    name = image_report.COMPONENT_NAMES.get(component, component)
+    name = fatbin.COMPONENT_NAMES.get(component, component)
     version = {"tensorflow": report.get("version"), "extension": (report.get("extension") or {}).get("version"),
                "horovod": (report.get("horovod") or {}).get("version"),
                "dali": (report.get("dali") or {}).get("version")}.get(component)
@@ -153,9 +155,9 @@ def coverage_components(report: dict) -> list[dict]:
                 if jit < total:
                     entry["modules"] = [jit, total]
             cells[arch] = entry
-        not_counted = {b["path"]: _why_not_counted(b) for b in files if not image_report.counted(b)}
+        not_counted = {b["path"]: _why_not_counted(b) for b in files if not fatbin.counted(b)}
         out.append({"component": component, "name": component_name(report, component),
-                    "binaries": [b["path"] for b in files if image_report.counted(b)],
+                    "binaries": [b["path"] for b in files if fatbin.counted(b)],
                     "not_counted": not_counted, "unreadable": {b["path"]: b["error"] + ("; read with cuobjdump instead" if b.get("read_by") else
                                                              "; counted as no code")
                                    for b in files if b.get("error")},
@@ -192,7 +194,7 @@ def _cell_text(cell: dict | None, modules: str = " ({}/{})") -> str:
 
 def _bare(component: dict) -> str:
     """A component's name without its version (the table and the verdict's start have it)."""
-    return image_report.COMPONENT_NAMES.get(component["component"], component["component"])
+    return fatbin.COMPONENT_NAMES.get(component["component"], component["component"])
 
 
 def _names(names: list[str]) -> str:
@@ -261,9 +263,9 @@ def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def check(report: dict, release: Release, variant: Variant, requested: list[str], toggles: dict[str, bool],
-          expect_extension: bool = True) -> Verdict:
+          expect_extension: bool = True) -> Findings:
     """Compare what the image holds with what the catalog and the request say."""
-    v = Verdict()
+    v = Findings()
     if report.get("version") != variant.framework_version:
         v.problems.append(f"the image holds {report.get('framework_name')} {report.get('version')}, "
                           f"the catalog says {variant.framework_version}")
@@ -308,7 +310,7 @@ def check(report: dict, release: Release, variant: Variant, requested: list[str]
     return v
 
 
-def coverage_verdict(report: dict, v: Verdict) -> None:
+def coverage_verdict(report: dict, v: Findings) -> None:
     """The coverage of the requested capabilities (the rows of the build's report): a binary
     of CHECKED_COMPONENTS with no code for one is a problem; any other component with none
     is a warning, one per capability and component, as is code that runs by PTX JIT."""

@@ -278,7 +278,7 @@ def main(argv: list[str]) -> int:
             print("\n".join(gencode_flags(parse(argv[1]), argv[2] if len(argv) == 3 else None)))  # type: ignore[arg-type]
             return 0
         if len(argv) == 3 and argv[0] == "assemble":  # the digits ptxas assembles, space-separated
-            print(" ".join(_parse_one(a).digits for a in assembled(parse(argv[1]), argv[2], ptxas)))  # type: ignore[arg-type]
+            print(" ".join(_parse_one(a).digits for a in assembled(parse(argv[1]), argv[2], ptxas)))
             return 0
         if len(argv) == 2 and argv[0] == "supported":
             print(",".join(str(a) for a in supported_archs(argv[1])))

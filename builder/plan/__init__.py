@@ -11,21 +11,39 @@ and where --push sends each tag; `builder.run` carries plans out.
 from __future__ import annotations
 
 import dataclasses
-import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from builder.catalog import Catalog, Release, Variant, policy
-from builder.core import grammar, paths, provenance, urls
+from builder.core import grammar, paths, provenance
 from builder.core.contract import parse_reference
-from builder.core.errors import UserError, register_secret, userinfo
+from builder.core.errors import UserError
 from builder.core.grammar import check_ref
-from builder.engine import COMPRESSIONS, builders, buildkit_engine
-from builder.engine.buildsettings import BackendAsks, read_ca_bundle
+from builder.engine import builders
+from builder.engine.buildsettings import BackendAsks
 from builder.image import buildcontext, runtime_image
-from builder.in_image import cuda_arch
+from builder.plan.build_args import (
+    BUILDER_ARGS,
+    PROXY_ARGS,
+    check_build_args,
+    declared_args,
+    parse_build_args,
+    proxy_credentials,
+)
 from builder.plan.derive import DeriveSpec, parse_nvbuild_args
+from builder.plan.keyword_only import keyword_only
+from builder.plan.options_check import (
+    baked_ca,
+    check_backend,
+    check_build_id,
+    check_compile_cache,
+    check_password_env,
+    check_render_args,
+    chosen_backend,
+    default_build_id,
+    parse_capabilities,
+)
 from builder.registry import check_tries, own_ref, target_ref
 from builder.render import (
     Rendered,
@@ -40,73 +58,22 @@ from builder.render import (
 from builder.render.base_recipe import BaseRecipe
 from builder.render.job import Expectation, ImageJob, RenderedContext, requested_of
 
-
-def default_build_id(now: float | None = None) -> str:
-    return time.strftime("%Y%m%d.%H%M%S", time.gmtime(now))
-
-
-def check_build_id(bid: str) -> None:
-    if not grammar.BUILD_ID.fullmatch(bid):
-        raise UserError(f"--build-id {grammar.printable(bid)} may hold only letters, digits, '_', '.' and '-' "
-                        "(64 at most, not starting with '.' or '-')")
-
-
-def check_compile_cache(url: str | None) -> None:
-    if url:  # it is a build arg: credentials in it would land in docker history and the log
-        urls.check_url(url, "--compile-cache", "and a compile-cache URL is a build argument, so they would also land "
-                       "in docker history and the build log: builds on the cache's own machine write without "
-                       "credentials (see `builder cache serve --help`)")
-
-
-# --- the build backend --------------------------------------------------------------------
-
-def chosen_backend() -> tuple[str, str]:
-    """The backend builds will use, as buildkit_engine.connect() chooses it but without the
-    engine (BUILDER_BACKEND, then whether the Docker CLI has buildx); for the legacy
-    builder, why it is the one."""
-    if buildkit_engine.backend_wanted() == "legacy":
-        return "legacy", "BUILDER_BACKEND=legacy"
-    if not buildkit_engine.buildx_version():
-        return "legacy", "docker buildx is not installed"
-    return "buildkit", ""
-
-
-def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
-    """Options the legacy builder cannot honour are refused here, in the plan, so that
-    --dry-run and --print refuse them too and nothing (a base pulled, the settings server
-    started) happens first. BUILDERS: --builders, one bake each (the legacy builder has no bake)."""
-    only_buildkit = {"--layer-cache": asks.layer_cache, "--builder": asks.builder,
-                     f"--compression {asks.compression}": asks.compression in set(COMPRESSIONS) - {"gzip"},
-                     "--builders": builders}
-    asked = [option for option, wanted in only_buildkit.items() if wanted]
-    if asks.builder and builders:
-        raise UserError("--builder and --builders exclude each other: give the builders with --builders A,B")
-    if not asked:
-        return
-    backend, why = chosen_backend()
-    if backend != "buildkit":
-        raise UserError(f"{asked[0]} needs the BuildKit backend (docker buildx); builds here use the legacy "
-                        f"builder ({why}; `builder doctor` says more)")
-
-
-def check_render_args(release: str | None, variant: str | None, render: dict, all_: bool, check: bool) -> dict:
-    """`builder render`: --all renders the catalog as it is; anything else names a release.
-    The render options as a render takes them: --base auto is the offline base, as a build
-    resolves it on every machine."""
-    if check and not all_:
-        raise UserError("--check goes with --all")
-    if all_ and (release or variant or any(v for k, v in render.items() if k != "base") or render["base"] != "auto"):
-        raise UserError("--all renders the catalog as it is; it takes no --release, --variant or render options")
-    if not all_ and not release:
-        raise UserError("give --release R (or --all)")
-    return {**render, "base": "offline"} if render["base"] == "auto" else render
+# the plan's checks and build arguments, where callers have always found them
+__all__ = [
+    "BUILDER_ARGS", "PROXY_ARGS", "BackendAsks", "baked_ca", "check_backend", "check_build_args", "check_build_id",
+    "check_compile_cache", "check_password_env", "check_render_args", "chosen_backend", "declared_args",
+    "default_build_id", "parse_build_args", "parse_capabilities", "proxy_credentials",
+    "BaseDecision", "BaseOption", "BasePlan", "BuildArgs", "BuildPlan", "DerivePlan", "PushPlan", "VariantPlan",
+    "base_decision", "plan_base", "plan_build", "plan_derive", "plan_push", "push_ref",
+]
 
 
 # --- build --------------------------------------------------------------------------------
 
+@keyword_only
 @dataclass(frozen=True)
 class BuildArgs:
-    """`builder build`'s options, as given."""
+    """`builder build`'s options, as given (by keyword only)."""
 
     release: str
     variant: str | None = None
@@ -197,8 +164,11 @@ class VariantPlan:
         return next(iter(self.renders.values()))
 
 
+@keyword_only
 @dataclass(frozen=True)
 class BuildPlan:
+    """Everything a build does, decided before it starts (built by keyword only)."""
+
     release: Release
     variants: tuple[VariantPlan, ...]
     skipped: tuple[tuple[str, str], ...]  # (variant, why it cannot be built here)
@@ -206,6 +176,7 @@ class BuildPlan:
     build_id: str
     base: str  # auto | upstream | offline | an image reference
     base_decision: BaseDecision
+    recipe: BaseRecipe  # the offline base's
     framework_src: Path | None = None
     no_cache: bool = False
     compile_cache: str | None = None
@@ -218,10 +189,10 @@ class BuildPlan:
     key_password_env: str = "COSIGN_PASSWORD"
     runtime: bool = False
     runtime_only: bool = False  # the devel stage is built inside the runtime image's build only
-    buildargs: dict[str, str] = field(default_factory=dict)  # every variant's: where and when it is built
-    build_args: dict[str, str] = field(default_factory=dict)  # --build-arg (in each job's buildargs too)
+    # the builder's own build arguments, every variant's: where it is built from (BUILD_ID, BUILD_REF)
+    builder_args: dict[str, str] = field(default_factory=dict)
+    user_build_args: dict[str, str] = field(default_factory=dict)  # --build-arg (in each job's buildargs too)
     push: bool = False  # --push: pushes holds where each tag goes
-    recipe: BaseRecipe | None = None  # the offline base's
     base_job: ImageJob | None = None  # the offline base's image, when the decision builds it
     pushes: dict[str, PushPlan] = field(default_factory=dict)  # --push: each image reference's push
     notes: tuple[str, ...] = ()  # said before anything is built
@@ -342,7 +313,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
                           "offline" if args.base == "auto" else args.base, args.repo,
                           args.baked_ca, args.allow_ptx_jit, args.without)
     decision, recipe = base_decision(rel, args.base), BaseRecipe.for_release(rel)
-    buildargs = {"BUILD_ID": bid, "BUILD_REF": provenance.source_ref()}  # BUILD_DATE: when each build starts
+    own_args = {"BUILD_ID": bid, "BUILD_REF": provenance.source_ref()}  # BUILD_DATE: when each build starts
     planned = []
     for v in variants:  # every render problem is reported before anything is built
         renders = {o.kind: render(rel, v, for_base(opts, rel, o)) for o in decision.options}
@@ -352,7 +323,7 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         refs = tuple(args.tags) or default_refs(image, bid)
         images = {}
         for kind, rendered in renders.items():
-            devel, runtime = variant_jobs(rel, rendered, refs, args, {**user_args, **buildargs})
+            devel, runtime = variant_jobs(rel, rendered, refs, args, {**user_args, **own_args})
             images[kind] = ((() if args.runtime_only else (devel,)) + ((runtime,) if args.runtime else ()))
         planned.append(VariantPlan(v, renders, refs, images))
     password_env = check_password_env(args.key_password_env)
@@ -363,12 +334,13 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
     if base_job is not None and user_args:  # the base's downloads go through the same proxy
         proxies = {k: v for k, v in user_args.items() if k in PROXY_ARGS}
         base_job = dataclasses.replace(base_job, buildargs={**proxies, **base_job.buildargs})
-    return BuildPlan(rel, tuple(planned), tuple(skipped), opts, bid, args.base, decision, args.framework_src,
-                     args.no_cache, args.compile_cache, registry, args.insecure_registry,
-                     keep_going=args.all_variants, builders=spread, sbom=args.sbom, sign=args.sign,
-                     key_password_env=password_env, runtime=args.runtime, runtime_only=args.runtime_only,
-                     buildargs=buildargs, recipe=recipe, base_job=base_job, pushes=pushes, notes=notes,
-                     push=push, build_args=user_args)
+    return BuildPlan(release=rel, variants=tuple(planned), skipped=tuple(skipped), options=opts, build_id=bid,
+                     base=args.base, base_decision=decision, framework_src=args.framework_src,
+                     no_cache=args.no_cache, compile_cache=args.compile_cache, push_to=registry,
+                     insecure_registry=args.insecure_registry, keep_going=args.all_variants, builders=spread,
+                     sbom=args.sbom, sign=args.sign, key_password_env=password_env, runtime=args.runtime,
+                     runtime_only=args.runtime_only, builder_args=own_args, user_build_args=user_args,
+                     push=push, recipe=recipe, base_job=base_job, pushes=pushes, notes=notes)
 
 
 def push_ref(ref: str, registry: str | None) -> str:
@@ -379,79 +351,6 @@ def push_ref(ref: str, registry: str | None) -> str:
         raise UserError(f"--push: {grammar.printable(ref)} names no registry host: tag it HOST[:PORT]/NAME:TAG "
                         "with -t, or give --registry HOST[:PORT][/NS]")
     return ref
-
-
-# --- build arguments ----------------------------------------------------------------------
-
-# Docker's predefined build arguments: accepted by every Dockerfile and kept out of the
-# image's history, so a proxy (and any credentials in its URL) does not stay in the image.
-PROXY_ARGS = frozenset(n for name in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
-                       for n in (name, name.lower()))
-# The build arguments the builder sets itself, and what sets each (a user's value would
-# make the image disagree with what its plan and read-back expect).
-BUILDER_ARGS = {
-    "BASE_IMAGE": "--base", "BUILD_ID": "--build-id", "BUILD_REF": "the builder (the source tree's revision)",
-    "BUILD_DATE": "the builder (when the build starts)", "COMPILE_CACHE": "--compile-cache",
-    "BUILD_SETTINGS": "the build settings (--apt-mirror, --pip-index, --ca-bundle)", "DEVEL_IMAGE": "--runtime",
-    "ROOTFS_IMAGE": "the offline base's recipe",
-}
-ARG_LINE = re.compile(r"^[ \t]*ARG[ \t]+(.*)$", re.M | re.I)
-
-
-def parse_build_args(given: tuple[str, ...] | list[str], setters: dict[str, str] | None = None) -> dict[str, str]:
-    """--build-arg NAME=VALUE, each checked; the builder's own arguments are refused, naming
-    what sets each (SETTERS: a command's own names for them)."""
-    setters = {**BUILDER_ARGS, **(setters or {})}
-    out: dict[str, str] = {}
-    for item in given:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise UserError(f"--build-arg {grammar.printable(item)} is not NAME=VALUE")
-        if not grammar.matches(grammar.ENV_NAME, name):
-            raise UserError(f"--build-arg {grammar.printable(name)}: not a build argument name (letters, digits "
-                            "and '_', not starting with a digit)")
-        if not grammar.TEXT.fullmatch(value):
-            raise UserError(f"--build-arg {name}: the value holds a control character (newline, CR, NUL, ...)")
-        if name in setters:
-            raise UserError(f"--build-arg {name}: set by {setters[name]}")
-        if name in PROXY_ARGS:  # a proxy URL may carry credentials (a token alone, too): never printed
-            for secret in proxy_credentials(value):
-                register_secret(secret)
-        out[name] = value
-    return out
-
-
-def proxy_credentials(url: str) -> tuple[str, ...]:
-    """What a proxy URL's userinfo holds (USER:PASSWORD, or a token as the user name alone):
-    all of it is redacted wherever it shows up (register_secret adds the percent-encoded,
-    decoded and JSON forms). Parsed by structure (errors.userinfo: up to the last '@'
-    before the host), not by urlsplit, which ends userinfo at '#', '/' or '?' and so
-    showed the rest of such a password."""
-    found = userinfo(url)
-    return tuple(x for x in found if x) if found else ()
-
-
-def declared_args(dockerfile: str) -> set[str]:
-    """The names a Dockerfile's ARG lines declare (ARG NAME[=DEFAULT] ...)."""
-    return {word.split("=", 1)[0] for line in ARG_LINE.findall(dockerfile) for word in line.split()}
-
-
-def check_build_args(given: dict[str, str], dockerfile: str) -> None:
-    """Each --build-arg is one the Dockerfile declares (and the builder does not set) or a proxy's."""
-    accepted = (declared_args(dockerfile) - set(BUILDER_ARGS)) | PROXY_ARGS
-    for name in given:
-        if name not in accepted:
-            raise UserError(f"--build-arg {name}: the Dockerfile declares no such build argument; accepted: "
-                            f"{', '.join(sorted(accepted, key=lambda n: (n.lower(), n)))}")
-
-
-def baked_ca(bake_ca: bool, ca_bundles: list[Path] | None) -> tuple[str, ...]:
-    """The PEM texts --bake-ca installs in the image."""
-    if not bake_ca:
-        return ()
-    if not ca_bundles:
-        raise UserError("--bake-ca needs at least one --ca-bundle")
-    return tuple(read_ca_bundle(p) for p in ca_bundles)  # each checked as it is read: no hang, no size surprise
 
 
 # --- derive -------------------------------------------------------------------------------
@@ -465,7 +364,7 @@ class DerivePlan:
     no_cache: bool = False
     test: bool = True
     sbom: bool = False  # make its SBOM once it is tagged (the CLI's default)
-    build_args: dict[str, str] = field(default_factory=dict)  # --build-arg, checked against its Dockerfile
+    user_build_args: dict[str, str] = field(default_factory=dict)  # --build-arg, checked against its Dockerfile
     push: PushPlan | None = None  # --push: where the tag goes once it is tagged
 
     @property
@@ -473,11 +372,11 @@ class DerivePlan:
         return f"derive-{self.tag.replace('/', '_').replace(':', '_')}.log"
 
 
-def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches: list[Path] = (),
-                apt: list[str] = (), pip: list[str] = (), nvbuild_args: str | None = None,
+def plan_derive(parent: str, tag: str, patches: Sequence[Path] = (), horovod_patches: Sequence[Path] = (),
+                apt: Sequence[str] = (), pip: Sequence[str] = (), nvbuild_args: str | None = None,
                 compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
                 sbom: bool = False, backend: BackendAsks = BackendAsks(),
-                dali_patches: list[Path] = (), build_args: tuple[str, ...] = (), push: bool = False,
+                dali_patches: Sequence[Path] = (), build_args: tuple[str, ...] = (), push: bool = False,
                 registry: str | None = None, insecure_registry: bool = False) -> DerivePlan:
     check_backend(backend)
     if registry and not push:
@@ -493,7 +392,7 @@ def plan_derive(parent: str, tag: str, patches: list[Path] = (), horovod_patches
     # before the parent is read and --pip resolved: the derived Dockerfile's ARGs are the template's
     check_build_args(user_args, (paths.templates_dir() / "derived" / "Dockerfile.j2").read_text(encoding="utf-8"))
     pushed = PushPlan(tag, push_ref(tag, registry), 4, insecure_registry) if push else None
-    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, sbom, user_args, pushed)
+    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, sbom, user_build_args=user_args, push=pushed)
 
 
 # --- push ---------------------------------------------------------------------------------
@@ -517,12 +416,6 @@ def plan_push(image: str, registry: str | None, tag: str | None = None, tries: i
     return PushPlan(image, ref, check_tries(tries), insecure, sign, check_password_env(key_password_env))
 
 
-def check_password_env(name: str) -> str:
-    if not grammar.matches(grammar.ENV_NAME, name):
-        raise UserError(f"--key-password-env {grammar.printable(name)}: not an environment variable name")
-    return name
-
-
 # --- base ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -542,17 +435,3 @@ def plan_base(catalog: Catalog, release: str, rebuild: bool = False, backend: Ba
     check_backend(backend)
     recipe = BaseRecipe.for_release(rel)
     return BasePlan(rel.name, recipe, rebuild, recipe.job())
-
-
-def parse_capabilities(text: str | None, what: str = "--cuda-cc") -> list[str]:
-    """An explicit list of compute capabilities (no 'all' or 'local')."""
-    if not text:
-        return []
-    try:
-        parsed = cuda_arch.parse(text)
-    except cuda_arch.ArchError as exc:
-        raise UserError(f"{what}: {exc}") from None
-    if isinstance(parsed, str):
-        raise UserError(f"{what} takes a list of capabilities here")
-    return parsed
-

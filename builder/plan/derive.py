@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from builder.engine import Runs
@@ -162,7 +162,7 @@ def parent_ptxas(labels: dict) -> str | None:
     return labels.get(Label.PTXAS) or None
 
 
-def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:
+def check_capabilities(spec: DeriveSpec, parent: str, info: dict) -> None:
     """--sm against the parent's CUDA: what its nvcc (or the newer ptxas beside it) cannot
     compile is refused now."""
     sm = spec.sm
@@ -170,7 +170,7 @@ def check_capabilities(spec: "DeriveSpec", parent: str, info: dict) -> None:
     if not sm or sm in ("all", "local") or not cuda:
         return
     ptxas = parent_ptxas(dict(info.get("Config", {}).get("Labels") or {}))
-    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args,  # type: ignore[arg-type]
+    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args,
                                ptxas=ptxas)
     if problems:
         raise UserError(f"--nvbuild-args --sm: {problems[0]} (the CUDA of {parent})")
@@ -266,12 +266,12 @@ def _label_capabilities(spec: DeriveSpec, parent_labels: dict) -> str | None:
         cuda = parent_labels.get(Label.CUDA)
         if "--allow-ptx-jit" in spec.nvbuild_args and cuda and archs != "local":
             archs = cuda_arch.compiled(archs, cuda, parent_ptxas(parent_labels))  # what nvbuild.sh will compile
-        return ",".join(archs)  # type: ignore[arg-type]
+        return ",".join(archs)
     except cuda_arch.ArchError as exc:
         raise UserError(f"--nvbuild-args --sm: {exc}") from None
 
 
-def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict, added: list[str] = ()) -> str:
+def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dict, added: Sequence[str] = ()) -> str:
     """The derived Dockerfile: a pure function of the spec and what the parent says."""
     cuda_cc = _label_capabilities(spec, parent_labels)
     records = patch_records(spec.patches)

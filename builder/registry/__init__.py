@@ -19,22 +19,37 @@ they are never printed or logged.
 """
 from __future__ import annotations
 
-import http.client
 import json
 import re
-import ssl
-import sys
 import time
 from dataclasses import dataclass, field
 
-from builder import engine as engines
-from builder.core import contract, grammar
 from builder.core.contract import split_ref
-from builder.core.errors import BuildFailure, PushError, Unverified, UserError, register_secret, say
+from builder.core.errors import BuildFailure, PushError, Unverified, UserError, say
 from builder.core.paths import CERTS_D
-from builder.engine import Engine, EngineError, Progress, signals_raise
-from builder.registry import push_mounts, registry_auth
-from builder.registry.registry_auth import Credentials, Session, parse_challenge, scope
+from builder.engine import Engine, EngineError, Progress, ProgressMode, signals_raise
+from builder.registry import push_mounts
+from builder.registry.credentials import MAX_PASSWORD_LINE, config_credentials, credentials_from
+from builder.registry.manifests import MANIFEST_TYPES, layer_compression, manifest_digest, served_manifest
+from builder.registry.references import own_ref, registry_host, remote_reference, target_ref
+from builder.registry.registry_auth import Credentials
+from builder.registry.transport import (
+    MAX_MANIFEST,
+    PROBE_DEADLINE,
+    Transport,
+    _request,
+    _send,
+    check_token_service,
+    credentials_refused,
+    probe,
+    session,
+)
+
+__all__ = ["MAX_PASSWORD_LINE", "config_credentials", "credentials_from", "MANIFEST_TYPES", "layer_compression",
+           "manifest_digest", "served_manifest", "own_ref", "registry_host", "remote_reference", "target_ref",
+           "MAX_MANIFEST", "PROBE_DEADLINE", "Transport", "_request", "_send", "check_token_service",
+           "credentials_refused", "probe", "session", "PushResult", "Pusher", "allowed_credentials",
+           "check_before_build", "check_tries", "backoff_wait", "write_report"]
 
 TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
                        r"(?<![\w:.])50[0234](?!\d)|service unavailable|bad gateway|no such host|server gave HTTP response",
@@ -45,19 +60,12 @@ AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentia
 # The engine on the containerd image store fetches registry tokens trusting the system CA
 # bundle only, not certs.d: a token service with a private CA fails there alone.
 TOKEN_TLS = re.compile(r"fetch (?:oauth|anonymous) token.*(?:x509|certificate)", re.IGNORECASE | re.S)
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.oci.image.index.v1+json",
-])
 # `push --tries`: attempts for transient failures, and the longest wait between two. The
 # waits double from BACKOFF (2, 4, 8 ... s) up to BACKOFF_CAP: at most about 5 minutes of
 # waiting in all, so a registry that stays down fails the push instead of holding it for days.
 MAX_TRIES = 10
 BACKOFF = 2.0
 BACKOFF_CAP = 60.0
-MAX_PASSWORD_LINE = 64 * 1024  # a password (or a registry token) is far shorter
 
 
 @dataclass
@@ -75,190 +83,6 @@ class PushResult:
     def pinned(self) -> str:
         return f"{self.ref}@{self.digest}"
 
-
-def target_ref(image: str, registry: str, tag: str | None) -> str:
-    """IMAGE retagged under REGISTRY (HOST[:PORT][/NAMESPACE]); the repository's last
-    path component is kept: local/tensorflow:21.08 -> host:5000/ns/tensorflow:21.08."""
-    why = contract.registry_problem(registry)
-    if why:
-        raise UserError(f"--registry {grammar.printable(registry[:255])} {why}")
-    repo, image_tag = split_ref(image.split("@")[0])
-    name = repo.rsplit("/", 1)[-1]
-    final_tag = tag or image_tag
-    why = contract.tag_problem(final_tag)
-    if why:
-        raise UserError(f"--tag {grammar.printable(final_tag)} {why}")
-    return f"{registry.rstrip('/')}/{name}:{final_tag}"
-
-
-def own_ref(image: str, tag: str | None) -> str:
-    """Where IMAGE goes without --registry: the registry its own reference names (TAG, when
-    given, instead of its tag): host:5000/team/tf:1 -> host:5000/team/tf:TAG."""
-    parsed = None if contract.reference_problem(image) else contract.parse_reference(image)
-    if parsed is not None and parsed.digest and not tag:
-        raise UserError(f"{grammar.printable(image)} is a digest reference: it has no tag to push under; "
-                        "give -t TAG")
-    if parsed is None or parsed.registry is None:
-        raise UserError(f"{grammar.printable(image)} names no registry host: give --registry HOST[:PORT][/NS], "
-                        "or tag the image HOST[:PORT]/NAME:TAG first")
-    final_tag = tag or parsed.tag or contract.DEFAULT_TAG
-    why = contract.tag_problem(final_tag)
-    if why:
-        raise UserError(f"--tag {grammar.printable(final_tag)} {why}")
-    return f"{parsed.name}:{final_tag}"
-
-
-def registry_host(ref: str) -> str:
-    return ref.split("/", 1)[0]
-
-
-def remote_reference(ref: str, what: str) -> contract.Reference:
-    """REF as an image in a registry, checked before the registry is asked: Docker's
-    grammar, a registry named (Docker Hub's default is never implied: its first component
-    would be looked up as a host), a sha256 digest when it has one."""
-    give = "give REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:DIGEST"
-    why = contract.reference_problem(ref)
-    if why:
-        raise UserError(f"{what} {grammar.printable(ref)} {why}: {give}")
-    parsed = contract.parse_reference(ref)
-    if parsed.registry is None:
-        raise UserError(f"{what} {grammar.printable(ref)} names no registry: {give}")
-    if parsed.digest and not contract.SHA256_DIGEST.fullmatch(parsed.digest):
-        raise UserError(f"{what} {grammar.printable(ref)}: the digest must be sha256:<64 hex digits>")
-    return parsed
-
-
-def credentials_from(username: str | None, username_env: str | None, password_env: str | None,
-                     password_stdin: bool) -> Credentials | None:
-    import os
-
-    if password_stdin and password_env:
-        raise UserError("--password-stdin and --password-env exclude each other")
-    user = username or (os.environ.get(username_env) if username_env else None)
-    if username_env and not os.environ.get(username_env):
-        raise UserError(f"--username-env {username_env}: that variable is not set")
-    if password_env:
-        if password_env not in os.environ:
-            raise UserError(f"--password-env {password_env}: that variable is not set")
-        password = os.environ[password_env]
-    elif password_stdin:
-        line = sys.stdin.readline(MAX_PASSWORD_LINE + 1)  # bounded: a device on stdin is never read to the end
-        if len(line) > MAX_PASSWORD_LINE:
-            raise UserError(f"--password-stdin: the first line is longer than {MAX_PASSWORD_LINE} characters; "
-                            "give the password alone on one line")
-        password = line.rstrip("\r\n")
-        if not password:
-            raise UserError("--password-stdin: nothing on standard input")
-    else:
-        if user:
-            raise UserError("a username needs a password: --password-env NAME or --password-stdin")
-        return None
-    if not user:
-        raise UserError("a password needs a username: --username or --username-env NAME")
-    register_secret(password)
-    return Credentials(user, password)
-
-
-def config_credentials(host: str) -> Credentials | None:
-    """What the user's Docker config holds for the registry, resolved as docker resolves
-    it (credHelpers, credsStore, auths); an identity token is kept as one."""
-    found = engines.config_credentials(host)
-    if not found:
-        return None
-    user, secret, token = found
-    for value in (secret, token):
-        if value:
-            register_secret(value)
-    return Credentials(user, secret, token)
-
-
-@dataclass(frozen=True)
-class Transport:
-    """How the registry is spoken to, found by probe() before anything is pushed."""
-
-    host: str
-    scheme: str     # "https" or "http"
-    verified: bool  # TLS with a certificate the engine trusts: the only way credentials travel
-    challenge: str = ""  # what GET /v2/ answered in WWW-Authenticate over verified TLS (a 401's)
-
-
-def _ssl_context(host: str, verify: bool = True, registry: str | None = None) -> ssl.SSLContext:
-    """Trust what the engine trusts for this registry: the system bundle plus
-    /etc/docker/certs.d/HOST/ca.crt (and its client certificate, when there is one). For
-    REGISTRY's token service at HOST, the registry's CA as well, as the engine trusts it."""
-    context = ssl.create_default_context()
-    d = CERTS_D / host
-    for ca in {d / "ca.crt", CERTS_D / (registry or host) / "ca.crt"}:
-        if ca.is_file():
-            context.load_verify_locations(cafile=str(ca))
-    if (d / "client.cert").is_file() and (d / "client.key").is_file():
-        context.load_cert_chain(str(d / "client.cert"), str(d / "client.key"))
-    if not verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-MAX_MANIFEST = 4 << 20  # registries refuse larger manifests (Distribution's limit)
-PROBE_DEADLINE = 15.0  # seconds for GET /v2/ in all: probe() asks before anything is sent
-
-
-def _send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None,
-          verify: bool = True, timeout: float | None = None,
-          registry: str | None = None) -> tuple[int, dict[str, str], bytes]:
-    """One request, no redirects followed (urllib would carry Authorization along to
-    wherever a redirect points, plain HTTP included), done within TIMEOUT seconds in all
-    (registry_auth.REQUEST_DEADLINE by default): status, headers, body. REGISTRY: the
-    registry whose token service HOST is."""
-    context = _ssl_context(host, verify, registry) if scheme == "https" else None
-    return registry_auth.exchange(method, scheme, host, path, headers, body, context, timeout, MAX_MANIFEST)
-
-
-def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
-             timeout: float | None = None) -> tuple[int, dict[str, str], bytes]:
-    """One request to the registry itself, with no authorization of ours."""
-    return _send(method, transport.scheme, transport.host, path, headers, None, transport.verified, timeout)
-
-
-def session(transport: Transport, creds: Credentials | None) -> Session:
-    """Requests to the registry with the authorization it asks for (registry_auth.py): its
-    token service is verified as strictly as the registry was reached."""
-    def send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None):
-        return _send(method, scheme, host, path, headers, body, transport.verified, registry=transport.host)
-
-    return Session(transport.host, transport.scheme, transport.verified, creds, send)
-
-
-def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
-    """Find how HOST is reached, sending no credentials: TLS the engine trusts, or (only
-    with --insecure-registry) TLS without verification or plain HTTP. An untrusted
-    certificate or a plain-HTTP registry without the flag is the user's to fix (exit 2);
-    ACTION (push, read) says what the flag would let them do."""
-    try:
-        status, headers, _ = _request(Transport(host, "https", True), "GET", "/v2/", {}, timeout=PROBE_DEADLINE)
-        return Transport(host, "https", True, headers.get("www-authenticate", "") if status == 401 else "")
-    except ssl.SSLCertVerificationError as exc:
-        if insecure:
-            return Transport(host, "https", False)
-        raise UserError(f"registry {host} presents a certificate this machine does not trust "
-                        f"({exc.verify_message or exc.reason}): put its CA certificate in {CERTS_D / host / 'ca.crt'} "
-                        f"(the engine trusts it from there too), or pass --insecure-registry to {action} without "
-                        "verification and without credentials") from None
-    except ssl.SSLError as exc:
-        tls_error = exc  # perhaps no TLS at all: plain HTTP is asked below, without credentials
-    except (OSError, http.client.HTTPException) as exc:
-        raise PushError(f"cannot reach the registry at {host}: {exc}", transient=True) from None
-    try:
-        status, _, _ = _request(Transport(host, "http", False), "GET", "/v2/", {}, timeout=PROBE_DEADLINE)
-    except (OSError, http.client.HTTPException):
-        status = 0
-    if status in (0, 400):  # a TLS server that refused the handshake (Go's answers plain HTTP with 400)
-        raise UserError(f"the TLS handshake with registry {host} failed: {tls_error}")
-    if not insecure:
-        raise UserError(f"registry {host} speaks plain HTTP, not TLS: pass --insecure-registry to {action} "
-                        f"{'to' if action == 'push' else 'from'} it "
-                        "(credentials are never sent over plain HTTP)")
-    return Transport(host, "http", False)
 
 
 def allowed_credentials(transport: Transport, creds: Credentials | None) -> Credentials | None:
@@ -287,89 +111,6 @@ def check_before_build(host: str, creds: Credentials | None, insecure: bool) -> 
         pass
 
 
-def credentials_refused(transport: Transport, creds: Credentials) -> bool:
-    """Does the registry itself (or its token service) refuse CREDS? Over verified TLS only.
-    Asked when the engine's login fails with a reason it does not name: Docker 26 falls
-    back to plain HTTP on a loopback registry after the 401 and reports that attempt's
-    "400 Bad Request"."""
-    if not transport.verified:
-        return False
-    try:
-        status, _, _ = session(transport, creds).request("GET", "/v2/")
-    except UserError:
-        return True  # the token service refused them
-    except (OSError, http.client.HTTPException, PushError):
-        return False
-    return status == 401
-
-
-def manifest_digest(ref: str, creds: Credentials | None, transport: Transport) -> str:
-    """The digest the registry serves for REF's manifest, read the way probe() found."""
-    return served_manifest(ref, creds, transport)[0]
-
-
-def check_token_service(transport: Transport) -> None:
-    """The engine and cosign hand the credentials to whatever token service the registry
-    names (in the challenge probe() was answered with): one over plain HTTP would get them
-    in clear, so they are refused before either is given them; so is a realm that is not a
-    usable URL (registry_auth.parse_realm)."""
-    challenge = parse_challenge(transport.challenge)
-    if not challenge or challenge.scheme != "bearer":
-        return
-    realm = challenge.params.get("realm", "")
-    if registry_auth.parse_realm(transport.host, realm).scheme != "https":
-        raise UserError(f"registry {transport.host} sends clients to a token service over plain HTTP "
-                        f"({grammar.printable(realm[:120])}): credentials are only sent over TLS; use it without "
-                        "credentials (none given, none in the Docker config) if it allows that, or have its token "
-                        "service served over HTTPS")
-
-
-def served_manifest(ref: str, creds: Credentials | None, transport: Transport) -> tuple[str, bytes]:
-    """What the registry serves for REF: its manifest's digest and the manifest itself."""
-    host = registry_host(ref)
-    path, tag = split_ref(ref[len(host) + 1:])
-    try:
-        status, response, body = session(transport, creds).request(
-            "GET", f"/v2/{path}/manifests/{tag}", (scope(path, "pull"),), {"Accept": MANIFEST_TYPES})
-    except (OSError, http.client.HTTPException) as exc:
-        raise PushError(f"cannot read {ref} back from the registry: {exc}") from None
-    if status in (401, 403):
-        if creds:
-            who = "the identity token" if creds.identity_token else f"user '{creds.username}'"
-            raise UserError(f"registry {host} refuses {who} the pull of {path} (reading {ref} back)")
-        if transport.verified:
-            raise UserError(f"registry {host} wants credentials to read {ref} back: give --username-env/--password-env, "
-                            "--password-stdin or `docker login` it")
-        raise UserError(f"registry {host} wants credentials to read {ref} back, and they are only sent "
-                        "over TLS the engine trusts")
-    if status != 200:
-        raise PushError(f"reading {ref} back from the registry failed: HTTP {status}")
-    digest = response.get("docker-content-digest", "")
-    if not digest:
-        raise PushError(f"the registry at {host} sent no Docker-Content-Digest for {ref}")
-    if not contract.SHA256_DIGEST.fullmatch(digest):  # it is printed, compared and handed to cosign
-        raise PushError(f"the registry at {host} sent a Docker-Content-Digest for {ref} that is not "
-                        "sha256:<64 hex digits>")
-    return digest, body
-
-
-def layer_compression(manifest: bytes) -> dict[str, int]:
-    """Layers per compression in an image manifest, by their media types' suffixes
-    (`...tar.gzip` in Docker's types, `+gzip`/`+zstd` in OCI's; none: uncompressed)."""
-    try:
-        layers = json.loads(manifest).get("layers") or []
-    except (ValueError, AttributeError):
-        return {}
-    counts: dict[str, int] = {}
-    for layer in layers:
-        media = layer.get("mediaType") if isinstance(layer, dict) else None
-        if not isinstance(media, str):  # not a layer descriptor: nothing to say about it
-            continue
-        kind = next((c for c in ("zstd", "gzip") if media.endswith((f"+{c}", f".{c}"))), "uncompressed")
-        counts[kind] = counts.get(kind, 0) + 1
-    return counts
-
-
 def check_tries(tries: int) -> int:
     """`--tries`: 1 to MAX_TRIES."""
     if not 1 <= tries <= MAX_TRIES:
@@ -384,8 +125,9 @@ def backoff_wait(attempt: int, backoff: float = BACKOFF) -> float:
 
 
 class Pusher:
-    def __init__(self, engine: Engine, tries: int = 4, backoff: float = BACKOFF, quiet: bool | str = False):
-        self.engine, self.tries, self.backoff, self.quiet = engine, check_tries(tries), backoff, quiet
+    def __init__(self, engine: Engine, tries: int = 4, backoff: float = BACKOFF,
+                 progress: ProgressMode = ProgressMode.AUTO):
+        self.engine, self.tries, self.backoff, self.progress = engine, check_tries(tries), backoff, progress
 
     def login(self, host: str, creds: Credentials, transport: Transport | None = None) -> None:
         """Fail fast, with one line, on a wrong password (nothing is stored). An identity
@@ -438,7 +180,7 @@ class Pusher:
                     entry["total"] = int(detail.get("total") or 0)
                 elif status in ("Pushed", "Layer already exists", "Mounted from"):
                     entry["state"] = status
-                    if not progress.quiet:
+                    if not progress.silent:
                         progress.on_step(len([e for e in layers.values() if e["state"]]), len(layers),
                                          f"{layer}: {status.lower()}")
                 elif status.startswith("Mounted from"):
@@ -461,7 +203,7 @@ class Pusher:
             raise UserError(f"no image '{image}' in the engine")
         host = registry_host(ref)
         diff_ids = list(self.engine.inspect(image).get("RootFS", {}).get("Layers") or [])
-        progress = Progress(f"push {ref}", quiet=self.quiet)
+        progress = Progress(f"push {ref}", mode=self.progress)
         transport: Transport | None = None
         previous, tagged = None, False
         attempt = mounted = 0

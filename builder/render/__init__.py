@@ -365,7 +365,7 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
     for python in policy.pythons_for(release, variant):
         text = _read_lock(lock.lock_path(release.name, variant.name, python))
         files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out) if left_out else text
-    if ctx.dali:
+    if ctx.dali and release.dali is not None:
         files["locks/dali-tf-plugin.txt"] = _read_lock(lock.dali_plugin_lock_path(release.dali.plugin,
                                                                                     release.dali.version))
         for patch in sorted((paths.templates_dir() / "patches" / "dali").glob("*")):

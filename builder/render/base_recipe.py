@@ -44,7 +44,7 @@ class BaseRecipe:
     bare: bool = False
 
     @classmethod
-    def for_release(cls, release: Release) -> "BaseRecipe":
+    def for_release(cls, release: Release) -> BaseRecipe:
         return cls(release.offline, bare=cuda_from_wheels(release))
 
     @property

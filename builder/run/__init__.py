@@ -1,8 +1,9 @@
-"""Carrying plans out: `run_*(plan, engine, ...)` does the I/O a plan describes, on any
+"""Carrying plans out: `run_*(plan, connect, ...)` does the I/O a plan describes, on any
 engine that implements `builder.engine.Engine` (the Docker engine, or the fake one the
-unit tests use). The plan holds every render, job and tag; a run only checks what needs
-the machine (the source tree, the registry, the key), chooses the base and hands each
-job to image.produce. Results go to `out.result` (stdout), messages to `out.say`
+unit tests use). The engine comes as CONNECT, a factory called only once everything that
+can be checked without it has been (the settings, the registry, the key): with no engine,
+a bad option is still its own one line. The plan holds every render, job and tag; a run
+chooses the base and hands each job to image.produce. Results go to `out.result` (stdout), messages to `out.say`
 (stderr); failures are BuilderErrors, which the CLI's one handler prints.
 """
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from builder import image, registry, supply_chain
 from builder.core.contract import Label
 from builder.core.errors import BuildError, Reported, Unverified, UserError, redact
 from builder.core.output import BuildOutcome, Output, summary
-from builder.engine import Engine, buildx
+from builder.engine import Engine, ProgressMode, Unreachable, buildx
 from builder.engine.buildsettings import BuildSettings
 from builder.image import describe, runtime_image
 from builder.image.conformance import runner
@@ -26,11 +27,11 @@ from builder.supply_chain import signing
 
 
 def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSettings, creds=None, *,
-              dry_run: bool = False, quiet: bool | str = False, as_json: bool = False,
+              dry_run: bool = False, progress: ProgressMode = ProgressMode.AUTO, as_json: bool = False,
               out: Output | None = None) -> list[BuildOutcome]:
     """Check the local inputs and the registry, then connect to the engine: choose (and
-    build) the base, produce each variant's images, push them. QUIET: a --progress mode
-    (or True for quiet). AS_JSON: one JSON document on stdout instead of a line per ref."""
+    build) the base, produce each variant's images, push them. PROGRESS: what the terminal
+    shows. AS_JSON: one JSON document on stdout instead of a line per ref."""
     out = out or Output()
     for name, reason in plan.skipped:
         out.say(f"skipped {name}: {reason}")
@@ -49,7 +50,7 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
             raise UserError("--builder and --builders exclude each other: give the builders with --builders A,B")
         for name in plan.builders:
             buildx.check_builder(name)
-    engine = connect()
+    engine = _reached(connect, out) if dry_run else connect()
     choice = base.choose(engine, plan.base_decision, dry_run)
     out.say(f"base: {choice.image} ({choice.reason})")
     if plan.runtime and choice.kind != "offline":  # before anything is built
@@ -65,10 +66,11 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
             for entry in planned:
                 out.result(json.dumps(entry))
         return []
+    assert engine is not None  # only a dry run goes on without one
     report = Output(result=lambda line: None, say=out.say) if as_json else out  # JSON: printed once, at the end
     built: list[dict] = []
     try:
-        return _build_all(plan, engine, choice, settings, creds, quiet, report, built)
+        return _build_all(plan, engine, choice, settings, creds, progress, report, built)
     finally:
         if as_json:  # what was built and pushed, even when a variant failed after it
             out.result(json.dumps({"release": plan.release.name, "build_id": plan.build_id,
@@ -76,11 +78,11 @@ def run_build(plan: BuildPlan, connect: Callable[[], Engine], settings: BuildSet
 
 
 def _build_all(plan: BuildPlan, engine: Engine, choice: base.BaseChoice, settings: BuildSettings, creds,
-               quiet: bool | str, out: Output, built: list[dict]) -> list[BuildOutcome]:
+               progress: ProgressMode, out: Output, built: list[dict]) -> list[BuildOutcome]:
     """run_build's builds and pushes; BUILT collects each image as --json reports it."""
-    baked = bake_build.bake_variants(plan, engine, choice, settings, quiet, out.say) if plan.keep_going else None
+    baked = bake_build.bake_variants(plan, engine, choice, settings, progress, out.say) if plan.keep_going else None
     if baked is None:
-        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, quiet)
+        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, progress)
     outcomes: list[BuildOutcome] = []
     unverified: list[Unverified] = []  # published, not read back: the others are still pushed
     for vp in plan.variants:
@@ -92,9 +94,9 @@ def _build_all(plan: BuildPlan, engine: Engine, choice: base.BaseChoice, setting
                 if done.error:
                     raise done.error
                 produced = [image.Produced(image.finish(engine, done.job, done.image_id, settings.compression))]
-            produced += [image.produce(engine, job, settings, quiet) for job in jobs[len(produced):]]
+            produced += [image.produce(engine, job, settings, progress) for job in jobs[len(produced):]]
             for job, made in zip(jobs, produced):
-                entry = {"variant": vp.variant.name, "image": "runtime" if job.target == runtime_image.STAGE else "devel",
+                entry: dict[str, Any] = {"variant": vp.variant.name, "image": "runtime" if job.target == runtime_image.STAGE else "devel",
                          "refs": list(job.refs), "image_id": made.image_id, "pushed": []}
                 built.append(entry)
                 for ref in job.refs:
@@ -103,7 +105,7 @@ def _build_all(plan: BuildPlan, engine: Engine, choice: base.BaseChoice, setting
                     make_sbom(engine, job.refs[0], out)
                 for ref in job.refs if plan.pushes else ():
                     try:
-                        result = run_push(plan.pushes[ref], engine, creds, quiet=quiet, out=out)
+                        result = push_image(plan.pushes[ref], engine, creds, progress=progress, out=out)
                         entry["pushed"].append({"ref": result.ref, "digest": result.digest})
                     except Unverified as exc:
                         out.say(exc.report())
@@ -129,6 +131,15 @@ def base_entry(choice: base.BaseChoice) -> dict:
     return {"kind": choice.kind, "image": choice.image, "reason": choice.reason, "build": choice.needs_build}
 
 
+def _reached(connect: Callable[[], Engine], out: Output) -> Engine | None:
+    """--dry-run's engine: a plan is still printed without one, saying what it could not check."""
+    try:
+        return connect()
+    except Unreachable as exc:
+        out.say(f"note: {exc}: whether the base is here is not checked")
+        return None
+
+
 def dry_run_entry(plan: BuildPlan, vp, choice: base.BaseChoice) -> dict:
     """One variant's complete plan, as --dry-run prints it: its base, every image it builds
     (devel and/or runtime) with its tags, the capabilities compiled, the pushes."""
@@ -142,7 +153,7 @@ def dry_run_entry(plan: BuildPlan, vp, choice: base.BaseChoice) -> dict:
             "runtime": plan.runtime, "runtime_only": plan.runtime_only,
             "cuda_compute_capabilities": rendered.meta["cuda_compute_capabilities"],
             "toggles": rendered.meta["toggles"],
-            "build_args": {k: redact(v) for k, v in plan.build_args.items()},
+            "build_args": {k: redact(v) for k, v in plan.user_build_args.items()},
             "pushes": [{"ref": ref, "to": plan.pushes[ref].ref} for job in jobs for ref in job.refs
                        if ref in plan.pushes],
             "sign": bool(plan.sign)}
@@ -158,36 +169,50 @@ def make_sbom(engine: Engine, ref: str, out: Output) -> None:
         out.say(f"warning: no SBOM for {ref}: {exc}")
 
 
-def run_push(plan: PushPlan, engine: Engine, creds=None, *, quiet: bool | str = False, as_json: bool = False,
-             out: Output | None = None):
-    """Push, verify the digest through the registry API, print REF@DIGEST (or the report)."""
+def run_push(plan: PushPlan, connect: Callable[[], Engine], creds=None, *,
+             progress: ProgressMode = ProgressMode.AUTO, as_json: bool = False, out: Output | None = None):
+    """`builder push`: the key unlocked, then the engine connected and what --sign attaches
+    made (before anything is pushed), then push_image."""
+    password = signing.unlock(plan.sign, plan.key_password_env) if plan.sign else None
+    engine = supply_chain.ready_to_sign(connect(), plan)
+    return push_image(plan, engine, creds, progress=progress, as_json=as_json, out=out, password=password)
+
+
+def push_image(plan: PushPlan, engine: Engine, creds=None, *, progress: ProgressMode = ProgressMode.AUTO,
+               as_json: bool = False, out: Output | None = None, password: str | None = None):
+    """Push, verify the digest through the registry API, print REF@DIGEST (or the report).
+    PASSWORD: the --sign key's, when the caller unlocked it already."""
     out = out or Output()
-    password = None
-    if plan.sign:  # before anything is pushed: a missing key or password wastes no upload
+    if plan.sign and password is None:  # before anything is pushed: a missing key or password wastes no upload
         password = signing.unlock(plan.sign, plan.key_password_env)
+    key = (plan.sign, password) if plan.sign and password is not None else None
     try:
-        result = registry.Pusher(engine, tries=plan.tries, quiet=quiet).push(plan.image, plan.ref, creds, plan.insecure)
+        # the registry's Pusher still spells the mode `quiet`
+        result = registry.Pusher(engine, tries=plan.tries, progress=progress).push(plan.image, plan.ref, creds,
+                                                                                plan.insecure)
     except Unverified as exc:
         if not plan.sign:
             raise
         raise Unverified(f"{exc}; not signed (the signature names a verified digest)") from None
-    if plan.sign:
+    if key:
         transport = registry.probe(registry.registry_host(plan.ref), plan.insecure)
         creds = registry.allowed_credentials(transport, creds)
         access = signing.Access.to(transport, creds)
         out.say(f"signing {result.pinned} and attaching its SBOM and provenance")
-        supply_chain.sign_pushed(engine, plan.image, result.pinned, plan.sign, password, access)
+        supply_chain.sign_pushed(engine, plan.image, result.pinned, *key, access)
     out.result(registry.write_report(result) if as_json else result.pinned)
     return result
 
 
-def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalog, *, quiet: bool | str = False,
-               as_json: bool = False, creds=None, out: Output | None = None) -> str:
-    """Check the parent and the patches, build untagged, read back, test, then tag (and
-    push, with --push)."""
+def run_derive(plan: DerivePlan, connect: Callable[[], Engine], settings: BuildSettings, catalog, *,
+               progress: ProgressMode = ProgressMode.AUTO, as_json: bool = False, creds=None,
+               out: Output | None = None) -> str:
+    """Check the registry, connect, check the parent and the patches, build untagged, read
+    back, test, then tag (and push, with --push)."""
     out = out or Output()
     if plan.push:  # before the build: an untrusted certificate or a bad password fails now
         registry.check_before_build(registry.registry_host(plan.push.ref), creds, plan.push.insecure)
+    engine = connect()
     derive.check_parent_is_devel(plan.parent, describe.labels_of(engine, plan.parent))  # a devel image, or a clear error
     info = engine.inspect(plan.parent)
     derive.check_capabilities(plan.spec, plan.parent, info)
@@ -198,9 +223,9 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     resolved, constraints = derive.resolve_pip(engine, plan.spec, plan.parent, labels, settings.pip_index)
     job = derive.job(plan.spec, plan.parent, info, catalog, plan.tag, plan.log_name, plan.compile_cache,
                      plan.no_cache, plan.test, resolved, constraints)
-    if plan.build_args:  # checked by plan_derive against the derived template's ARGs
-        job = dataclasses.replace(job, buildargs={**plan.build_args, **job.buildargs})
-    image_id = image.produce(engine, job, settings, quiet).image_id
+    if plan.user_build_args:  # checked by plan_derive against the derived template's ARGs
+        job = dataclasses.replace(job, buildargs={**plan.user_build_args, **job.buildargs})
+    image_id = image.produce(engine, job, settings, progress).image_id
     if not as_json:
         out.result(plan.tag)
     if plan.sbom:
@@ -208,8 +233,8 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     pushed = None
     try:
         if plan.push:
-            pushed = run_push(plan.push, engine, creds, quiet=quiet, out=Output(lambda line: None, out.say) if as_json
-                              else out)
+            pushed = push_image(plan.push, engine, creds, progress=progress,
+                                out=Output(lambda line: None, out.say) if as_json else out)
     finally:  # what was built, even when its push was published but not verified
         if as_json:
             out.result(json.dumps({"image": plan.tag, "image_id": image_id, "parent": plan.parent,
@@ -218,10 +243,14 @@ def run_derive(plan: DerivePlan, engine: Engine, settings: BuildSettings, catalo
     return image_id
 
 
-def run_base(plan: BasePlan, engine: Engine, settings: BuildSettings, *, quiet: bool | str = False,
-             as_json: bool = False, out: Output | None = None) -> str:
+def run_base(plan: BasePlan, connect: Callable[[], Engine], settings: BuildSettings, *,
+             progress: ProgressMode = ProgressMode.AUTO, as_json: bool = False, out: Output | None = None) -> str:
+    """`builder base`: SETTINGS checked, then the engine connected and the base built (or found)."""
     out = out or Output()
-    tag, built = base.ensure_base(engine, plan.recipe, settings, rebuild=plan.rebuild, quiet=quiet, job=plan.job)
+    settings.validate()
+    engine = connect()
+    tag, built = base.ensure_base(engine, plan.recipe, settings, rebuild=plan.rebuild, progress=progress,
+                                  job=plan.job)
     if not built:
         out.say(f"base: {tag} exists (recipe unchanged); nothing to do")
     out.result(json.dumps({"tag": tag, "image_id": engine.image_id(tag), "built": built}, indent=2) if as_json

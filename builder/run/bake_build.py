@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Callable
 from builder import image
 from builder.core import paths, provenance, urls
 from builder.core.errors import BuildError, UserError
-from builder.engine import BakeJob, Engine, Progress, builders, buildsettings
+from builder.engine import BakeJob, Engine, Progress, ProgressMode, builders, buildsettings
 from builder.engine.buildkit_engine import IMAGE_ID
 from builder.image import bake, buildcontext
-from builder.render.job import ImageJob
+from builder.render.job import FilesContext, ImageJob
 from builder.run import base
 from builder.run.base import BaseChoice, log, make_rootfs
 
@@ -40,7 +40,7 @@ class Baked:
 
 
 def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings: buildsettings.BuildSettings,
-                  quiet: bool | str, say: Callable[[str], None]) -> dict[str, Baked] | None:
+                  progress: ProgressMode, say: Callable[[str], None]) -> dict[str, Baked] | None:
     """--all: every variant (and the base, when it must be built) in one bake, or None
     (said why) where the variants must be built one by one."""
     why = why_not(plan, engine, choice)
@@ -50,12 +50,12 @@ def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings:
         say(f"--all: building the variants one by one: {why}")
         return None
     if len(plan.builders) > 1:
-        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, quiet)  # once, here: every builder starts FROM it
+        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, progress)  # once, here: every builder starts FROM it
         choice = dataclasses.replace(choice, needs_build=False)
         say(f"--all: {len(plan.variants)} variant(s) spread over {len(plan.builders)} builders, one bake each")
     else:
         say(f"--all: one bake of {len(plan.variants)} variant(s)" + (" and the base" if choice.needs_build else ""))
-    return bake_all(engine, plan, choice, settings, quiet)
+    return bake_all(engine, plan, choice, settings, progress)
 
 
 def why_not(plan: BuildPlan, engine: Engine, choice: BaseChoice) -> str | None:
@@ -70,7 +70,7 @@ def why_not(plan: BuildPlan, engine: Engine, choice: BaseChoice) -> str | None:
 
 
 def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsettings.BuildSettings,
-             quiet: bool | str) -> dict[str, Baked]:
+             progress: ProgressMode) -> dict[str, Baked]:
     """Bake every variant of PLAN (and its base, when it must be built); variant -> image."""
     release, recipe = plan.release, plan.recipe
     rendered_all = [vp.renders[choice.kind] for vp in plan.variants]  # rendered by the plan for this base
@@ -78,15 +78,17 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
         layout = bake.Layout(Path(tmp) / "contexts")
         for rendered in rendered_all:
             buildcontext.write(rendered, layout.variant(rendered), plan.framework_src)
-        if choice.needs_build:
+        base_job = plan.base_job if choice.needs_build else None
+        if base_job is not None:  # the plan makes the base's job wherever it may be built
             if not engine.image_id(recipe.rootfs_image):
                 make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
-            image.write_files(plan.base_job.context, layout.base(release))
+            assert isinstance(base_job.context, FilesContext)  # a recipe is files, never a render
+            image.write_files(base_job.context, layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
             # a compile cache off loopback is reached over the default network, as a single build reaches it
-            args = {"BUILD_REF": plan.buildargs["BUILD_REF"], "BUILD_DATE": provenance.build_date()}  # BUILD_ID: the definition's
+            args = {"BUILD_REF": plan.builder_args["BUILD_REF"], "BUILD_DATE": provenance.build_date()}  # BUILD_ID: the definition's
             args.update({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})
-            run = bake.RunInputs(delivery.secrets, settings.layer_cache, {**plan.build_args, **args}, plan.no_cache,
+            run = bake.RunInputs(delivery.secrets, settings.layer_cache, {**plan.user_build_args, **args}, plan.no_cache,
                                  settings.compression)
             definition = with_base_args(bake.definition(release, rendered_all, layout, plan.build_id, run,
                                                         with_base=choice.needs_build),
@@ -97,16 +99,18 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
                             log_name(release.name, plan.build_id, b if len(spread) > 1 else None),
                             None if b == builders.HERE else b)
                     for b, targets in spread.items()]
-            outcomes = engine.bake(jobs, Progress(f"{release.name}/all", quiet=quiet))
-    if choice.needs_build and not isinstance(outcomes[0], BuildError):
-        image.finish(engine, plan.base_job, outcomes[0][bake.base_target(release)])
+            outcomes = engine.bake(jobs, Progress(f"{release.name}/all", mode=progress))
+    if base_job is not None and not isinstance(outcomes[0], BuildError):
+        image.finish(engine, base_job, outcomes[0][bake.base_target(release)])
         log(f"base: tagged {recipe.tag}")
     baked = {}
     for bake_job, outcome in zip(jobs, outcomes):
         for vp in plan.variants:
             name = bake.target_name(release.name, vp.variant.name)
             if name in bake_job.targets:
-                job = dataclasses.replace(vp.images[choice.kind][0], log_name=bake_job.log_path.name)
+                job = vp.images[choice.kind][0]
+                if bake_job.log_path is not None:  # the bake's log is the variant's
+                    job = dataclasses.replace(job, log_name=bake_job.log_path.name)
                 baked[vp.variant.name] = (Baked("", job, outcome) if isinstance(outcome, BuildError)
                                           else Baked(outcome[name], job))
     return baked

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from builder import image
 from builder.core.errors import UserError, redact
-from builder.engine import Engine, ImageStore, buildsettings
+from builder.engine import Engine, ImageStore, ProgressMode, buildsettings
 from builder.render.base_recipe import DEFAULT_MIRROR, BaseRecipe
-from builder.render.job import ImageJob
+from builder.render.job import FilesContext, ImageJob
 
 if TYPE_CHECKING:
     from builder.plan import BaseDecision
@@ -155,11 +155,14 @@ def remove_work_tree(root: Path) -> str:
 def write_context(recipe: BaseRecipe, dest: Path, root: Path | None = None) -> Path:
     """The recipe's build context (`builder bake`), below ROOT (the user's -o) without
     following a link; a re-bake replaces only what a bake wrote there."""
-    return image.write_files(recipe.job().context, dest, root, {"base": recipe.tag})
+    context = recipe.job().context
+    assert isinstance(context, FilesContext)  # a recipe is files, never a render
+    return image.write_files(context, dest, root, {"base": recipe.tag})
 
 
 def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
-                rebuild: bool = False, quiet: bool | str = False, job: ImageJob | None = None) -> tuple[str, bool]:
+                rebuild: bool = False, progress: ProgressMode = ProgressMode.AUTO,
+                job: ImageJob | None = None) -> tuple[str, bool]:
     """Return (tag, built_now). An existing tag is reused unless `rebuild`. JOB: the
     recipe's job as the plan made it (else made here)."""
     job = job or recipe.job()
@@ -174,7 +177,7 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
             left = remove_work_tree(workdir)
             if left:
                 log(f"base: the work tree is left behind: could not remove {left}")
-    image.produce(engine, job, settings, quiet)
+    image.produce(engine, job, settings, progress)
     log(f"base: tagged {recipe.tag}")
     return recipe.tag, True
 
@@ -187,10 +190,15 @@ class BaseChoice:
     needs_build: bool = False
 
 
-def choose(engine: ImageStore, decision: BaseDecision, dry_run: bool) -> BaseChoice:
+def choose(engine: ImageStore | None, decision: BaseDecision, dry_run: bool) -> BaseChoice:
     """DECISION's base: the offline base (used when here, else built), or an image used
     when here, else pulled (nothing is pulled under --dry-run). No fallback to another
-    base: the tag a build moves always names the same recipe."""
+    base: the tag a build moves always names the same recipe. No ENGINE (a dry run
+    without one): the first option, its presence unknown."""
+    if engine is None:
+        first = decision.options[0]
+        return BaseChoice(first.kind, first.image, f"{decision.asked}: {first.description}, presence not checked",
+                          needs_build=first.obtain == "build")
     for option in decision.options:
         if option.obtain == "build":
             present = engine.image_id(option.image) is not None
@@ -205,9 +213,9 @@ def choose(engine: ImageStore, decision: BaseDecision, dry_run: bool) -> BaseCho
     raise UserError(decision.refusal)
 
 
-def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, job: ImageJob,
-            settings: buildsettings.BuildSettings, quiet: bool | str) -> None:
+def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, job: ImageJob | None,
+            settings: buildsettings.BuildSettings, progress: ProgressMode) -> None:
     """Build the offline base (RECIPE, as JOB) when CHOICE needs it."""
     if choice.needs_build:
         log(f"base: building {choice.image}")
-        ensure_base(engine, recipe, settings, quiet=quiet, job=job)
+        ensure_base(engine, recipe, settings, progress=progress, job=job)

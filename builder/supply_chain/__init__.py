@@ -112,7 +112,8 @@ def sign_pushed(engine, image: str, pinned: str, key: Path, password: str, acces
 def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     """What was verified, one line each; a VerifyError (exit 1, one line) at the first
     thing that does not check out."""
-    host = registry.remote_reference(ref, "REF").registry  # the reference and the key first: no network yet
+    # the reference and the key first: no network yet (remote_reference refuses a reference without a registry)
+    host = registry.remote_reference(ref, "REF").registry or ""
     signing.check_public_key(key)
     transport = registry.probe(host, insecure, action="read")
     creds = registry.allowed_credentials(transport, creds or registry.config_credentials(host))

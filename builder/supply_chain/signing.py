@@ -52,7 +52,7 @@ class Access:
     identity_token: str | None = field(default=None, repr=False)
 
     @classmethod
-    def to(cls, transport, creds) -> "Access":
+    def to(cls, transport, creds) -> Access:
         """Access to the registry behind TRANSPORT (registry.probe) with CREDS (allowed over it)."""
         return cls(transport.scheme == "http", creds.username if creds else None, creds.password if creds else None,
                    transport.host, creds.identity_token if creds else None)

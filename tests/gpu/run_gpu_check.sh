@@ -168,7 +168,7 @@ done
 
 # Prove each binary holds what its mode says, one image per unit at least: SASS for sm_XY
 # and nothing else; PTX and nothing else; the injected sm_XY cubins and nvcc's sm_PP SASS,
-# no PTX. The lister is cuobjdump where found, else builder/in_image/image_report.py's fatbin reader,
+# no PTX. The lister is cuobjdump where found, else builder/in_image/fatbin.py's reader,
 # which also reads the kernels (entry functions) out of the cubins' symbol tables.
 cuobjdump=$(command -v cuobjdump || true)
 [ -n "$cuobjdump" ] || [ ! -x "$(dirname "$nvcc")/cuobjdump" ] || cuobjdump=$(dirname "$nvcc")/cuobjdump
@@ -178,7 +178,7 @@ reader() {  # BINARY [ARCH]: one line per code image ("ELF sm_90", "PTX sm_90": 
   python3 - "$here/../../builder/in_image" "$@" <<'EOF'
 import struct, sys
 sys.path.insert(0, sys.argv[1])
-import image_report as ir  # noqa: E402
+import fatbin as ir  # noqa: E402
 data = open(sys.argv[2], "rb").read()
 arch = int(sys.argv[3]) if len(sys.argv) > 3 else None
 read = lambda n, offset: data[offset:offset + n]  # noqa: E731
@@ -230,7 +230,7 @@ if [ -n "$lister" ]; then
     printf '  %-24s %s\n' "kernel_check_$m" "$(sort <<<"$list" | uniq -c | awk '{ printf "%s%s %s x%s", sep, $2, $3, $1; sep = ", " }')"
   done
 else
-  echo "neither cuobjdump nor a working fatbin reader (python3, builder/in_image/image_report.py): the binaries' code images are not checked"
+  echo "neither cuobjdump nor a working fatbin reader (python3, builder/in_image/fatbin.py): the binaries' code images are not checked"
 fi
 if [[ " ${modes[*]} " == *" assembled "* ]]; then
   # The injected cubins must define every kernel nvcc's own code does, by the same names:

@@ -70,7 +70,7 @@ class Registry:
             lines += ["auth:", "  htpasswd:", "    realm: itest", f"    path: {root / 'htpasswd'}"]
         (root / "config.yml").write_text("\n".join(lines) + "\n")
 
-    def start(self) -> "Registry":
+    def start(self) -> Registry:
         self.proc = subprocess.Popen([REGISTRY, "serve", str(self.root / "config.yml")],
                                      stdout=open(self.root / "registry.log", "ab"), stderr=subprocess.STDOUT)
         scheme = "https" if self.tls else "http"

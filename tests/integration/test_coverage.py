@@ -1,4 +1,4 @@
-"""The coverage report reads device code without cuobjdump: image_report.py walks the
+"""The coverage report reads device code without cuobjdump: fatbin.py (image_report.py's reader) walks the
 fatbin headers of each binary's .nv_fatbin. On the 21.08 release image (its CUDA 11.2
 toolkit has cuobjdump) the parser must list exactly what cuobjdump lists, entry for entry,
 for every binary it finds: TensorFlow's, ours, DALI's, cuDNN's, cuBLAS's, NCCL's and the
@@ -7,27 +7,27 @@ import json
 
 from .conftest import docker
 
-# Run in a container of the image: the image's own image_report.py, then cuobjdump on each
+# Run in a container of the image: the image's own fatbin.py, then cuobjdump on each
 # binary it found (side by side: cuobjdump reads whole files, a minute and more in all).
 CROSS_CHECK = r"""
 import json, os, re, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, "/opt/tensorflow")
-import image_report
+import fatbin
 
 start = time.monotonic()
-binaries = image_report.cuda_binaries({})
+binaries = fatbin.cuda_binaries({})
 took = time.monotonic() - start
 
 def entries(path):
     fd = os.open(path, os.O_RDONLY)
     try:
         read = lambda n, offset: os.pread(fd, n, offset)
-        offset, size = image_report.elf_sections(read)[image_report.FATBIN_SECTION]
-        found = [(kind, arch) for _, kind, arch, _, _, _ in image_report.fatbin_entries(read, offset, size)]
+        offset, size = fatbin.elf_sections(read)[fatbin.FATBIN_SECTION]
+        found = [(kind, arch) for _, kind, arch, _, _, _ in fatbin.fatbin_entries(read, offset, size)]
     finally:
         os.close(fd)
-    return [sum(1 for k, _ in found if k in image_report.SASS_KINDS), sum(1 for k, _ in found if k == 1)]
+    return [sum(1 for k, _ in found if k in fatbin.SASS_KINDS), sum(1 for k, _ in found if k == 1)]
 
 def listing(b):
     out = {"path": b["path"], "component": b["component"], "ours": [b["sass"], b["ptx"]],

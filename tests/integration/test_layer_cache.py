@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from builder import catalog
+from builder.engine.progress import ProgressMode
 from builder.render.base_recipe import BaseRecipe
 from tests import two_variants
 
@@ -143,7 +144,7 @@ def build_on_the_other_engine(e2_env: dict, here: dict, tmp_path, monkeypatch) -
     (context / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nRUN echo {nonce} > /marker\n")
     monkeypatch.setenv("DOCKER_CONFIG", here["DOCKER_CONFIG"])
     log = tmp_path / "small.log"
-    result = BuildKitEngine().build(BuildRequest(context, {"BASE_IMAGE": rootfs}, log_path=log, quiet=True,
+    result = BuildKitEngine().build(BuildRequest(context, {"BASE_IMAGE": rootfs}, log_path=log, progress=ProgressMode.QUIET,
                                                  builder="tfb-e2"))
     try:
         assert re.search(r"^#builder-note built by tfb-e2/", log.read_text(), re.M), log.read_text()[-2000:]

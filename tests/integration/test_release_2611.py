@@ -24,7 +24,6 @@ from .conftest import (
     coverage_cells,
     coverage_verdicts,
     docker,
-    image_id,
     labels,
     start_offline_base,
 )

@@ -68,8 +68,8 @@ def test_offline_base_has_no_driver_libraries_and_consistent_packages(offline_ba
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "host-provided-nvidia-driver install ok installed" in lines
-    assert not any("libcuda.so" in l or "libnvidia-ml.so" in l for l in lines), lines
-    assert not any(l.startswith(("libcuda1 install", "libnvidia-ml1 install")) for l in lines), lines
+    assert not any("libcuda.so" in line or "libnvidia-ml.so" in line for line in lines), lines
+    assert not any(line.startswith(("libcuda1 install", "libnvidia-ml1 install")) for line in lines), lines
     assert lines[-1] == "apt-consistent"
 
 

@@ -81,7 +81,7 @@ def test_two_builds_at_once_both_tag_correctly(release_image, compile_cache):
                                "--compile-cache", compile_cache, "-q"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
     results = [p.communicate(timeout=1800) + (p.returncode,) for p in procs]
-    for out, err, rc in results:
+    for _out, err, rc in results:
         assert rc == 0, err
     for i in (1, 2):
         ref = f"itest/concurrent-{i}:21.08-tf2-py3"

@@ -226,7 +226,7 @@ def test_settings_server_answers_containers_only(release_image, tmp_path, monkey
     import urllib.request
 
     from builder.core import paths
-    from builder.engine import buildsettings
+    from builder.engine import settings_server
     from builder.engine.buildsettings import BuildSettings
 
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
@@ -237,7 +237,7 @@ def test_settings_server_answers_containers_only(release_image, tmp_path, monkey
         return docker("run", "--rm", "--network", "host", "-v", f"{wrapper}:/w:ro", "-e", f"BUILD_SETTINGS={url}",
                       "--entrypoint", "bash", release_image, "/w", "bash", "-c", 'printf "%s" "$PIP_INDEX_URL"')
 
-    with buildsettings.serve(BuildSettings(pip_index=pip)) as url:
+    with settings_server.serve_settings(BuildSettings(pip_index=pip)) as url:
         with pytest.raises(urllib.error.HTTPError) as exc:
             urllib.request.urlopen(url + "/pip-index", timeout=10)
         assert exc.value.code == 403

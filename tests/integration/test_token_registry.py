@@ -127,7 +127,7 @@ class ArgvWatch:
                     self.seen.append(line.replace(b"\0", b" ").decode(errors="replace"))
             self._stop.wait(0.05)
 
-    def __enter__(self) -> "ArgvWatch":
+    def __enter__(self) -> ArgvWatch:
         self._thread.start()
         return self
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 import shutil
 import subprocess
 import sys
@@ -176,13 +175,13 @@ def test_one_error_family():
 
     strays = []
     for name in MODULES.values():
-        if name.startswith("builder.image.conformance") or name.endswith("__main__") or name in ("builder.in_image.image_report", "builder.in_image.cuda_arch"):
+        if name.startswith("builder.image.conformance") or name.endswith("__main__") or name.startswith("builder.in_image."):
             continue  # these run inside images or under pytest, without the builder's CLI
         module = importlib.import_module(name)
         for obj in vars(module).values():
             if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == name \
                     and not issubclass(obj, errors.BuilderError) and obj.__name__ != "EngineError" \
-                    and not name == "builder.catalog":
+                    and name not in ("builder.catalog", "builder.catalog.yaml_loader"):  # yaml's own signal
                 strays.append(f"{name}.{obj.__name__}")
     assert strays == []
     for kind, code in ((errors.UserError, 2), (errors.BuildFailure, 1)):

@@ -9,7 +9,7 @@ import pytest
 
 from builder import catalog, run
 from builder import plan as pl
-from builder.core.errors import BuildError, Reported
+from builder.core.errors import Reported
 from builder.engine.buildsettings import BuildSettings
 from builder.image import bake
 from builder.render import RenderOptions, render
@@ -102,7 +102,7 @@ def test_a_compile_cache_off_loopback_is_baked_with_its_url(engine):
 
 def test_a_single_variant_build_never_bakes(engine):
     engine.add_image(RECIPE.tag)
-    run.run_build(pl.plan_build(CAT, pl.BuildArgs("21.08", build_id="t1", base="offline")), lambda: engine,
+    run.run_build(pl.plan_build(CAT, pl.BuildArgs(release="21.08", build_id="t1", base="offline")), lambda: engine,
                   BuildSettings(), out=Captured())
     assert not bakes(engine)
 

@@ -3,7 +3,7 @@ legacy builder's output; no engine."""
 import pytest
 
 from builder.core.errors import BuildError
-from builder.engine import BuildRequest, DockerEngine
+from builder.engine import BuildRequest, DockerEngine, ProgressMode
 
 
 class StepAPI:
@@ -40,5 +40,5 @@ def test_a_failed_no_cache_build_removes_only_its_own_step_images(tmp_path, noca
     engine = object.__new__(DockerEngine)
     engine.api = StepAPI()
     with pytest.raises(BuildError):
-        engine.build(BuildRequest(context=tmp_path, nocache=nocache, quiet=True))
+        engine.build(BuildRequest(context=tmp_path, nocache=nocache, progress=ProgressMode.QUIET))
     assert engine.api.removed == removed

@@ -168,7 +168,7 @@ def test_one_builder_in_the_list_is_one_bake_there(engine):
 def test_what_builders_cannot_go_with_is_refused_in_one_line(engine):
     with pytest.raises(UserError, match="^--builders spreads the variants of --all over builders: "
                                         "for one image use --builder NAME$"):
-        pl.plan_build(catalog.load_selected(), pl.BuildArgs("21.08", builders="e2"))
+        pl.plan_build(catalog.load_selected(), pl.BuildArgs(release="21.08", builders="e2"))
     with pytest.raises(UserError, match="^--builder and --builders exclude each other"):
         run.run_build(spread_plan(), lambda: engine, BuildSettings(builder="e3"), out=Captured())
     with pytest.raises(UserError, match="^--builders: --compile-cache: a bake cannot reach"):

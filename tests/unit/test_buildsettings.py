@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from builder.core import paths
 from builder.core.errors import UserError
-from builder.engine import buildsettings
+from builder.engine import settings_server
 from builder.engine.buildsettings import BuildSettings
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
@@ -28,7 +28,7 @@ PEM = "-----BEGIN CERTIFICATE-----\nTESTCAUNIQUE\n-----END CERTIFICATE-----\n"
 
 
 def test_empty_settings_serve_nothing():
-    with buildsettings.serve(BuildSettings()) as url:
+    with settings_server.serve_settings(BuildSettings()) as url:
         assert url is None
 
 
@@ -59,7 +59,7 @@ def open_server(tmp_path, monkeypatch):
     """The real handler in-process, its container check replaced (tested on its own
     below): for the wrapper and the path rules, which run on the host."""
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
-    server = buildsettings.make_server(buildsettings.state_dir(), 0, peer_allowed=lambda peer, local: True)
+    server = settings_server.make_server(settings_server.state_dir(), 0, peer_allowed=lambda peer, local: True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
@@ -71,7 +71,7 @@ def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path, ope
     ca.write_text(PEM)
     settings = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
                              ca_bundles=(ca,))
-    with buildsettings.hold(settings) as (state, name):
+    with settings_server.hold(settings) as (state, name):
         url = f"http://127.0.0.1:{open_server}/{name}"
         assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\npip-index\n"
         sources = tmp_path / "sources.list"
@@ -116,7 +116,7 @@ def test_concurrent_builds_share_the_daemon_and_settings_vanish_after(tmp_path, 
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
     a, b = BuildSettings(pip_index="https://a.example/simple"), BuildSettings(pip_index="https://b.example/simple")
-    with buildsettings.serve(a) as url_a, buildsettings.serve(a) as url_a2, buildsettings.serve(b) as url_b:
+    with settings_server.serve_settings(a) as url_a, settings_server.serve_settings(a) as url_a2, settings_server.serve_settings(b) as url_b:
         assert url_a == url_a2 != url_b                      # same settings, same URL (cache keys stay put)
         state = tmp_path / "cache" / "settings"
         token_a = url_a.rsplit("/", 1)[1]
@@ -130,14 +130,14 @@ def test_concurrent_builds_share_the_daemon_and_settings_vanish_after(tmp_path, 
         time.sleep(0.2)
     assert not any(p.is_dir() for p in state.iterdir())
     # Next time: the same URL for the same settings (the port and the key are kept).
-    with buildsettings.serve(a) as again:
+    with settings_server.serve_settings(a) as again:
         assert again == url_a
 
 
 def test_a_host_process_of_any_user_gets_403(tmp_path, monkeypatch):
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
-    with buildsettings.serve(BuildSettings(pip_index="https://u:tok-403@pypi.corp/simple")) as url:
+    with settings_server.serve_settings(BuildSettings(pip_index="https://u:tok-403@pypi.corp/simple")) as url:
         assert _get(url + "/pip-index") == 403
         assert _get(url + "/index") == 403
         if os.geteuid() == 0:                                 # and as another user (nobody)
@@ -152,10 +152,10 @@ def test_a_host_process_of_any_user_gets_403(tmp_path, monkeypatch):
 
 
 def test_only_exact_live_paths_are_served(open_server):
-    with buildsettings.hold(BuildSettings(pip_index="https://x.example/simple")) as (state, name):
+    with settings_server.hold(BuildSettings(pip_index="https://x.example/simple")) as (state, name):
         base = f"http://127.0.0.1:{open_server}"
         assert _get(f"{base}/{name}/pip-index") == 200
-        other = buildsettings.token(state, "0" * 16)
+        other = settings_server.token(state, "0" * 16)
         for path in ["/", f"/{name}", f"/{name}/", f"/{name}/index?x=1", f"/{name}/index%3Fx", f"/{name}/../key",
                      f"/{name}/%2e%2e/key", "/key", "/port", f"/{other}/index", f"/{name}.lock", f"/{name}/index/",
                      f"//{name}/index", f"/{name.upper()}/index", f"/{name}/env", "/.builder-settings"]:
@@ -167,7 +167,7 @@ def test_only_exact_live_paths_are_served(open_server):
 
 
 def test_fuzzed_paths_get_nothing_but_the_live_files(open_server):
-    with buildsettings.hold(BuildSettings(pip_index="https://x.example/simple")) as (_, name):
+    with settings_server.hold(BuildSettings(pip_index="https://x.example/simple")) as (_, name):
         live = {f"/{name}/index", f"/{name}/pip-index"}
 
         @settings(max_examples=300, deadline=None)
@@ -179,7 +179,7 @@ def test_fuzzed_paths_get_nothing_but_the_live_files(open_server):
             with socket.create_connection(("127.0.0.1", open_server)) as conn:
                 conn.sendall(f"GET {request} HTTP/1.0\r\n\r\n".encode())
                 status = conn.recv(100).split(b" ")[1]
-            assert (status == b"200") == (request in live or buildsettings._PING.fullmatch(request) is not None)
+            assert (status == b"200") == (request in live or settings_server._PING.fullmatch(request) is not None)
 
         check()
 
@@ -201,7 +201,7 @@ CONTAINER_ID = "9b6d1b4e65424c16245cc2da710c2c64cb22639a04a6321f35425a28ff17267e
     ("0::/user.slice/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n", False),
 ])
 def test_container_cgroup(text, inside):
-    assert buildsettings.container_cgroup(text) is inside
+    assert settings_server.container_cgroup(text) is inside
 
 
 def test_the_peer_socket_and_its_owner_are_found_through_proc():
@@ -211,10 +211,10 @@ def test_the_peer_socket_and_its_owner_are_found_through_proc():
         with socket.create_connection(listener.getsockname()) as client:
             accepted, _ = listener.accept()
             with accepted:
-                inode = buildsettings.socket_inode(client.getsockname(), listener.getsockname())
+                inode = settings_server.socket_inode(client.getsockname(), listener.getsockname())
                 assert inode == os.fstat(client.fileno()).st_ino
-                assert buildsettings.socket_owners(inode) == [os.getpid()]
-                assert buildsettings.peer_in_container(client.getsockname(), listener.getsockname()) is False
+                assert settings_server.socket_owners(inode) == [os.getpid()]
+                assert settings_server.peer_in_container(client.getsockname(), listener.getsockname()) is False
 
 
 def test_a_foreign_server_on_a_fixed_port_is_reported(tmp_path, monkeypatch):
@@ -224,13 +224,13 @@ def test_a_foreign_server_on_a_fixed_port_is_reported(tmp_path, monkeypatch):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         with pytest.raises(UserError, match=f"port {taken} is taken by something else"):
-            with buildsettings.serve(BuildSettings(pip_index="https://x.example/simple"), taken):
+            with settings_server.serve_settings(BuildSettings(pip_index="https://x.example/simple"), taken):
                 pass
         # Without a fixed port, another free port is taken and kept for next time.
         monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
-        state = buildsettings.state_dir()
+        state = settings_server.state_dir()
         (state / "port").write_text(str(taken))
-        with buildsettings.serve(BuildSettings(pip_index="https://x.example/simple")) as url:
+        with settings_server.serve_settings(BuildSettings(pip_index="https://x.example/simple")) as url:
             port_used = int(url.split(":")[2].split("/")[0])
             assert port_used != taken and int((state / "port").read_text()) == port_used
     finally:
@@ -242,20 +242,20 @@ def test_two_cache_dirs_get_their_own_daemons_and_ports(tmp_path, monkeypatch):
     monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
     settings_ = BuildSettings(pip_index="https://x.example/simple")
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "one"))
-    with buildsettings.serve(settings_) as one:
+    with settings_server.serve_settings(settings_) as one:
         monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "two"))
-        with buildsettings.serve(settings_) as two:
+        with settings_server.serve_settings(settings_) as two:
             assert one.split("/")[2] != two.split("/")[2]       # ports differ
             assert one.rsplit("/", 1)[1] != two.rsplit("/", 1)[1]  # so do the keys, hence the tokens
             for url, d in ((one, tmp_path / "one"), (two, tmp_path / "two")):
                 port_ = int(url.split(":")[2].split("/")[0])
-                assert buildsettings._daemon_answers(d / "settings", port_) is True
+                assert settings_server._daemon_answers(d / "settings", port_) is True
 
 
 def test_bad_settings_port_is_one_line(monkeypatch):
     monkeypatch.setenv("BUILDER_SETTINGS_PORT", "80a")
     with pytest.raises(UserError, match="BUILDER_SETTINGS_PORT='80a' is not a TCP port"):
-        buildsettings.port()
+        settings_server.port()
 
 
 def test_doctor_says_whether_the_container_check_can_work():

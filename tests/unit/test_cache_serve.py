@@ -73,7 +73,7 @@ def test_sizes_fit_the_grammar_or_are_refused(text):
     except UserError as exc:
         assert "\n" not in str(exc).replace("\\n", "")
         return
-    assert cache.SIZE.fullmatch(text) and value > 0 and isinstance(value, int)
+    assert cache.config.SIZE.fullmatch(text) and value > 0 and isinstance(value, int)
     assert set(text) <= set(string.digits + ".KkMmGgTtiBb")
 
 
@@ -109,7 +109,7 @@ def served(tmp_path):
 
     def start(directory: Path, listen: str = "127.0.0.1", creds: Path | None = None) -> cache.CacheServer:
         server = cache.CacheServer.checked(directory, free_port(), listen, "1G", "1M", creds)
-        cache.serve(server, detach=True)
+        cache.run_server(server, detach=True)
         servers.append(server)
         return server
 
@@ -176,10 +176,10 @@ def test_loopback_server_has_no_write_auth_and_max_object_size_holds(tmp_path, s
 
 
 def test_nginx_config_check_error_is_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "nginx_binary", lambda: "/bin/false")
+    monkeypatch.setattr(cache.server, "nginx_binary", lambda: "/bin/false")
     server = cache.CacheServer.checked(tmp_path / "c", free_port(), "127.0.0.1", "1G", "1M")
     with pytest.raises(UserError, match="nginx refused the configuration"):
-        cache.serve(server)
+        cache.run_server(server)
 
 
 def test_old_server_json_still_loads(tmp_path):
@@ -209,7 +209,7 @@ def test_only_a_docker_bridges_own_subnet_writes_without_the_credential(address,
 
 
 def test_a_server_on_docker0_lets_this_machines_containers_write(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "_ip_addr_output", lambda: IP_ADDR)
+    monkeypatch.setattr(cache.config, "_ip_addr_output", lambda: IP_ADDR)
     conf = cache.CacheServer(tmp_path / "c", 8742, "172.17.0.1").nginx_conf()
     assert "allow 172.17.0.0/16;" in conf and "allow 127.0.0.1;" in conf and "deny all;" in conf
     lan = cache.CacheServer(tmp_path / "c", 8742, "10.1.2.3").nginx_conf()

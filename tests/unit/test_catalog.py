@@ -1,4 +1,6 @@
 """Loading, inheritance and validation of the release catalog (builder/catalog/__init__.py)."""
+import dataclasses
+
 import pytest
 
 from builder import catalog
@@ -169,8 +171,8 @@ def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
     assert (v.package, v.pythons, v.pins) == ("tensorflow", ("3.10", "3.11"), ("numpy==1.26.4", "protobuf==4.24.4"))
     assert r.gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.7.0.84", "nccl": "nvidia-nccl-cu11==2.16.5"}
     assert r.horovod == catalog.HorovodSpec("0.28.1", ("cloudpickle", "cffi>=1.4.0"))
-    with pytest.raises(Exception):
-        v.pins = ()  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.pins = ()  # type: ignore[misc]  # frozen
     child = 'release: "30.02"\nparent: "30.01"\nhorovod: null\n'
     assert catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.02.yaml": child})).get("30.02").horovod is None
     # a child that says why it has none replaces the parent's Horovod and keeps the reason

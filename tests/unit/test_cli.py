@@ -40,7 +40,7 @@ def test_render_writes_a_context_matching_the_release(tmp_path):
                  "docker-examples/Dockerfile.addpackages", "nvidia-examples/README.md"):
         assert (out / part).exists(), part
     for lock in ("locks/requirements-py3.8.txt", "locks/requirements-py3.9.txt", "locks/horovod.txt",
-                 "image_report.py", "register-gpu-wheels"):
+                 "image_report.py", "fatbin.py", "register-gpu-wheels"):
         assert (out / lock).is_file(), lock
     # Rendering again over our own output is fine: the files the marker lists are replaced.
     again = builder("render", "--release", "21.08", "--variant", "tf2-py3", "--cuda-cc", "8.6", "-o", str(out))

@@ -127,7 +127,7 @@ def test_derive_json_build_args_and_push(engine, pushes):
     out = Captured()
     plan = pl.plan_derive(parent(engine), "reg.example:5000/me/tf:jq", apt=["jq"], test=False,
                           build_args=("HTTP_PROXY=http://p:3128",), push=True)
-    image_id = run.run_derive(plan, engine, BuildSettings(), CAT, as_json=True, out=out)
+    image_id = run.run_derive(plan, lambda: engine, BuildSettings(), CAT, as_json=True, out=out)
     (doc,) = [json.loads(r) for r in out.results]
     assert doc == {"image": "reg.example:5000/me/tf:jq", "image_id": image_id, "parent": "local/tensorflow:21.08-tf2-py3",
                    "pushed": {"ref": "reg.example:5000/me/tf:jq", "digest": DIGEST}}
@@ -144,7 +144,7 @@ def test_derive_refuses_an_undeclared_build_arg_before_building(engine):
     with pytest.raises(pl.UserError, match="--build-arg COMPILE_CACHE: set by --compile-cache"):
         pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False, build_args=("COMPILE_CACHE=x",))
     plan = pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False, build_args=("HTTPS_PROXY=http://p:3128",))
-    assert plan.build_args == {"HTTPS_PROXY": "http://p:3128"}
+    assert plan.user_build_args == {"HTTPS_PROXY": "http://p:3128"}
     assert "build" not in engine.names()
 
 
@@ -198,3 +198,14 @@ def test_base_print_json_and_the_flags_help():
         assert "--build-arg" in helps[cmd] and "--push" in helps[cmd] and "--registry" in helps[cmd], cmd
     assert "-t, --tag" in helps["push"] and "only REF@DIGEST" in helps["push"]
     assert "--release" in helps["doctor"] and "--json" in helps["doctor"]
+
+
+def test_wide_records_are_built_by_keyword_only():
+    """BuildArgs and BuildPlan: a positional call that skips or swaps one of twenty fields
+    is refused instead of meaning something else."""
+    with pytest.raises(TypeError, match="BuildArgs\\(\\) takes keyword arguments only"):
+        pl.BuildArgs("21.08")
+    plan = build_plan()
+    with pytest.raises(TypeError, match="BuildPlan\\(\\) takes keyword arguments only"):
+        pl.BuildPlan(plan.release, plan.variants)
+    assert plan.builder_args["BUILD_ID"] == plan.build_id and plan.user_build_args == {}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from builder.cli import main as cli
 from builder.core import paths, urls
 from builder.core.errors import BuildError, UserError, redact, register_secret, say
-from builder.engine import BuildRequest, DockerEngine, buildsettings
+from builder.engine import BuildRequest, DockerEngine, ProgressMode, buildsettings
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
 HOSTILE = ["'", '"', "$", "`", " ", "\n", "\r", "\0", "#", "?", "&", ";", "\\", "(", ")", "<", ">", "|", "\t", "\x7f"]
@@ -137,7 +137,7 @@ def test_engine_errors_and_the_build_log_are_redacted(tmp_path):
     engine.api = API()
     log = tmp_path / "build.log"
     with pytest.raises(BuildError) as exc:
-        engine.build(BuildRequest(context=tmp_path, log_path=log, quiet=True))
+        engine.build(BuildRequest(context=tmp_path, log_path=log, progress=ProgressMode.QUIET))
     text = log.read_text()
     assert "log-s3cret" not in text and "proxy-s3cret" not in text and "proxyuser:***@proxy" in text
     report = redact(exc.value.report())         # what the error printer shows

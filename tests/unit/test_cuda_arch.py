@@ -67,7 +67,7 @@ def test_module_runs_standalone_as_in_the_image(tmp_path):
     """nvbuild.sh runs this file with the image's python and no builder package."""
     script = tmp_path / "cuda_arch.py"
     script.write_text(open(cuda_arch.__file__).read())
-    run = lambda *a: subprocess.run([sys.executable, str(script), *a], capture_output=True, text=True, cwd=tmp_path)
+    run = lambda *a: subprocess.run([sys.executable, str(script), *a], capture_output=True, text=True, cwd=tmp_path)  # noqa: E731
     ok = run("resolve", "all", "11.2", "5.2,8.6")
     assert ok.returncode == 0 and ok.stdout.strip() == "5.2,8.6"
     bad = run("resolve", "9.9", "11.2")

@@ -147,7 +147,7 @@ def test_an_empty_patch_is_refused(tmp_path, monkeypatch, capsys, option, conten
 
 
 from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 ARGS = st.lists(st.one_of(st.sampled_from(["--sm", "--only", "--cache", "--noclean", "--clean", "--v1", "--v2",
                                            "--python3.9", "--configonly", "8.6", "9.9", "all", "local", "horovod",

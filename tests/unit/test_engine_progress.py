@@ -10,7 +10,7 @@ import json
 import pytest
 
 from builder.core.errors import UserError, register_secret
-from builder.engine import BuildRequest, DockerEngine, Progress, buildkit_engine, buildx, progress_mode
+from builder.engine import BuildRequest, DockerEngine, Progress, ProgressMode, buildkit_engine, buildx, progress_mode
 
 
 class Tty(io.StringIO):
@@ -22,9 +22,10 @@ def clock():
     return 0.0
 
 
-def test_modes_and_the_older_quiet_flag():
-    assert [progress_mode(v) for v in (False, True, "auto", "plain", "quiet", "rawjson")] == [
-        "auto", "quiet", "auto", "plain", "quiet", "rawjson"]
+def test_the_modes_are_one_type_parsed_once():
+    modes = [progress_mode(v) for v in ("auto", "plain", "quiet", "rawjson")]
+    assert modes == [ProgressMode.AUTO, ProgressMode.PLAIN, ProgressMode.QUIET, ProgressMode.RAWJSON]
+    assert modes == ["auto", "plain", "quiet", "rawjson"] and [str(m) for m in modes] == modes
     with pytest.raises(UserError, match="--progress 'tty': use one of auto, plain, quiet, rawjson"):
         progress_mode("tty")
 
@@ -32,7 +33,7 @@ def test_modes_and_the_older_quiet_flag():
 def test_plain_prints_step_and_log_lines_even_on_a_terminal():
     register_secret("s3cr3t-value")
     out = Tty()
-    p = Progress("build", stream=out, quiet="plain", clock=clock)
+    p = Progress("build", stream=out, mode=ProgressMode.PLAIN, clock=clock)
     p.on_step(1, 2, "RUN make")
     p.on_log("compiling with s3cr3t-value")
     p.on_raw({"status": "x"})
@@ -45,10 +46,10 @@ def test_plain_prints_step_and_log_lines_even_on_a_terminal():
 @pytest.mark.parametrize("mode", ["quiet", "rawjson"])
 def test_quiet_and_rawjson_print_no_lines_of_their_own(mode):
     out = io.StringIO()
-    p = Progress("build", stream=out, quiet=mode, clock=clock)
+    p = Progress("build", stream=out, mode=ProgressMode(mode), clock=clock)
     p.on_step(1, 2, "RUN make")
     p.on_log("compiling")
-    assert not p.tick() and p.quiet
+    assert not p.tick() and p.silent
     p.done("built")
     p.on_raw({"stream": "Step 1/2 : RUN make\n"})
     lines = out.getvalue().splitlines()
@@ -81,7 +82,7 @@ def test_the_legacy_builder_honours_plain_and_rawjson(tmp_path, mode):
     engine = object.__new__(DockerEngine)
     engine.api = StreamAPI()
     out = io.StringIO()
-    result = engine.build(BuildRequest(context=tmp_path), Progress("b", stream=out, quiet=mode, clock=clock))
+    result = engine.build(BuildRequest(context=tmp_path), Progress("b", stream=out, mode=ProgressMode(mode), clock=clock))
     assert result.image_id == "sha256:" + "a" * 64
     lines = out.getvalue().splitlines()
     if mode == "plain":
@@ -98,8 +99,8 @@ def test_buildx_objects_reach_rawjson_redacted_and_plain_as_log_lines():
            "logs": [{"vertex": "sha256:a", "data": data}]}
     for mode in ("rawjson", "plain"):
         out = io.StringIO()
-        progress = Progress("b", stream=out, quiet=mode, clock=clock)
-        job = buildx.Job([], lambda event: buildkit_engine.record(event, progress, None))
+        progress = Progress("b", stream=out, mode=ProgressMode(mode), clock=clock)
+        job = buildx.Job([], lambda event, progress=progress: buildkit_engine.record(event, progress, None))
         job.feed(obj)
         text = out.getvalue()
         assert "hunter2-pw" not in text
@@ -111,3 +112,11 @@ def test_buildx_objects_reach_rawjson_redacted_and_plain_as_log_lines():
         else:
             assert text.splitlines() == ["b +00:00 step 1/1: RUN make", "token ***"]
 
+
+
+def test_a_progress_mode_is_one_type():
+    """The mode is parsed once (progress_mode) and carried as a ProgressMode; no other spelling."""
+    assert Progress("p", mode=ProgressMode.QUIET).silent and Progress("p", mode=ProgressMode.RAWJSON).silent
+    assert not Progress("p", mode=ProgressMode.PLAIN).silent
+    with pytest.raises(TypeError):
+        Progress("p", quiet=True)  # type: ignore[call-arg]

@@ -13,6 +13,7 @@ from builder import registry as reg
 from builder.core.contract import LABEL_PREFIX as LABEL
 from builder.core.errors import UserError
 from builder.engine import Interrupted
+from builder.engine.progress import ProgressMode
 from builder.image import describe
 from tests.unit.fake_engine import FakeEngine
 
@@ -32,7 +33,7 @@ def engine(monkeypatch) -> FakeEngine:
 
 
 def pusher(engine: FakeEngine, tries: int = 3) -> reg.Pusher:
-    return reg.Pusher(engine, tries=tries, backoff=2.0, quiet=True)
+    return reg.Pusher(engine, tries=tries, backoff=2.0, progress=ProgressMode.QUIET)
 
 
 def test_transient_push_failures_are_retried_with_backoff(engine, capsys):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -141,7 +140,7 @@ def test_stop_signals_no_process_a_planted_serve_pid_names(tmp_path, servers):
     # The directory's own server is still stopped by it.
     (d / ".server" / "serve.pid").unlink()
     assert serve(d, servers)[0] == 0
-    assert cache._running_pid(cache.CacheServer.load(d))
+    assert cache.state.running_pid(cache.CacheServer.load(d))
     code, err = _stop_line(d)
     assert code == 0, err
     assert not (d / ".server" / "serve.pid").exists()
@@ -156,7 +155,7 @@ def test_stop_does_not_stop_the_server_of_another_directory(tmp_path, servers):
     (d / ".server" / "serve.pid").write_text(pid)
     code, err = _stop_line(d)
     assert code == 2 and "nothing stopped" in err[0], err
-    assert cache._running_pid(cache.CacheServer.load(other)) == int(pid)
+    assert cache.state.running_pid(cache.CacheServer.load(other)) == int(pid)
 
 
 @pytest.mark.parametrize("text", ["-1", "0", "1", " -1\n", "+5", "1_0", "99999999999999999999", "x"])
@@ -167,7 +166,7 @@ def test_stop_never_signals_for_a_pid_that_is_not_one(tmp_path, monkeypatch, cap
     sent = []
     # -1 would signal every process, 0 this process group: recorded here, never sent
     monkeypatch.setattr(os, "kill", lambda pid, sig: sent.append((pid, sig)))
-    monkeypatch.setattr(cache.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(cache.server.time, "sleep", lambda _s: None)
     code = cli.main(["cache", "stop", "--dir", str(d)])
     err = capsys.readouterr().err.strip().splitlines()
     assert sent == [] and code == 2 and len(err) == 1 and "nothing stopped" in err[0], (sent, err)
@@ -191,9 +190,9 @@ def test_stats_counts_the_tail_of_a_big_log(tmp_path, monkeypatch):
     (d / ".server").mkdir(parents=True)
     line = "GET 200 10 100 /ccache/obj\n"
     (d / ".server" / "access.log").write_text("PUT 201 0 100 /ccache/obj\n" * 1000 + line * 1000)
-    monkeypatch.setattr(cache, "_LOG_TAIL", 100 * len(line) + 5)  # 100 lines and a cut one
+    monkeypatch.setattr(cache.usage, "_LOG_TAIL", 100 * len(line) + 5)  # 100 lines and a cut one
     s = cache.stats(cache.CacheServer.load(d))
     assert (s["lookups"], s["hits"], s["stores"]) == (100, 100, 0)
-    monkeypatch.setattr(cache, "_LOG_TAIL", 64 << 20)
+    monkeypatch.setattr(cache.usage, "_LOG_TAIL", 64 << 20)
     s = cache.stats(cache.CacheServer.load(d))
     assert (s["lookups"], s["hits"], s["stores"]) == (1000, 1000, 1000)

@@ -25,7 +25,7 @@ from builder.cli import main as cli
 from builder.core.errors import UserError
 from builder.engine import buildkit_probe
 from builder.image import describe, readback
-from builder.in_image.image_report import device_code
+from builder.in_image.fatbin import device_code
 from builder.run import base
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def section(name: int, offset: int, size: int) -> bytes:
 
 
 SCAN = ("import json, resource, sys\n"
-        "from builder.in_image.image_report import device_code\n"
+        "from builder.in_image.fatbin import device_code\n"
         "found = device_code(sys.argv[1])\n"
         "print(json.dumps({'found': found, 'peak_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n")
 

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from builder import registry
 from builder.cli import main as cli
 from builder.core import errors
 from builder.core.errors import BuildError, CatalogError, PatchError, Problem, UserError
+from builder.engine.progress import ProgressMode
 from builder.supply_chain import signing
 from tests.unit.fake_engine import FakeEngine
 
@@ -49,7 +49,9 @@ def no_network(monkeypatch):
         pytest.fail("the registry was asked before the input was checked")
 
     for name in ("probe", "_request", "_send", "session", "manifest_digest", "served_manifest", "check_before_build"):
-        monkeypatch.setattr(registry, name, never)
+        for module in (registry, registry.transport, registry.manifests):  # wherever it is looked up
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, never)
     for name in ("verify_signature", "verify_attestation", "sign_and_attest"):
         monkeypatch.setattr(signing, name, never)
 
@@ -396,7 +398,7 @@ def test_the_backoff_between_tries_is_capped(monkeypatch):
     monkeypatch.setattr(registry, "config_credentials", lambda host: None)
     monkeypatch.setattr(registry.time, "sleep", waits.append)
     with pytest.raises(registry.PushError, match=f"after {registry.MAX_TRIES} tries"):
-        registry.Pusher(engine, tries=registry.MAX_TRIES, quiet=True).push("local/x:1", "r.example/x:1", None)
+        registry.Pusher(engine, tries=registry.MAX_TRIES, progress=ProgressMode.QUIET).push("local/x:1", "r.example/x:1", None)
     assert len(waits) == registry.MAX_TRIES - 1
     assert waits[:3] == [2, 4, 8] and max(waits) == registry.BACKOFF_CAP
     assert sum(waits) <= registry.MAX_TRIES * registry.BACKOFF_CAP

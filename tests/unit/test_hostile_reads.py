@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from builder import catalog, plan
+from builder.catalog import yaml_loader
 from builder.cli import main as cli
 from builder.core import urls
 from builder.core.errors import UserError
@@ -251,7 +252,7 @@ def test_a_fifo_swapped_into_a_catalog_is_a_problem_not_a_hang(tmp_path, monkeyp
     the read itself (non-blocking open, then fstat)."""
     fifo = tmp_path / "late.yaml"
     os.mkfifo(fifo)
-    monkeypatch.setattr(catalog, "_catalog_files", lambda directory: [fifo])
+    monkeypatch.setattr(yaml_loader, "_catalog_files", lambda directory: [fifo])
     problems: list = []
     assert catalog._read_files(tmp_path, problems) == {}
     assert [p.message for p in problems] == ["cannot read: is a fifo, not a regular file"], problems

@@ -125,6 +125,7 @@ def certs_d(tmp_path, monkeypatch):
     d = tmp_path / "certs.d"
     d.mkdir()
     monkeypatch.setattr(registry, "CERTS_D", d)
+    monkeypatch.setattr(registry.transport, "CERTS_D", d)
     monkeypatch.setattr(signing, "CERTS_D", d)
     monkeypatch.setattr(registry, "config_credentials", lambda host: None)
     return SimpleNamespace(dir=d, ca=ca, cert=cert, key=key)
@@ -233,7 +234,7 @@ def test_a_token_service_that_never_finishes_is_given_up_at_the_deadline(peers, 
 
 def test_probe_gives_up_on_a_peer_that_never_finishes(peers, monkeypatch, certs_d):
     """`verify`, `push` and `build --push` start with the probe: it ends, over TLS and plain HTTP."""
-    monkeypatch.setattr(registry, "PROBE_DEADLINE", DEADLINE, raising=False)
+    monkeypatch.setattr(registry.transport, "PROBE_DEADLINE", DEADLINE)
     slow = peers(dribble=SLOW)
     took, exc, _ = elapsed(lambda: registry.probe(slow.host, insecure=True))
     assert isinstance(exc, (PushError, UserError)) and took < 2 * DEADLINE + 1.5, (took, exc)
@@ -241,7 +242,7 @@ def test_probe_gives_up_on_a_peer_that_never_finishes(peers, monkeypatch, certs_
 
 def test_the_compile_cache_probe_gives_up_on_a_peer_that_never_finishes(peers):
     slow = peers(dribble=SLOW)
-    took, exc, answered = elapsed(lambda: cache._answers(SimpleNamespace(url=f"http://{slow.host}")))
+    took, exc, answered = elapsed(lambda: cache.server._answers(SimpleNamespace(url=f"http://{slow.host}")))
     assert exc is None and answered is False and took < 3.5, (took, exc, answered)
 
 
@@ -284,7 +285,9 @@ def test_every_command_refuses_a_port_out_of_range_in_one_line(args, tmp_path, c
         pytest.fail("the registry or the engine was asked")
 
     for name in ("probe", "_send", "session"):
-        monkeypatch.setattr(registry, name, never)
+        for module in (registry, registry.transport, registry.manifests):  # wherever it is looked up
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, never)
     monkeypatch.setattr(cli, "_engine", never)
     key = tmp_path / "k.pub"
     key.write_text(PUBLIC_KEY)

@@ -18,6 +18,7 @@ from builder.cli import main as cli
 from builder.core import errors, grammar, quoting
 from builder.core.errors import CatalogError, UserError
 from builder.engine import DockerEngine, Progress, buildkit_engine, buildx
+from builder.engine.progress import ProgressMode
 from builder.in_image import cuda_arch
 from tests.unit.conftest import GOOD
 from tests.unit.fake_engine import FakeEngine
@@ -91,10 +92,10 @@ def test_a_proxy_password_never_shows_in_the_rawjson_stream(case, monkeypatch, c
                      "--build-arg", f"HTTP_PROXY={value}"]) == 0
     capsys.readouterr()
     legacy = io.StringIO()
-    Progress("b", stream=legacy, quiet="rawjson", clock=lambda: 0.0).on_raw(
+    Progress("b", stream=legacy, mode=ProgressMode.RAWJSON, clock=lambda: 0.0).on_raw(
         {"stream": f"Step 2/9 : ENV HTTP_PROXY={value} no_proxy=localhost\n"})
     kit = io.StringIO()
-    progress = Progress("b", stream=kit, quiet="rawjson", clock=lambda: 0.0)
+    progress = Progress("b", stream=kit, mode=ProgressMode.RAWJSON, clock=lambda: 0.0)
     job = buildx.Job([], lambda event: buildkit_engine.record(event, progress, None))
     job.feed({"vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN env", "started": "2026-01-01T00:00:00Z"}],
               "logs": [{"vertex": "sha256:a", "data": base64.b64encode(f"HTTP_PROXY={value}\n".encode()).decode()}]})

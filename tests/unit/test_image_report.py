@@ -1,4 +1,4 @@
-"""image_report.py's reading of device code, without cuobjdump: the ELF section table, the
+"""fatbin.py's reading of device code, without cuobjdump: the ELF section table, the
 fatbin containers of .nv_fatbin (golden bytes from a real image, and synthetic ones), the
 files it finds and the components it sorts them into. The cross-check against cuobjdump on
 a real image is tests/integration/test_coverage.py."""
@@ -9,8 +9,8 @@ import struct
 import pytest
 
 from builder.image import readback
-from builder.in_image import image_report
-from builder.in_image.image_report import FatbinError, coverage_table, device_code, fatbin_entries
+from builder.in_image import fatbin
+from builder.in_image.fatbin import FatbinError, coverage_table, device_code, fatbin_entries
 
 MAGIC = 0xBA55ED50
 
@@ -135,12 +135,12 @@ def write(tmp_path, name: str, data: bytes) -> str:
 
 
 def test_device_code_of_a_shared_object(tmp_path):
-    fatbin = container(entry(2, 70, cubin(True)), entry(2, 80, cubin(True)), entry(1, 80, b".entry k\0")) + \
+    section = container(entry(2, 70, cubin(True)), entry(2, 80, cubin(True)), entry(1, 80, b".entry k\0")) + \
         container(entry(2, 90, cubin(True)))
-    path = write(tmp_path, "libfoo.so.1.2", elf({".text": b"\xc3", ".nv_fatbin": fatbin, **dynamic("libfoo.so.1")}))
+    path = write(tmp_path, "libfoo.so.1.2", elf({".text": b"\xc3", ".nv_fatbin": section, **dynamic("libfoo.so.1")}))
     assert device_code(path) == {"path": path, "soname": "libfoo.so.1", "sass": ["70", "80", "90"], "ptx": ["80"],
                                  "modules": 2, "ptx_modules": {"80": 1}}
-    assert image_report.elf_soname(reader(open(path, "rb").read()), image_report.elf_sections(
+    assert fatbin.elf_soname(reader(open(path, "rb").read()), fatbin.elf_sections(
         reader(open(path, "rb").read()))) == "libfoo.so.1"
 
 
@@ -149,8 +149,8 @@ def test_files_without_device_code_are_none(tmp_path, monkeypatch):
     assert device_code(write(tmp_path, "b.so", b"#!/bin/sh\n")) is None                # not ELF
     assert device_code(str(tmp_path / "missing.so")) is None
     damaged = elf({".nv_fatbin": b"\0" * 16 + b"garbage!" * 4})
-    monkeypatch.setattr(image_report.shutil, "which", lambda *a, **k: None)
-    monkeypatch.setattr(image_report.os, "access", lambda *a: False)           # no cuobjdump to fall back on
+    monkeypatch.setattr(fatbin.shutil, "which", lambda *a, **k: None)
+    monkeypatch.setattr(fatbin.os, "access", lambda *a: False)           # no cuobjdump to fall back on
     out = device_code(write(tmp_path, "c.so", damaged))
     assert out == {"path": out["path"], "sass": [], "ptx": [], "error": out["error"]}
     assert "no fatbin container" in out["error"]
@@ -192,11 +192,11 @@ def test_a_library_whose_only_module_is_empty_has_no_kernels(tmp_path):
 
 def test_only_the_section_headers_and_entry_headers_are_read(tmp_path, monkeypatch):
     """A large .nv_fatbin is walked by its headers: its payloads are never read."""
-    big = b"\x01" * (image_report.SMALL_FATBIN + 4096)
+    big = b"\x01" * (fatbin.SMALL_FATBIN + 4096)
     path = write(tmp_path, "libbig.so", elf({".nv_fatbin": container(entry(2, 80, big), entry(1, 80, big))}))
     reads = []
     real_pread = os.pread
-    monkeypatch.setattr(image_report.os, "pread", lambda fd, n, off: reads.append(n) or real_pread(fd, n, off))
+    monkeypatch.setattr(fatbin.os, "pread", lambda fd, n, off: reads.append(n) or real_pread(fd, n, off))
     assert device_code(path)["sass"] == ["80"]
     assert max(reads) < 4096 and sum(reads) < 4096
 
@@ -223,12 +223,12 @@ def test_only_the_section_headers_and_entry_headers_are_read(tmp_path, monkeypat
     ("/usr/lib/x86_64-linux-gnu/libmystery.so.3", "/usr/lib/x86_64-linux-gnu", "libmystery"),
 ])
 def test_components(path, root, component):
-    assert image_report.component_of(path, root, ["/site"]) == component
+    assert fatbin.component_of(path, root, ["/site"]) == component
 
 
 def test_every_component_has_a_name():
-    ids = [c for _, c in image_report.PACKAGE_COMPONENTS] + [c for c, _ in image_report.LIBRARY_COMPONENTS]
-    assert set(ids) == set(image_report.COMPONENT_NAMES)
+    ids = [c for _, c in fatbin.PACKAGE_COMPONENTS] + [c for c, _ in fatbin.LIBRARY_COMPONENTS]
+    assert set(ids) == set(fatbin.COMPONENT_NAMES)
 
 
 def test_ld_so_conf_includes_are_followed(tmp_path):
@@ -236,23 +236,23 @@ def test_ld_so_conf_includes_are_followed(tmp_path):
     (tmp_path / "ld.so.conf").write_text("# comment\ninclude ld.so.conf.d/*.conf\n/usr/local/lib\n")
     (tmp_path / "ld.so.conf.d" / "a.conf").write_text("/opt/a/lib  # wheels\ninclude ../ld.so.conf\n")
     (tmp_path / "ld.so.conf.d" / "b.conf").write_text("/opt/b/lib\n")
-    assert image_report._ld_so_conf_dirs(str(tmp_path / "ld.so.conf")) == ["/opt/a/lib", "/opt/b/lib", "/usr/local/lib"]
+    assert fatbin._ld_so_conf_dirs(str(tmp_path / "ld.so.conf")) == ["/opt/a/lib", "/opt/b/lib", "/usr/local/lib"]
 
 
 def test_the_loaders_copy_counts_and_the_other_is_shadowed(tmp_path, monkeypatch):
     wheel = {"path": "/site/nvidia/cublas/lib/libcublas.so.11", "soname": "libcublas.so.11"}
     toolkit = {"path": "/usr/lib/x86_64-linux-gnu/libcublas.so.11.4.1", "soname": "libcublas.so.11"}
     alone = {"path": "/usr/lib/x86_64-linux-gnu/libcufft.so.10.4.1", "soname": "libcufft.so.10"}
-    monkeypatch.setattr(image_report.os.path, "realpath", lambda p: p)
+    monkeypatch.setattr(fatbin.os.path, "realpath", lambda p: p)
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     binaries = [dict(wheel), dict(toolkit), dict(alone)]
-    image_report.mark_shadowed(binaries, {}, {"libcublas.so.11": wheel["path"], "libcufft.so.10": alone["path"]})
+    fatbin.mark_shadowed(binaries, {}, {"libcublas.so.11": wheel["path"], "libcufft.so.10": alone["path"]})
     assert [b.get("shadowed_by") for b in binaries] == [None, wheel["path"], None]
     binaries = [dict(wheel), dict(toolkit)]  # what the process loaded wins over the cache
-    image_report.mark_shadowed(binaries, {"libcublas.so.11": toolkit["path"]}, {"libcublas.so.11": wheel["path"]})
+    fatbin.mark_shadowed(binaries, {"libcublas.so.11": toolkit["path"]}, {"libcublas.so.11": wheel["path"]})
     assert [b.get("shadowed_by") for b in binaries] == [toolkit["path"], None]
     binaries = [dict(wheel), dict(toolkit)]  # unknown to the loader: both count
-    image_report.mark_shadowed(binaries, {}, {})
+    fatbin.mark_shadowed(binaries, {}, {})
     assert not any("shadowed_by" in b for b in binaries)
 
 
@@ -268,9 +268,9 @@ def test_cuda_binaries_walks_the_python_tree_and_the_library_path(tmp_path, monk
     write(tmp_path, "site/tensorflow/__init__.py", b"")
     write(tmp_path, "lib/libnccl.so.2.19.3", code(90))
     write(tmp_path, "lib/libnvblas.so.12", elf({".nv_fatbin": container(entry(2, 52, cubin(False)))}))
-    monkeypatch.setattr(image_report, "search_roots", lambda: ([str(site)], [str(libdir)]))
-    monkeypatch.setattr(image_report, "_loader_cache", lambda: {})
-    found = {os.path.relpath(b["path"], tmp_path): b for b in image_report.cuda_binaries({})}
+    monkeypatch.setattr(fatbin, "search_roots", lambda: ([str(site)], [str(libdir)]))
+    monkeypatch.setattr(fatbin, "_loader_cache", lambda: {})
+    found = {os.path.relpath(b["path"], tmp_path): b for b in fatbin.cuda_binaries({})}
     assert {p: b["component"] for p, b in found.items()} == {
         "site/tensorflow/python/_pywrap_tensorflow_internal.so": "tensorflow",
         "site/nvidia/cudnn/lib/libcudnn_ops.so.9": "cudnn", "lib/libnccl.so.2.19.3": "nccl",
@@ -284,8 +284,8 @@ def test_search_roots_follow_the_loader(monkeypatch, tmp_path):
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
     monkeypatch.setenv("LD_LIBRARY_PATH", f"{tmp_path / 'a'}::{tmp_path / 'missing'}")
-    monkeypatch.setattr(image_report, "_ld_so_conf_dirs", lambda: [str(tmp_path / "b"), str(tmp_path / "a")])
-    trees, flat = image_report.search_roots()
+    monkeypatch.setattr(fatbin, "_ld_so_conf_dirs", lambda: [str(tmp_path / "b"), str(tmp_path / "a")])
+    trees, flat = fatbin.search_roots()
     assert flat[:2] == [str(tmp_path / "a"), str(tmp_path / "b")]                 # in order, each once
     assert all(os.path.isdir(d) for d in trees + flat)
 
@@ -306,7 +306,7 @@ def test_coverage_table_counts_the_loaded_kernels_and_says_how_much_jit_covers()
     assert table["12.0"]["/a.so"] == {"component": "cudnn", "kind": "ptx", "from": "compute_70", "modules": [2, 10]}
     assert table["12.0"]["/b.so"] == {"component": "cudnn", "kind": "ptx", "from": "compute_80"}  # all 3 JIT
     assert table["12.0"]["/tf.so"] == {"component": "tensorflow", "kind": "ptx", "from": "compute_80"}
-    assert image_report.jit_modules(binaries[0], "7.5") == 2 and image_report.jit_modules(binaries[1], "7.5") == 0
+    assert fatbin.jit_modules(binaries[0], "7.5") == 2 and fatbin.jit_modules(binaries[1], "7.5") == 0
 
 
 def test_a_library_whose_kernels_are_not_in_its_fatbin_is_listed_not_counted():
@@ -314,10 +314,10 @@ def test_a_library_whose_kernels_are_not_in_its_fatbin_is_listed_not_counted():
     # its own data; counting the stub would say cuFFT runs on no GPU newer than Maxwell
     stub = {"path": "/x/nvidia/cufft/lib/libcufft.so.11", "sass": ["52"], "ptx": [], "modules": 1,
             "kernels_elsewhere": True}
-    assert not image_report.counted(stub)
+    assert not fatbin.counted(stub)
     assert "not in .nv_fatbin" in readback._why_not_counted(stub)
-    assert image_report.counted({**stub, "kernels_elsewhere": False})
-    assert any(fnmatch.fnmatch("libcufft.so.11", p) for p in image_report.KERNELS_ELSEWHERE)
+    assert fatbin.counted({**stub, "kernels_elsewhere": False})
+    assert any(fnmatch.fnmatch("libcufft.so.11", p) for p in fatbin.KERNELS_ELSEWHERE)
 
 
 def test_a_corrupt_elf_is_one_files_error_never_the_reports(tmp_path):

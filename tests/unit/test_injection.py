@@ -15,12 +15,9 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

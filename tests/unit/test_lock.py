@@ -60,7 +60,7 @@ def test_each_lock_pins_the_catalog_exactly_with_hashes_in_pip_20_3_syntax(targe
         assert found[catalog.canonical_name(name)][0] == version, req
     for name in (target.release.horovod.requires if target.release.horovod else ()):
         assert catalog.canonical_name(name) in found
-    for name, (version, block) in found.items():
+    for name, (_version, block) in found.items():
         assert "--hash=sha256:" in block, name
     # Only what Debian 11's pip 20.3.4 reads with --require-hashes: comments, `name==version \`
     # and hash lines; no index URL, no other option.

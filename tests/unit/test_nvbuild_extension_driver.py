@@ -3,10 +3,8 @@ real nvbuild.sh on a minimal extension-shaped tree whose Makefile "compiles" thr
 $(COMPILER_LAUNCHER) with a fake compiler, and a fake ccache on PATH that logs in
 ccache's format (so the units really compiled are known). Nothing is compiled here."""
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

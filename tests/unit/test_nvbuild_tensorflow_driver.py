@@ -8,7 +8,6 @@ and that the phases run in order; nothing more: no TensorFlow is compiled here.
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -112,7 +112,7 @@ def test_a_derive_checks_patches_builds_reads_back_and_only_then_tags(engine, tm
     patch.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
     out = Captured()
     plan = pl.plan_derive(parent(engine), "me/tf:fix", patches=[patch], test=False)
-    run.run_derive(plan, engine, BuildSettings(), CAT, out=out)
+    run.run_derive(plan, lambda: engine, BuildSettings(), CAT, out=out)
     names = engine.names()
     first_run, first_build = names.index("run_capture"), names.index("build")
     assert first_run < first_build  # the patch is tried on the parent's source first
@@ -125,7 +125,7 @@ def test_a_patch_that_does_not_apply_builds_nothing(engine, tmp_path):
     engine.run_handler = lambda image, command: (10, "FAILED bad.patch\nHunk #1 FAILED at 1")
     plan = pl.plan_derive(parent(engine), "me/tf:bad", patches=[patch], test=False)
     with pytest.raises(PatchError, match="patch bad.patch does not apply to the source in .*: Hunk #1 FAILED"):
-        run.run_derive(plan, engine, BuildSettings(), CAT, out=Captured())
+        run.run_derive(plan, lambda: engine, BuildSettings(), CAT, out=Captured())
     assert "build" not in engine.names() and "tag" not in engine.names()
 
 
@@ -135,7 +135,7 @@ def test_a_runtime_image_is_not_a_parent_and_the_one_line_names_its_devel_image(
     engine.add_image("local/tensorflow:26.11-tf2-py3-runtime", labels=labels, env=[])
     plan = pl.plan_derive("local/tensorflow:26.11-tf2-py3-runtime", "me/tf:x", pip=["jq"], test=False)
     with pytest.raises(UserError) as err:
-        run.run_derive(plan, engine, BuildSettings(), CAT, out=Captured())
+        run.run_derive(plan, lambda: engine, BuildSettings(), CAT, out=Captured())
     assert str(err.value) == ("--from local/tensorflow:26.11-tf2-py3-runtime is a runtime image (no compiler, no CUDA "
                               "toolkit): derive from its devel image, local/tensorflow:26.11-tf2-py3")
     assert "build" not in engine.names() and "tag" not in engine.names()
@@ -143,7 +143,7 @@ def test_a_runtime_image_is_not_a_parent_and_the_one_line_names_its_devel_image(
 
 def test_a_base_that_exists_is_not_built_again(engine):
     out = Captured()
-    tag = run.run_base(pl.plan_base(CAT, "21.08"), engine, BuildSettings(), out=out)
+    tag = run.run_base(pl.plan_base(CAT, "21.08"), lambda: engine, BuildSettings(), out=out)
     assert tag == BaseRecipe(REL.offline).tag == out.results[0] and "build" not in engine.names()
     assert "nothing to do" in out.messages[0]
 
@@ -153,7 +153,7 @@ def test_a_missing_base_is_built_on_its_rootfs_then_tagged(monkeypatch, tmp_path
     engine = FakeEngine()
     recipe = BaseRecipe(REL.offline)
     engine.add_image(recipe.rootfs_image)  # debootstrap already imported: no debootstrap here
-    tag = run.run_base(pl.plan_base(CAT, "21.08"), engine, BuildSettings(), out=Captured())
+    tag = run.run_base(pl.plan_base(CAT, "21.08"), lambda: engine, BuildSettings(), out=Captured())
     assert [n for n in engine.names() if n in ("build", "tag")] == ["build", "tag"] and engine.image_id(tag)
     request = next(c[1] for c in engine.calls if c[0] == "build")
     assert request.log_path == tmp_path / "cache" / "logs" / f"base-{tag.split(':')[-1]}.log"  # where every command logs
@@ -174,7 +174,7 @@ def test_a_layer_cache_and_a_builder_reach_each_image_build_and_never_the_label_
     assert refs == ["r.corp/tf-cache:base-bullseye-cuda11.2-py3.9", "r.corp/tf-cache:21.08-tf2-py3", None]
     engine.calls.clear()
     run.run_derive(pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
-                   engine, settings, CAT, out=Captured())
+                   lambda: engine, settings, CAT, out=Captured())
     refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
     assert refs == ["r.corp/tf-cache:derive-me_tf_jq", None]
 
@@ -191,7 +191,7 @@ def test_zstd_reaches_every_build_the_label_step_included(monkeypatch, tmp_path)
     assert [c[1].compression for c in engine.calls if c[0] == "build"] == ["zstd"] * 3  # base, image, labels
     engine.calls.clear()
     run.run_derive(pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
-                   engine, settings, CAT, out=Captured())
+                   lambda: engine, settings, CAT, out=Captured())
     assert [c[1].compression for c in engine.calls if c[0] == "build"] == ["zstd", "zstd"]
 
 

@@ -119,7 +119,7 @@ def test_build_args_reach_the_jobs_and_are_checked():
     (job,) = plan.variants[0].images["offline"]
     assert job.buildargs["HTTPS_PROXY"] == "http://proxy:3128" and job.buildargs["no_proxy"] == "localhost"
     assert plan.base_job.buildargs["HTTPS_PROXY"] == "http://proxy:3128"  # the base's downloads too
-    assert plan.build_args == {"HTTPS_PROXY": "http://proxy:3128", "no_proxy": "localhost"}
+    assert plan.user_build_args == {"HTTPS_PROXY": "http://proxy:3128", "no_proxy": "localhost"}
     assert job.expect == build_plan().variants[0].images["offline"][0].expect  # the read-back is unchanged
 
 

@@ -3,7 +3,7 @@ A fake clock and stream; no engine."""
 import io
 import time
 
-from builder.engine import HEARTBEAT_SECONDS, Progress
+from builder.engine import HEARTBEAT_SECONDS, Progress, ProgressMode
 
 
 class Clock:
@@ -56,7 +56,7 @@ def test_before_the_first_step_it_says_starting():
 
 
 def test_no_heartbeat_when_quiet_or_on_a_terminal():
-    for p in (Progress("q", stream=io.StringIO(), quiet=True, clock=Clock()), Progress("t", stream=Tty(), clock=Clock())):
+    for p in (Progress("q", stream=io.StringIO(), mode=ProgressMode.QUIET, clock=Clock()), Progress("t", stream=Tty(), clock=Clock())):
         p.clock.now += 600
         assert not p.tick()
 

@@ -1,11 +1,10 @@
 """The reference pages are generated from the code and must not drift from it:
 docs/reference/cli.md and catalog.md equal a fresh `python3 -m builder.cli.reference`, and the
-catalog schema they are written from (`builder/catalog/catalog_schema.py`) agrees with the
-validator (`builder/catalog/__init__.py`) both ways: a catalog holding every described field
-loads, and at every level the validator's own list of allowed keys is the schema's."""
+catalog's JSON Schema it is written from (generated from the models of
+builder/catalog/schema.py) agrees with the loader both ways: a catalog holding every described
+field loads, and at every level the loader's own list of allowed keys is the schema's."""
 from __future__ import annotations
 
-import ast
 import copy
 import re
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 import yaml
 
 from builder import catalog
-from builder.catalog import catalog_schema
+from builder.catalog import json_schema
 from builder.cli import reference
 from builder.core.errors import CatalogError
 
@@ -53,24 +52,40 @@ def test_the_cli_page_names_every_command_and_option():
 
 
 # --- the schema against the validator -------------------------------------------------
+# The page and the JSON Schema come from the models the loader validates with; these tests
+# hold the schema's examples and key sets to what the loader accepts and refuses.
 
-def _concrete(path: str) -> list[str]:
-    return [catalog_schema.SAMPLE_NAMES.get(part, part) for part in path.split(".")] if path else []
+SAMPLE_VARIANT = "tf2-py3"
+
+
+def _deref(doc: dict, node: dict) -> dict:
+    return reference._deref(doc, node)
+
+
+def _build(doc: dict, node: dict) -> dict:
+    """A mapping holding every field NODE describes, each with its example."""
+    out: dict = {}
+    for name, prop in node.get("properties", {}).items():
+        if prop.get("deprecated"):
+            continue
+        if prop.get("examples"):
+            out[name] = copy.deepcopy(prop["examples"][0])
+            continue
+        for choice in reference._choices(doc, prop):
+            if "properties" in choice:
+                out[name] = _build(doc, choice)
+            elif isinstance(choice.get("additionalProperties"), dict) and "$ref" in choice["additionalProperties"]:
+                out[name] = {SAMPLE_VARIANT: _build(doc, _deref(doc, choice["additionalProperties"]))}
+            else:
+                continue
+            break
+    return out
 
 
 def maximal() -> dict:
     """A release holding every field the schema describes, each with its example."""
-    data: dict = {}
-    for f in catalog_schema.FIELDS:
-        *parents, leaf = _concrete(f.path)
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        if f.example is None:
-            node.setdefault(leaf, {})
-        else:
-            node[leaf] = copy.deepcopy(f.example)
-    return data
+    doc = json_schema.resolved()
+    return _build(doc, doc)
 
 
 def _load(tmp_path: Path, release: dict):
@@ -82,19 +97,29 @@ def _load(tmp_path: Path, release: dict):
 
 def test_a_release_with_every_described_field_loads(tmp_path):
     data = maximal()
-    assert data["parent"] == "_schema_root"
+    assert data["parent"] == "_schema_root" and "horovod" in data and "device_code" in \
+        data["variants"][SAMPLE_VARIANT]["framework"]
     loaded = _load(tmp_path, data).get(str(data["release"]))
-    assert set(loaded.variants) == {catalog_schema.SAMPLE_NAMES["<variant>"]}
+    assert set(loaded.variants) == {SAMPLE_VARIANT}
 
 
 def _levels() -> dict[str, set[str]]:
     """Each mapping the schema describes by named keys: its path and those keys (keys moved
     elsewhere included: the validator still recognises them, to say where they went)."""
+    doc = json_schema.resolved()
     levels: dict[str, set[str]] = {}
-    for path in [f.path for f in catalog_schema.FIELDS] + list(catalog_schema.MOVED):
-        parent, _, leaf = path.rpartition(".")
-        if not leaf.startswith("<"):
-            levels.setdefault(parent, set()).add(leaf)
+
+    def walk(node: dict, path: str) -> None:
+        levels[path] = set(node.get("properties", {}))
+        for name, prop in node.get("properties", {}).items():
+            for choice in reference._choices(doc, prop):
+                where = f"{path}.{name}".lstrip(".")
+                if "properties" in choice:
+                    walk(choice, where)
+                entry = choice.get("additionalProperties")
+                if isinstance(entry, dict) and "$ref" in entry:
+                    walk(_deref(doc, entry), f"{where}.{SAMPLE_VARIANT}")
+    walk(doc, "")
     return levels
 
 
@@ -103,12 +128,12 @@ def test_the_validator_allows_exactly_the_described_keys(tmp_path, level):
     """An unknown key at each level makes the validator list what it allows there."""
     data = maximal()
     node = data
-    for part in _concrete(level):
+    for part in level.split(".") if level else []:
         node = node[part]
     node[UNKNOWN] = "x"
     with pytest.raises(CatalogError) as caught:
         _load(tmp_path, data)
-    key = ".".join([*_concrete(level), UNKNOWN])
+    key = ".".join([*(level.split(".") if level else []), UNKNOWN])
     found = [p.message for p in caught.value.problems if p.key == key]
     assert found, f"the validator does not refuse {key}: {[str(p) for p in caught.value.problems]}"
     allowed = set(re.fullmatch(r"unknown key \(allowed: (.*)\)", found[0]).group(1).split(", "))
@@ -117,16 +142,9 @@ def test_the_validator_allows_exactly_the_described_keys(tmp_path, level):
         f"{level or 'top level'}: (accepted but not described, described but not accepted)"
 
 
-def test_every_key_set_of_the_validator_is_described():
-    """The module-level *_KEYS sets of catalog.py (read with ast, so a new one counts at once):
-    each key is the last part of some described path."""
-    tree = ast.parse((ROOT / "builder" / "catalog" / "__init__.py").read_text(encoding="utf-8"))
-    leaves = {p.rpartition(".")[2] for p in [f.path for f in catalog_schema.FIELDS] + list(catalog_schema.MOVED)}
-    sets = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Set) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id.endswith("_KEYS"):
-            sets[node.targets[0].id] = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
-    assert "TOP_KEYS" in sets and "VARIANT_KEYS" in sets
-    missing = {name: sorted(keys - leaves) for name, keys in sets.items() if keys - leaves}
-    assert missing == {}
+def test_the_key_sets_other_modules_read_are_the_models():
+    """The *_KEYS names builder.catalog still exports are the models' keys, not a copy."""
+    levels = _levels()
+    assert catalog.TOP_KEYS == levels[""] and catalog.VENDOR_KEYS == levels["vendor"]
+    assert catalog.ENTRYPOINT_KEYS == levels["entrypoint"] - {"copyright_holder"}  # moved
+    assert catalog.FRAMEWORK_KEYS == levels[f"variants.{SAMPLE_VARIANT}.framework"]

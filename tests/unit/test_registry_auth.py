@@ -236,10 +236,10 @@ def test_a_push_with_credentials_to_a_registry_whose_token_service_is_plain_http
     from builder import registry
 
     answers = {"https": 'Bearer realm="http://auth.example/token",service="r"'}
-    monkeypatch.setattr(registry, "_request", lambda *a, **k: (401, {"www-authenticate": answers["https"]}, b""))
+    monkeypatch.setattr(registry.transport, "_request", lambda *a, **k: (401, {"www-authenticate": answers["https"]}, b""))
     transport = registry.probe(HOST)
     assert transport == registry.Transport(HOST, "https", True, answers["https"])
-    monkeypatch.setattr(registry, "_request", lambda *a, **k: pytest.fail("asked the registry again"))
+    monkeypatch.setattr(registry.transport, "_request", lambda *a, **k: pytest.fail("asked the registry again"))
     with pytest.raises(UserError) as exc:
         registry.check_token_service(transport)
     assert "token service over plain HTTP" in str(exc.value) and "\n" not in str(exc.value)

@@ -15,6 +15,7 @@ import pytest
 from builder import registry as reg
 from builder.cli import main as cli
 from builder.core.errors import UserError
+from builder.engine.progress import ProgressMode
 from tests.integration.registries import make_ca_and_cert as make_cert
 from tests.unit.fake_engine import FakeEngine
 
@@ -140,6 +141,7 @@ def certs_d(tmp_path, monkeypatch):
     d = tmp_path / "certs.d"
     d.mkdir()
     monkeypatch.setattr(reg, "CERTS_D", d)
+    monkeypatch.setattr(reg.transport, "CERTS_D", d)
     monkeypatch.setattr(reg, "config_credentials", lambda host: None)
     return d
 
@@ -165,7 +167,7 @@ CREDS = reg.Credentials("alice", "pw-unit-s3cret")
 
 def pusher(registry: Registry, ca: Path | None = None) -> tuple[reg.Pusher, RegistryEngine]:
     engine = RegistryEngine(registry, ca)
-    return reg.Pusher(engine, tries=2, backoff=0.01, quiet=True), engine
+    return reg.Pusher(engine, tries=2, backoff=0.01, progress=ProgressMode.QUIET), engine
 
 
 def test_untrusted_certificate_is_refused_before_anything_is_sent(tls_registry, certs_d):

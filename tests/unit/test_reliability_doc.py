@@ -19,7 +19,7 @@ REFERENCE = re.compile(r"`((?:unit|integration|tests|builder)/[\w/.-]*test_\w*\.
                        r"|::\w+(?:\[[^`\]]*\])?|\.\.\.\[[^`\]]*\])`")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def functions(path: Path) -> frozenset[str]:
     """Names of the test file's functions: module level, and Class::method."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))

@@ -241,7 +241,7 @@ def test_render_all_check_with_a_private_catalog_ignores_unknown_releases(checko
 
 
 from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 PATH_PARTS = st.sampled_from(["a", "..", ".", "", "/", "b c", "\n", "\0", "x/../..", "ok.txt", "~"])
 

@@ -5,7 +5,6 @@ local compile cache: every RUN of nvbuild.sh mounts it. The legacy builder gets 
 Dockerfile without the builder's mounts (and the settings over loopback)."""
 import functools
 import os
-import re
 import stat
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from builder.catalog import load
 from builder.core import contract, paths
-from builder.engine import buildsettings, legacy_dockerfile, without_builder_mounts
+from builder.engine import ProgressMode, buildsettings, legacy_dockerfile, without_builder_mounts
 from builder.engine.buildsettings import BuildSettings
 from builder.render import RenderOptions, render
 from tests.unit.dockerfile_lexer import instructions
@@ -192,7 +191,7 @@ def test_a_derive_hands_settings_over_the_backends_way(tmp_path, monkeypatch, ba
     spec = derive.DeriveSpec(parent="local/parent:1", apt=["jq"])
     job = derive.job(spec, "local/parent:1", engine.inspect("local/parent:1"), catalog.load(), "me/tf:1",
                      "derive-me_tf_1.log", compile_cache=None, no_cache=False)
-    image.build(engine, job, BuildSettings(pip_index="https://pypi.corp/simple"), quiet=True)
+    image.build(engine, job, BuildSettings(pip_index="https://pypi.corp/simple"), progress=ProgressMode.QUIET)
     request = seen["request"]
     if backend == "buildkit":
         assert seen["files"] == {"builder-pip-index": "https://pypi.corp/simple\n"}

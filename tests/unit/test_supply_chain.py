@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path
 
 import pytest
 
@@ -184,11 +183,11 @@ def test_build_sign_needs_push_and_a_key_that_opens_before_anything_is_built(tmp
 
     cat = catalog.load()
     with pytest.raises(UserError, match="--sign signs what --push pushes"):
-        pl.plan_build(cat, pl.BuildArgs("21.08", sign=tmp_path / "cosign.key"))
+        pl.plan_build(cat, pl.BuildArgs(release="21.08", sign=tmp_path / "cosign.key"))
     key = tmp_path / "cosign.key"
     key.write_text("k")
     monkeypatch.delenv("COSIGN_PASSWORD", raising=False)
-    plan = pl.plan_build(cat, pl.BuildArgs("21.08", push_to="r.example/ml", sign=key))
+    plan = pl.plan_build(cat, pl.BuildArgs(release="21.08", push_to="r.example/ml", sign=key))
     assert plan.pushes["local/tensorflow:21.08-tf2-py3"].sign == key  # each push signs
 
     def never():

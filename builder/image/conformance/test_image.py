@@ -264,7 +264,7 @@ def test_horovod_allreduces_across_two_processes(horovod, host, launcher):
         # a hang is retried once and reported with its stacks; a second hang or any
         # failure fails the test.
         first = out.stdout[-6000:]
-        warnings.warn(f"{launcher} hung once and was run again; its processes and stacks:\n{first}")
+        warnings.warn(f"{launcher} hung once and was run again; its processes and stacks:\n{first}", stacklevel=2)
         out = launch(host, launcher, limit=240)
         assert out.rc == 0, f"hung, then: {out.stdout[-3000:]}\n--- the first hang:\n{first}"
     assert out.rc == 0, out.stdout[-3000:]

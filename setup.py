@@ -8,6 +8,7 @@ says a checkout's the same way). An sdist carries the same files at its top, BUI
 included, so a wheel built from it (`python -m build`) knows its commit without git.
 An editable install (`pip install -e .`) copies nothing: it runs from the checkout.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -26,8 +27,21 @@ DATA = Path("builder") / "_data"
 COMMIT_FILE = "BUILD_COMMIT"
 # Without git (a tarball, an unpacked sdist): build products never shipped (the names
 # builder/image/buildcontext.py leaves out of a build context, and framework-src/.gitignore's).
-SKIPPED = ("__pycache__", "*.pyc", "build", "dist", "*.egg-info", "*.o", "*.so", ".git", "bazel-*",
-           ".pytest_cache", "config.mk", "config.mk.*", ".tf_configure.bazelrc*")
+SKIPPED = (
+    "__pycache__",
+    "*.pyc",
+    "build",
+    "dist",
+    "*.egg-info",
+    "*.o",
+    "*.so",
+    ".git",
+    "bazel-*",
+    ".pytest_cache",
+    "config.mk",
+    "config.mk.*",
+    ".tf_configure.bazelrc*",
+)
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -54,8 +68,11 @@ def build_commit(root: Path = HERE) -> str:
         return text
     rev = (_git(root, "describe", "--always", "--dirty", "--abbrev=12") or "").strip()
     # untracked files ship too (shipped_files), and `describe --dirty` does not see them
-    if rev and not rev.endswith("-dirty") and _git(root, "ls-files", "--others", "--exclude-standard", "--",
-                                                   "builder", *SHIPPED):
+    if (
+        rev
+        and not rev.endswith("-dirty")
+        and _git(root, "ls-files", "--others", "--exclude-standard", "--", "builder", *SHIPPED)
+    ):
         rev += "-dirty"
     return rev or text or "unknown"
 
@@ -110,7 +127,9 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
-        if not getattr(self, "editable_mode", False):  # setuptools < 64 has no attribute  # an editable install reads the checkout itself
+        if not getattr(
+            self, "editable_mode", False
+        ):  # setuptools < 64 has no attribute  # an editable install reads the checkout itself
             self._data_outputs = copy_shipped(HERE, Path(self.build_lib) / DATA)
 
     def get_outputs(self, include_bytecode=1):

@@ -13,6 +13,7 @@ Prints one JSON line:
 
     python3 bench/flow.py
 """
+
 from __future__ import annotations
 
 import collections
@@ -83,17 +84,33 @@ def main() -> None:
         elif event == "return" and stack:
             stack.pop()
 
-    plan = planning.plan_build(cat, planning.BuildArgs(release="21.08", build_id="t1", base="offline",
-                                                       cuda_cc="5.2,6.0,6.1,7.0,7.5,8.0,8.6"))
+    plan = planning.plan_build(
+        cat, planning.BuildArgs(release="21.08", build_id="t1", base="offline", cuda_cc="5.2,6.0,6.1,7.0,7.5,8.0,8.6")
+    )
     sys.setprofile(profile)
     try:
-        run.run_build(plan, lambda: engine, BuildSettings(), progress=ProgressMode.QUIET,
-                      out=run.Output(result=lambda s: None, say=lambda s: None))
+        run.run_build(
+            plan,
+            lambda: engine,
+            BuildSettings(),
+            progress=ProgressMode.QUIET,
+            out=run.Output(result=lambda s: None, say=lambda s: None),
+        )
     finally:
         sys.setprofile(None)
-    print(json.dumps({"modules_entered": len(entered), "switches": counts["switches"], "climbs": counts["climbs"],
-                      "renders": counts["renders"], "plan_calls": counts["plan_calls"],
-                      "stages": max(levels.values()), "modules": sorted(m.removeprefix("builder.") for m in entered)}))
+    print(
+        json.dumps(
+            {
+                "modules_entered": len(entered),
+                "switches": counts["switches"],
+                "climbs": counts["climbs"],
+                "renders": counts["renders"],
+                "plan_calls": counts["plan_calls"],
+                "stages": max(levels.values()),
+                "modules": sorted(m.removeprefix("builder.") for m in entered),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

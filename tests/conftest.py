@@ -6,6 +6,7 @@ each named with the test it happened in, as a warning line at once and in the su
 the kernel killed it; a full disk stalls the engine). And a time budget for the whole run:
 CI stops at 90 minutes and a run cut off there prints nothing, so once the budget is spent
 the remaining tests fail at once, saying why, and the run still prints its results."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,9 @@ ENGINE_ROOT = WATCHED[0]
 MODULE_DISK_SHOWN = 1e9  # a module whose peak stayed below this is not listed
 DOCKERD_PID = "/var/run/docker.pid"
 DOCKERD_WARN = 4 << 30  # bytes of resident memory
-DISK_WARN = float(os.environ.get("TEST_DISK_WARN", 8e9))  # bytes free: a release build and its export need about this much
+DISK_WARN = float(
+    os.environ.get("TEST_DISK_WARN", 8e9)
+)  # bytes free: a release build and its export need about this much
 # seconds for the whole pytest run: CI allows 90 minutes, setup on a fresh machine included
 BUDGET = float(os.environ.get("TEST_TIME_BUDGET", 4500))
 lowest: dict[str, tuple[int, str]] = {}
@@ -55,8 +58,7 @@ def _memory_available() -> int | None:
 def pytest_report_header(config) -> str:
     disk = ", ".join(f"{_free(p) / 1e9:.1f} GB free on {p}" for p in WATCHED if _free(p) is not None)
     mem = _memory_available()
-    return f"machine: {disk}" + (f", {mem / 1e9:.1f} GB memory available" if mem else "") + \
-        f", {os.cpu_count()} cores"
+    return f"machine: {disk}" + (f", {mem / 1e9:.1f} GB memory available" if mem else "") + f", {os.cpu_count()} cores"
 
 
 class Watch(threading.Thread):
@@ -140,8 +142,7 @@ def budget_left(config) -> float:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item) -> None:
     if budget_left(item.config) <= 0:
-        pytest.fail(f"the run's time budget ({BUDGET:.0f} s, TEST_TIME_BUDGET) is spent: not started",
-                    pytrace=False)
+        pytest.fail(f"the run's time budget ({BUDGET:.0f} s, TEST_TIME_BUDGET) is spent: not started", pytrace=False)
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
@@ -164,8 +165,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"least free disk on {path}: {free / 1e9:.1f} GB, during {nodeid}")
     for module, (start, low) in watch.module_disk.items():
         if start - low >= MODULE_DISK_SHOWN:
-            terminalreporter.write_line(f"disk used above its start by {module}: {(start - low) / 1e9:.1f} GB at "
-                                        f"its peak ({start / 1e9:.1f} GB free when it started)")
+            terminalreporter.write_line(
+                f"disk used above its start by {module}: {(start - low) / 1e9:.1f} GB at "
+                f"its peak ({start / 1e9:.1f} GB free when it started)"
+            )
     if engine_peak[0]:
-        terminalreporter.write_line(f"dockerd's largest resident memory: {engine_peak[0] / 2**30:.1f} GiB, "
-                                    f"during {engine_peak[1]}")
+        terminalreporter.write_line(
+            f"dockerd's largest resident memory: {engine_peak[0] / 2**30:.1f} GiB, during {engine_peak[1]}"
+        )

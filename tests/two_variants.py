@@ -2,6 +2,7 @@
 `tf2-py3-amp`: the same framework and locks as tf2-py3, automatic mixed precision on by
 default. The shipped releases have one buildable variant each (TensorFlow 1.15 has no
 wheel for the bases' Python), and spreading --all over builders needs two."""
+
 from __future__ import annotations
 
 import shutil

@@ -6,6 +6,7 @@ host network; other build machines through --listen.
 objects under --max-size, oldest first; `stats` (usage.py) reads the size on disk and the hit rate
 from nginx's access log (a GET answered 200 is a hit, 404 a miss).
 """
+
 from __future__ import annotations
 
 from builder.cache.config import (
@@ -24,6 +25,22 @@ from builder.cache.config import (
 from builder.cache.server import nginx_binary, prune, run_server, stop
 from builder.cache.usage import stats, stats_text
 
-__all__ = ["DEFAULT_PORT", "MAX_OBJECT", "WRITE_USER", "CacheServer", "check_address", "check_directory",
-           "default_dir", "docker_bridge_subnet", "is_loopback", "nginx_string", "parse_size", "nginx_binary",
-           "prune", "run_server", "stop", "stats", "stats_text"]
+__all__ = [
+    "DEFAULT_PORT",
+    "MAX_OBJECT",
+    "WRITE_USER",
+    "CacheServer",
+    "check_address",
+    "check_directory",
+    "default_dir",
+    "docker_bridge_subnet",
+    "is_loopback",
+    "nginx_string",
+    "parse_size",
+    "nginx_binary",
+    "prune",
+    "run_server",
+    "stop",
+    "stats",
+    "stats_text",
+]

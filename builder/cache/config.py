@@ -1,5 +1,6 @@
 """The cache server's configuration: its options, each typed and checked before anything
 is written, and the nginx.conf they make."""
+
 from __future__ import annotations
 
 import base64
@@ -124,8 +125,15 @@ class CacheServer:
     credentials_file: Path | None = None  # USER:PASSWORD for writes from other machines
 
     @classmethod
-    def checked(cls, directory: Path, port: int, listen: str, max_size: str, max_object_size: str,
-                credentials_file: Path | None = None) -> CacheServer:
+    def checked(
+        cls,
+        directory: Path,
+        port: int,
+        listen: str,
+        max_size: str,
+        max_object_size: str,
+        credentials_file: Path | None = None,
+    ) -> CacheServer:
         """Every option typed and checked, before anything is written."""
         if not 0 < port < 65536:
             raise UserError(f"--port {port} is not a TCP port (1-65535)")
@@ -136,8 +144,14 @@ class CacheServer:
             raise UserError(f"--max-object-size {max_object_size} is more than {MAX_OBJECT >> 30}G")
         if credentials_file is not None:
             read_credentials(Path(credentials_file), None, "--write")
-        return cls(check_directory(directory), port, listen, size, object_size,
-                   Path(credentials_file).absolute() if credentials_file else None)
+        return cls(
+            check_directory(directory),
+            port,
+            listen,
+            size,
+            object_size,
+            Path(credentials_file).absolute() if credentials_file else None,
+        )
 
     @property
     def state(self) -> Path:
@@ -171,10 +185,19 @@ class CacheServer:
         """server.json, written as a new file in the open state directory STATE_FD."""
         import json
 
-        write_new("server.json", json.dumps(
-            {"port": self.port, "listen": self.listen, "max_size": self.max_size,
-             "max_object_size": self.max_object_size,
-             "credentials_file": str(self.credentials_file) if self.credentials_file else None}), state_fd)
+        write_new(
+            "server.json",
+            json.dumps(
+                {
+                    "port": self.port,
+                    "listen": self.listen,
+                    "max_size": self.max_size,
+                    "max_object_size": self.max_object_size,
+                    "credentials_file": str(self.credentials_file) if self.credentials_file else None,
+                }
+            ),
+            state_fd,
+        )
 
     @classmethod
     def load(cls, directory: Path) -> CacheServer:
@@ -207,9 +230,11 @@ class CacheServer:
             bridge = docker_bridge_subnet(self.listen, _ip_addr_output())
             local += [bridge] if bridge else []  # this machine's build containers (docker0)
             allow = "".join(f"                allow {a};\n" for a in local)
-            writes = (f"            satisfy any;\n            limit_except GET HEAD {{\n{allow}"
-                      f"                deny all;\n                auth_basic \"compile cache writes\";\n"
-                      f"                auth_basic_user_file {q(self.htpasswd)};\n            }}\n")
+            writes = (
+                f"            satisfy any;\n            limit_except GET HEAD {{\n{allow}"
+                f'                deny all;\n                auth_basic "compile cache writes";\n'
+                f"                auth_basic_user_file {q(self.htpasswd)};\n            }}\n"
+            )
         return f"""{user}daemon off;
 worker_processes 2;
 pid {q(self.state / "nginx.pid")};
@@ -253,4 +278,3 @@ http {{
         write_new(tmp, f"{user}:{ssha(password)}\n", state_fd, 0o600)
         os.replace(tmp, self.htpasswd.name, src_dir_fd=state_fd, dst_dir_fd=state_fd)
         return source
-

@@ -1,5 +1,6 @@
 """Running the cache server: nginx in the foreground (or detached) with a janitor that
 keeps the stored objects under --max-size, oldest first; and stopping it."""
+
 from __future__ import annotations
 
 import http.client
@@ -24,7 +25,6 @@ def nginx_binary() -> str:
     if exe is None:
         raise UserError("nginx is not installed (run `bash scripts/setup.sh`, which installs it)")
     return exe
-
 
 
 def prune(server: CacheServer) -> int:
@@ -66,8 +66,10 @@ def _write_state(server: CacheServer, state: int, conf_text: str) -> None:
     except OSError as exc:
         raise UserError(f"cannot write the cache server's state in {shown(server.state)} ({exc.strerror})") from None
     if credentials:
-        say(f"compile cache: writes from other machines need the credential in {credentials} "
-            "(reads are open; builds on this machine write without it)")
+        say(
+            f"compile cache: writes from other machines need the credential in {credentials} "
+            "(reads are open; builds on this machine write without it)"
+        )
 
 
 def _serve_in(server: CacheServer, state: int, exe: str, conf_text: str, detach: bool) -> str:
@@ -80,9 +82,23 @@ def _serve_in(server: CacheServer, state: int, exe: str, conf_text: str, detach:
         last = next((line for line in lines if "[emerg]" in line), lines[-1])
         raise UserError(f"nginx refused the configuration: {last}")
     if detach:
-        args = [sys.executable, "-m", "builder.cli", "cache", "serve", "--dir", str(server.directory),
-                "--port", str(server.port), "--listen", server.listen, "--max-size", str(server.max_size),
-                "--max-object-size", str(server.max_object_size)]
+        args = [
+            sys.executable,
+            "-m",
+            "builder.cli",
+            "cache",
+            "serve",
+            "--dir",
+            str(server.directory),
+            "--port",
+            str(server.port),
+            "--listen",
+            server.listen,
+            "--max-size",
+            str(server.max_size),
+            "--max-object-size",
+            str(server.max_object_size),
+        ]
         if server.credentials_file:
             args += ["--write-credentials-file", str(server.credentials_file)]
         log = open_new("serve.log", state)  # this run's log, never written through a planted link
@@ -152,4 +168,3 @@ def stop(server: CacheServer) -> bool:
             return True
         time.sleep(0.1)
     return True
-

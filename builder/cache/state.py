@@ -1,5 +1,6 @@
 """The cache server's state directory (D/.server): opened without following links, and
 which process, if any, serves it."""
+
 from __future__ import annotations
 
 import errno
@@ -45,8 +46,10 @@ def _subdir(parent_fd: int, name: str, where: Path) -> int:
         return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UserError(f"{shown(where)} is a symlink or not a directory; the cache server keeps its state "
-                            "only in a directory of its own: remove it") from None
+            raise UserError(
+                f"{shown(where)} is a symlink or not a directory; the cache server keeps its state "
+                "only in a directory of its own: remove it"
+            ) from None
         raise UserError(f"--dir: cannot create {shown(where)} ({exc.strerror})") from None
 
 
@@ -124,7 +127,7 @@ def _nginx_prefix(pid: int) -> str | None:
     if os.path.basename(text.split(" ", 1)[0]) != "nginx":
         return None
     for at in (i for i in range(len(text)) if text.startswith(" -p ", i)):
-        prefix = text[at + 4:]
+        prefix = text[at + 4 :]
         if text.endswith(f" -c {prefix}/nginx.conf -p {prefix}"):
             return prefix
     return None

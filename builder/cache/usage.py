@@ -1,5 +1,6 @@
 """`builder cache stats`: the size on disk and the hit rate from nginx's access log (a GET
 answered 200 is a hit, 404 a miss)."""
+
 from __future__ import annotations
 
 from builder.cache.config import CacheServer
@@ -56,8 +57,11 @@ def _log_lines(server: CacheServer) -> list[str]:
 
 def stats_text(s: dict) -> str:
     """`builder cache stats` for people."""
-    return "\n".join([
-        f"{s['directory']}: {'running at ' + s['url'] if s['running'] else 'not running'}",
-        f"  {s['objects']} objects, {s['size_bytes'] / 1e6:.1f} MB",
-        f"  {s['lookups']} lookups: {s['hits']} hits, {s['misses']} misses (hit rate {s['hit_rate']:.0%}); "
-        f"{s['stores']} stores, {s['store_errors']} refused"])
+    return "\n".join(
+        [
+            f"{s['directory']}: {'running at ' + s['url'] if s['running'] else 'not running'}",
+            f"  {s['objects']} objects, {s['size_bytes'] / 1e6:.1f} MB",
+            f"  {s['lookups']} lookups: {s['hits']} hits, {s['misses']} misses (hit rate {s['hit_rate']:.0%}); "
+            f"{s['stores']} stores, {s['store_errors']} refused",
+        ]
+    )

@@ -7,6 +7,7 @@ builder/catalog/validate.py checks each resolved release against them, turning a
 that passes into the frozen records of builder/catalog/release.py. Every problem of every
 file is collected with its file and key path and raised together as one CatalogError.
 """
+
 from __future__ import annotations
 
 import os
@@ -77,10 +78,18 @@ class Catalog:
 
     def summary(self) -> list[dict]:
         """One row per release (`builder releases`)."""
-        return [{"release": r.name, "os": f"{r.os_distro} {r.os_version}", "python": r.python, "cuda": r.cuda,
-                 "variants": {v.name: f"{v.framework_name} {v.framework_version}" for v in r.variants.values()},
-                 "offline_base": f"{r.offline.debian}/cuda{r.offline.cuda}/py{r.offline.python}", "parent": r.parent}
-                for r in self.releases.values()]
+        return [
+            {
+                "release": r.name,
+                "os": f"{r.os_distro} {r.os_version}",
+                "python": r.python,
+                "cuda": r.cuda,
+                "variants": {v.name: f"{v.framework_name} {v.framework_version}" for v in r.variants.values()},
+                "offline_base": f"{r.offline.debian}/cuda{r.offline.cuda}/py{r.offline.python}",
+                "parent": r.parent,
+            }
+            for r in self.releases.values()
+        ]
 
 
 def load_selected() -> Catalog:
@@ -99,7 +108,7 @@ def load(directory: Path | str = RELEASES_DIR) -> Catalog:
     for rel in sorted(raw, key=_release_order):
         file, data = raw[rel]
         if "parent" in data and data["parent"] is not None and not isinstance(data["parent"], str):
-            problems.append(Problem(file, "parent", "must be a release name in quotes, e.g. \"21.06\""))
+            problems.append(Problem(file, "parent", 'must be a release name in quotes, e.g. "21.06"'))
             continue
         merged = _resolve(rel, raw, problems, done)
         if merged is None or merged.get("abstract") is True:
@@ -110,8 +119,7 @@ def load(directory: Path | str = RELEASES_DIR) -> Catalog:
         for v in release.variants.values():
             ref = f"{release.repository}:{v.tag}"
             if ref in tags:
-                problems.append(Problem(file, f"variants.{v.name}.tag",
-                                        f"duplicate tag {ref} (also {tags[ref]})"))
+                problems.append(Problem(file, f"variants.{v.name}.tag", f"duplicate tag {ref} (also {tags[ref]})"))
             tags[ref] = f"{rel}/{v.name}"
         releases[rel] = release
     if problems:

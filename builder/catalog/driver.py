@@ -29,6 +29,7 @@ code for every one of them and no PTX counted on: the libraries of a CUDA too ol
 GPU do not run it; measured, 21.08's cuDNN 8.5 wheel has SASS up to sm_86 and PTX only for
 compute_70, its NCCL 2.13 none beyond sm_80).
 """
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,7 @@ TOOLKIT_DRIVERS: dict[tuple[int, int], tuple[str, str]] = {
     (10, 0): ("410.48", "6.3"),
     (10, 1): ("418.39", "6.4"),
     (10, 2): ("440.33", "6.5"),
-    (11, 0): ("450.51.05", "7.0"),   # 11.0.2 GA (11.0.1 RC: 450.36.06)
+    (11, 0): ("450.51.05", "7.0"),  # 11.0.2 GA (11.0.1 RC: 450.36.06)
     (11, 1): ("455.23", "7.1"),
     (11, 2): ("460.27.03", "7.2"),
     (11, 3): ("465.19.01", "7.3"),
@@ -78,6 +79,7 @@ TOOLKIT_DRIVERS: dict[tuple[int, int], tuple[str, str]] = {
 # Minimum Required Driver Version for CUDA Minor Version Compatibility" (11.x: ">= 450",
 # with 450.80.02 named by its footnote; 12.x: ">= 525", 12.0 GA's 525.60.13; 13.x: ">= 580").
 MINOR_VERSION_FLOOR = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
 
 def version_key(driver: str) -> tuple[int, ...]:
     """'570.26' < '570.124.06': drivers compare field by field, as libnvidia-container does."""
@@ -114,8 +116,10 @@ def isa_driver(isa: str) -> str:
     that writes it (a driver refuses a newer ISA than it knows)."""
     known = [k for k, (_, i) in TOOLKIT_DRIVERS.items() if version_key(i) >= version_key(isa)]
     if not known:
-        raise UserError(f"PTX ISA {isa} is newer than any CUDA toolkit this builder knows the driver of "
-                        f"(builder/catalog/driver.py: up to ISA {max(TOOLKIT_DRIVERS.values())[1]})")
+        raise UserError(
+            f"PTX ISA {isa} is newer than any CUDA toolkit this builder knows the driver of "
+            f"(builder/catalog/driver.py: up to ISA {max(TOOLKIT_DRIVERS.values())[1]})"
+        )
     return TOOLKIT_DRIVERS[min(known)][0]
 
 
@@ -169,8 +173,11 @@ def libraries_code(release: Release) -> Code:
     """The CUDA libraries: all of one CUDA release where NVIDIA's wheels bring them
     ("cuDNN/cuBLAS 12.9"), else the base toolkit's and NVIDIA's wheels of one major."""
     cuda = library_cuda(release)
-    what = (f"cuDNN/cuBLAS {cuda}" if policy.cuda_from_wheels(release)
-            else f"CUDA {cuda_arch.cuda_major_minor(cuda)[0]}.x cuDNN/cuBLAS")
+    what = (
+        f"cuDNN/cuBLAS {cuda}"
+        if policy.cuda_from_wheels(release)
+        else f"CUDA {cuda_arch.cuda_major_minor(cuda)[0]}.x cuDNN/cuBLAS"
+    )
     return Code(what, cuda, tuple(str(a) for a in cuda_arch.supported_archs(cuda)), ())
 
 
@@ -197,8 +204,11 @@ def own_code(release: Release, cuda_cc: list[str] | None = None) -> Code:
     sass = tuple(a for a in cc if a in nvcc or a in assembled)
     compiled_by_nvcc = [a for a in cc if a in nvcc]
     # the PTX nvcc embeds: its newest listed, else (all assembled) its own newest (gencode_flags)
-    ptx = (max(compiled_by_nvcc, key=cuda_arch.order),) if compiled_by_nvcc else \
-        ((str(cuda_arch.supported_archs(oldest)[-1]),) if assembled else ())
+    ptx = (
+        (max(compiled_by_nvcc, key=cuda_arch.order),)
+        if compiled_by_nvcc
+        else ((str(cuda_arch.supported_archs(oldest)[-1]),) if assembled else ())
+    )
     return Code("the image's own CUDA code (extension, Horovod)", newest_toolkit, sass, ptx, ptx_isa(newest_toolkit))
 
 
@@ -208,9 +218,9 @@ class GpuVerdict:
     """Whether, and on which driver, one GPU architecture runs the image."""
 
     arch: str
-    runs: bool | None           # None: TensorFlow's device code is not in the catalog
-    driver: str | None          # the oldest driver this GPU runs the image on
-    jit: tuple[str, ...]        # what runs by PTX JIT on it
+    runs: bool | None  # None: TensorFlow's device code is not in the catalog
+    driver: str | None  # the oldest driver this GPU runs the image on
+    jit: tuple[str, ...]  # what runs by PTX JIT on it
     text: str
 
 
@@ -219,14 +229,14 @@ class Contract:
     release: str
     variant: str
     library_cuda: str
-    minimum: str                # the floor: every GPU running machine code only
+    minimum: str  # the floor: every GPU running machine code only
     minimum_why: str
-    ptx_jit: str | None         # where something runs by PTX JIT: max(floor, its toolkits' drivers)
+    ptx_jit: str | None  # where something runs by PTX JIT: max(floor, its toolkits' drivers)
     ptx_jit_why: str
-    framework_jit_driver: str | None   # TensorFlow's PTX (the entrypoint's JIT warning)
-    own_jit_driver: str | None         # the image's own PTX
+    framework_jit_driver: str | None  # TensorFlow's PTX (the entrypoint's JIT warning)
+    own_jit_driver: str | None  # the image's own PTX
     verdicts: dict[str, GpuVerdict] = field(default_factory=dict)
-    platforms: str = ""         # policy.platforms_served, in one line
+    platforms: str = ""  # policy.platforms_served, in one line
 
     @property
     def require_cuda(self) -> str:
@@ -251,8 +261,12 @@ class Contract:
         }
 
 
-def contract(release: Release, variant: Variant, rows: tuple[str, ...] | list[str] = cuda_arch.FLEET,
-             cuda_cc: list[str] | None = None) -> Contract:
+def contract(
+    release: Release,
+    variant: Variant,
+    rows: tuple[str, ...] | list[str] = cuda_arch.FLEET,
+    cuda_cc: list[str] | None = None,
+) -> Contract:
     """The driver contract of one release variant, with a verdict per GPU of ROWS; CUDA_CC:
     the capabilities nvbuild.sh compiles, when not the release's."""
     libs = libraries_code(release)
@@ -268,21 +282,32 @@ def contract(release: Release, variant: Variant, rows: tuple[str, ...] | list[st
     fw_jit = isa_driver(framework.isa) if framework and framework.ptx else None
     own_jit = isa_driver(own.isa) if own.ptx else None
     verdicts = {a: _verdict(a, floor, libs, framework, own) for a in rows}
-    ptx_parts = [(d, f"{c.what}: {', '.join('compute_' + _digits(p) for p in c.ptx)}, PTX ISA {c.isa} "
-                  f"(built with CUDA {c.cuda}), needs {d}") for d, c in ((fw_jit, framework), (own_jit, own)) if d and c]
+    ptx_parts = [
+        (
+            d,
+            f"{c.what}: {', '.join('compute_' + _digits(p) for p in c.ptx)}, PTX ISA {c.isa} "
+            f"(built with CUDA {c.cuda}), needs {d}",
+        )
+        for d, c in ((fw_jit, framework), (own_jit, own))
+        if d and c
+    ]
     if ptx_parts:
         ptx_jit: str | None = newest(floor, *(d for d, _ in ptx_parts))
         jit_gpus = [a for a, v in verdicts.items() if v.runs and v.jit]
         where = f"of the GPUs below: {', '.join(jit_gpus)}" if jit_gpus else "none of the GPUs below"
-        ptx_why = (f"on a GPU that JIT-compiles kernels from PTX ({where}), the newest PTX ISA the image carries "
-                   "decides: " + "; ".join(t for _, t in ptx_parts))
+        ptx_why = (
+            f"on a GPU that JIT-compiles kernels from PTX ({where}), the newest PTX ISA the image carries "
+            "decides: " + "; ".join(t for _, t in ptx_parts)
+        )
     else:
         ptx_jit, ptx_why = None, "the image carries no PTX"
     served = policy.platforms_served(release)
     platforms = ", ".join(p for p, why in served.items() if why is None) + "".join(
-        f" ({p}: no — {why})" for p, why in served.items() if why is not None)
-    return Contract(release.name, variant.name, libs.cuda, floor, why, ptx_jit, ptx_why, fw_jit, own_jit, verdicts,
-                    platforms)
+        f" ({p}: no — {why})" for p, why in served.items() if why is not None
+    )
+    return Contract(
+        release.name, variant.name, libs.cuda, floor, why, ptx_jit, ptx_why, fw_jit, own_jit, verdicts, platforms
+    )
 
 
 def _verdict(arch: str, floor: str, libs: Code, framework: Code | None, own: Code) -> GpuVerdict:
@@ -290,12 +315,23 @@ def _verdict(arch: str, floor: str, libs: Code, framework: Code | None, own: Cod
     if lib_kind == "none":
         # a model, not a measurement: `builder inspect IMAGE --coverage` reads each library
         # (21.08 on 12.0: NCCL 2.13 none at all, cuDNN 8.5 PTX in 166 of 1918 modules)
-        return GpuVerdict(arch, False, None, (), f"cannot run — its {libs.what} are built for GPUs up to "
-                                               f"{libs.sass[-1]} (CUDA {libs.cuda}), not for {arch}; "
-                                               "`builder inspect IMAGE --coverage` lists what each holds")
+        return GpuVerdict(
+            arch,
+            False,
+            None,
+            (),
+            f"cannot run — its {libs.what} are built for GPUs up to "
+            f"{libs.sass[-1]} (CUDA {libs.cuda}), not for {arch}; "
+            "`builder inspect IMAGE --coverage` lists what each holds",
+        )
     if framework is None:
-        return GpuVerdict(arch, None, None, (), "unknown — the catalog records no device code for this "
-                                             "framework's wheel (framework.device_code)")
+        return GpuVerdict(
+            arch,
+            None,
+            None,
+            (),
+            "unknown — the catalog records no device code for this framework's wheel (framework.device_code)",
+        )
     fw_kind, fw_from = framework.runs(arch)
     if fw_kind == "none":
         return GpuVerdict(arch, False, None, (), f"cannot run — {framework.what} carry no code for {arch}")
@@ -334,8 +370,10 @@ class _Dumper(yaml.SafeDumper):
     """Double quotes for text with an apostrophe ("TensorFlow's"), not '' inside '...'."""
 
 
-_Dumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", value, style='"' if "'" in value else None))
+_Dumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if "'" in value else None),
+)
 
 
 def bases(release: Release) -> dict[str, dict[str, str]]:
@@ -346,22 +384,40 @@ def bases(release: Release) -> dict[str, dict[str, str]]:
     all_wheels = library_cuda(release) if policy.cuda_from_wheels(release) else None
     # the libraries NVIDIA's wheels bring beside a toolkit's ("cuDNN 8.5.0.96, NCCL 2.13.4")
     named = {"cudnn": "cuDNN", "nccl": "NCCL", "cublas": "cuBLAS"}
-    some = ", ".join(f"{named[k]} {PIN.fullmatch(w).group(2)}" for k, w in release.gpu_wheels.items()  # type: ignore[union-attr]
-                     if k in named and PIN.fullmatch(w))
+    pins = {k: PIN.fullmatch(w) for k, w in release.gpu_wheels.items() if k in named}
+    some = ", ".join(f"{named[k]} {pin.group(2)}" for k, pin in pins.items() if pin)
     suite = release.offline.debian
 
     def one(os_name: str, python: str, toolkit: str, image: str, chosen_by: str) -> dict[str, str]:
-        libs = (f"{all_wheels} (NVIDIA's wheels)" if all_wheels else
-                f"{toolkit} (the toolkit's)" + (f"; {some} from NVIDIA's wheels" if some else ""))
-        return {"os": os_name, "python": python, "cuda_toolkit": toolkit, "cuda_libraries": libs,
-                "image": image, "chosen_by": chosen_by}
+        libs = (
+            f"{all_wheels} (NVIDIA's wheels)"
+            if all_wheels
+            else f"{toolkit} (the toolkit's)" + (f"; {some} from NVIDIA's wheels" if some else "")
+        )
+        return {
+            "os": os_name,
+            "python": python,
+            "cuda_toolkit": toolkit,
+            "cuda_libraries": libs,
+            "image": image,
+            "chosen_by": chosen_by,
+        }
 
     return {
-        "offline": one(f"Debian {DEBIAN_SUITES.get(suite, '?')} ({suite})", release.offline.python,
-                       release.offline.cuda, "built here: debootstrap + Debian's CUDA toolkit",
-                       "--base auto (the default) or --base offline"),
-        "upstream": one(f"{release.os_distro.capitalize()} {release.os_version}", release.python, release.cuda,
-                        release.upstream_ref, "--base upstream (pulled; its tags carry the OS)"),
+        "offline": one(
+            f"Debian {DEBIAN_SUITES.get(suite, '?')} ({suite})",
+            release.offline.python,
+            release.offline.cuda,
+            "built here: debootstrap + Debian's CUDA toolkit",
+            "--base auto (the default) or --base offline",
+        ),
+        "upstream": one(
+            f"{release.os_distro.capitalize()} {release.os_version}",
+            release.python,
+            release.cuda,
+            release.upstream_ref,
+            "--base upstream (pulled; its tags carry the OS)",
+        ),
     }
 
 

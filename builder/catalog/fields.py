@@ -5,6 +5,7 @@ A validator refuses by raising Refusal: one or more (sub-path, message) pairs, t
 relative to the field ("" for the field itself, "[2]" for a list item, "NAME" for a mapping
 entry), so one field can report every bad item at once. Each type also states its JSON
 Schema (what an editor checks while the file is typed)."""
+
 from __future__ import annotations
 
 import re
@@ -65,12 +66,14 @@ def _as_string(value: Any) -> str:
 
 def Text(check: Check | None = None, pattern: re.Pattern[str] | None = None) -> Any:  # noqa: N802 (a type)
     """A string (an integer reads as its digits) that CHECK accepts; PATTERN goes to the schema."""
+
     def validate(value: Any) -> str:
         text = _as_string(value)
         why = check(text) if check else None
         if why:
             raise Refusal(("", why))
         return text
+
     schema = {"type": ["string", "integer"], **(json_pattern(pattern) if pattern else {})}
     return Annotated[str, BeforeValidator(validate), WithJsonSchema(schema)]
 
@@ -97,7 +100,7 @@ def strings(value: Any, what: str, check: Check | None = None) -> list[tuple[int
     out = []
     for i, item in enumerate(value):
         if isinstance(item, float):
-            found.append((f"[{i}]", f"write it as a quoted string, e.g. \"{item}\""))
+            found.append((f"[{i}]", f'write it as a quoted string, e.g. "{item}"'))
         elif not isinstance(item, str):
             found.append((f"[{i}]", f"must be a string ({what}), got {type(item).__name__} {printable(item)}"))
         elif check and check(item):
@@ -109,20 +112,32 @@ def strings(value: Any, what: str, check: Check | None = None) -> list[tuple[int
     return out
 
 
-def StringList(what: str, check: Check | None = None, pattern: re.Pattern[str] | None = None,  # noqa: N802
-               after: Callable[[list[tuple[int, str]]], list[str]] | None = None) -> Any:
+def StringList(
+    what: str,
+    check: Check | None = None,
+    pattern: re.Pattern[str] | None = None,  # noqa: N802
+    after: Callable[[list[tuple[int, str]]], list[str]] | None = None,
+) -> Any:
     """A list of strings each CHECK accepts; AFTER sees (index, item) pairs for rules across items."""
+
     def validate(value: Any) -> list[str]:
         items = strings(value, what, check)
         return after(items) if after else [item for _, item in items]
+
     item = {"type": "string", **(json_pattern(pattern) if pattern else {})}
     return Annotated[List[str], BeforeValidator(validate), WithJsonSchema({"type": "array", "items": item})]
 
 
-def StringMap(names: re.Pattern[str], what: str, values: re.Pattern[str] = grammar.CATALOG_TEXT,  # noqa: N802
-              value_what: str = "text", reserved: dict[str, str] | None = None) -> Any:
+def StringMap(
+    names: re.Pattern[str],
+    what: str,
+    values: re.Pattern[str] = grammar.CATALOG_TEXT,  # noqa: N802
+    value_what: str = "text",
+    reserved: dict[str, str] | None = None,
+) -> Any:
     """A mapping whose keys match NAMES and whose values (strings or integers) match VALUES;
     RESERVED keys are refused with where to give them instead."""
+
     def validate(value: Any) -> dict[str, str]:
         if not isinstance(value, dict):
             raise Refusal(("", f"must be a mapping, got {type(value).__name__}"))
@@ -136,13 +151,24 @@ def StringMap(names: re.Pattern[str], what: str, values: re.Pattern[str] = gramm
         if found:
             raise Refusal(*found)
         return out
-    schema = {"type": "object", "propertyNames": json_pattern(names),
-              "additionalProperties": {"type": ["string", "integer"], **json_pattern(values)}}
+
+    schema = {
+        "type": "object",
+        "propertyNames": json_pattern(names),
+        "additionalProperties": {"type": ["string", "integer"], **json_pattern(values)},
+    }
     return Annotated[Dict[str, str], BeforeValidator(validate), WithJsonSchema(schema)]
 
 
-def _entry_problem(name: Any, value: Any, names: re.Pattern[str], what: str, values: re.Pattern[str],
-                   value_what: str, reserved: dict[str, str]) -> str | None:
+def _entry_problem(
+    name: Any,
+    value: Any,
+    names: re.Pattern[str],
+    what: str,
+    values: re.Pattern[str],
+    value_what: str,
+    reserved: dict[str, str],
+) -> str | None:
     if not grammar.matches(names, name):
         return f"{printable(name)} is not {what}"
     if name in reserved:
@@ -158,11 +184,11 @@ def absent_reason(value: str, shape: str) -> str:
     """WHY of a component's `"absent: WHY"`; any other string is refused."""
     m = ABSENT.fullmatch(value)
     if not m or not grammar.matches(grammar.CATALOG_TEXT, value):
-        raise Refusal(("", f"{printable(value)}: give {shape}, null, or \"absent: WHY\""))
+        raise Refusal(("", f'{printable(value)}: give {shape}, null, or "absent: WHY"'))
     return m.group(1)
 
 
-ABSENT_SCHEMA = {"type": "string", "pattern": "^absent: \\S", "description": "\"absent: WHY\": none, and why"}
+ABSENT_SCHEMA = {"type": "string", "pattern": "^absent: \\S", "description": '"absent: WHY": none, and why'}
 
 
 def Absent(shape: str) -> Any:  # noqa: N802 (a type)
@@ -173,10 +199,15 @@ def Absent(shape: str) -> Any:  # noqa: N802 (a type)
 def _refuse_moved(to: str, why: str) -> Callable[[Any], Any]:
     def validate(value: Any) -> Any:
         raise Refusal(("", f"moved to {to} ({why})"))
+
     return validate
 
 
 def MovedTo(to: str, why: str) -> Any:  # noqa: N802 (a type)
     """A key that moved to TO: any value is refused, saying where it went."""
-    return Annotated[Optional[str], BeforeValidator(_refuse_moved(to, why)), Moved(to),
-                     WithJsonSchema({"not": {}, "deprecated": True})]
+    return Annotated[
+        Optional[str],
+        BeforeValidator(_refuse_moved(to, why)),
+        Moved(to),
+        WithJsonSchema({"not": {}, "deprecated": True}),
+    ]

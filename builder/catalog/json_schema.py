@@ -6,6 +6,7 @@ its `required` lists are the keys a release needs (the reference page reads them
 that names a `parent`, or an `abstract` root, is a partial document, so no key is required
 but `release`, and any value may be `null` (null removes what a parent gives). Whether the
 required keys are there is checked after merging, by the loader."""
+
 from __future__ import annotations
 
 import copy
@@ -15,8 +16,10 @@ from builder.catalog import schema
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 NULL = {"type": "null"}
-FILE_NOTE = (" This schema checks one file: keys a resolved release requires may come from its parents, "
-             "so only `release` is required here; `builder releases` checks the merged release.")
+FILE_NOTE = (
+    " This schema checks one file: keys a resolved release requires may come from its parents, "
+    "so only `release` is required here; `builder releases` checks the merged release."
+)
 
 
 def resolved() -> dict[str, Any]:

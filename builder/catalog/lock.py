@@ -7,6 +7,7 @@ An image installs the real framework from its lock with
 asks for; `builder lock --check` compares it without the network, so a catalog edit that
 is not re-locked fails CI. What can be built at all is policy.py's to say.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -65,31 +66,46 @@ def locks_dir() -> Path:
 
 # --- what the catalog asks for (pure) --------------------------------------------------
 
+
 def requirements(release: Release, variant: Variant) -> list[str]:
     """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
     install_requires (it is built without build isolation), the tools (JupyterLab,
     TensorBoard), DALI's wheel (its TensorFlow plugin is an sdist, locked apart), pip and
     the compiler cache."""
     if not variant.package:
-        raise UserError(why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package")
-    return [f"{variant.package}=={variant.framework_version}", *variant.pins, *release.gpu_wheels.values(),
-            *(release.horovod.requires if release.horovod else ()), *release.tools.values(),
-            *([release.dali.wheel] if release.dali else ()),
-            PIP_REQUIREMENT, CCACHE_REQUIREMENT]
+        raise UserError(
+            why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package"
+        )
+    return [
+        f"{variant.package}=={variant.framework_version}",
+        *variant.pins,
+        *release.gpu_wheels.values(),
+        *(release.horovod.requires if release.horovod else ()),
+        *release.tools.values(),
+        *([release.dali.wheel] if release.dali else ()),
+        PIP_REQUIREMENT,
+        CCACHE_REQUIREMENT,
+    ]
 
 
 def platform_for(python: str) -> str:
     """uv's --python-platform for a base with this Python."""
     if python not in PLATFORMS:
-        raise UserError(f"no lock platform is known for Python {python} "
-                        f"(known: {', '.join(PLATFORMS)}); add it to builder.catalog.lock.PLATFORMS")
+        raise UserError(
+            f"no lock platform is known for Python {python} "
+            f"(known: {', '.join(PLATFORMS)}); add it to builder.catalog.lock.PLATFORMS"
+        )
     return PLATFORMS[python]
 
 
 def inputs_digest(release: Release, variant: Variant, python: str) -> str:
     """sha256 of everything the lock is made from, as canonical JSON."""
-    doc = {"format": LOCK_FORMAT, "python": python, "platform": platform_for(python),
-           "requirements": sorted(requirements(release, variant))}
+    doc = {
+        "format": LOCK_FORMAT,
+        "python": python,
+        "platform": platform_for(python),
+        "requirements": sorted(requirements(release, variant)),
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -120,6 +136,7 @@ def read_lock(path: Path) -> str | None:
 
 # --- the set of locks ------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Target:
     release: Release
@@ -136,16 +153,18 @@ class Plan:
     """The locks a (filtered) catalog needs, the variants it skips, and where strays count."""
 
     targets: list[Target] = field(default_factory=list)
-    horovod: list[str] = field(default_factory=list)          # versions
+    horovod: list[str] = field(default_factory=list)  # versions
     dali: list[tuple[str, str]] = field(default_factory=list)  # (plugin distribution, version)
-    skipped: list[str] = field(default_factory=list)          # refusal lines
+    skipped: list[str] = field(default_factory=list)  # refusal lines
     release: str | None = None
     variant: str | None = None
 
     def expected(self, root: Path) -> set[Path]:
-        return {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets} | \
-            {horovod_lock_path(v, root) for v in self.horovod} | \
-            {dali_plugin_lock_path(n, v, root) for n, v in self.dali}
+        return (
+            {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets}
+            | {horovod_lock_path(v, root) for v in self.horovod}
+            | {dali_plugin_lock_path(n, v, root) for n, v in self.dali}
+        )
 
     def scope(self, root: Path) -> list[Path]:
         """Files a stray could be: all of root without a filter, else the filtered part."""
@@ -153,8 +172,11 @@ class Plan:
             return []
         if self.release is None and self.variant is None:
             return sorted(p for p in root.rglob("*") if p.is_file())
-        dirs = [root / self.release] if self.release else [d for d in root.iterdir()
-                                                            if d.is_dir() and d.name not in ("horovod", "dali")]
+        dirs = (
+            [root / self.release]
+            if self.release
+            else [d for d in root.iterdir() if d.is_dir() and d.name not in ("horovod", "dali")]
+        )
         pattern = f"{self.variant}-py*" if self.variant else "*"
         return sorted(p for d in dirs if d.is_dir() for p in d.glob(pattern) if p.is_file())
 
@@ -185,6 +207,7 @@ def plan(catalog: Catalog, release: str | None = None, variant: str | None = Non
 
 
 # --- reading a lock (no network) -------------------------------------------------------
+
 
 def read_digest(text: str) -> str | None:
     for line in text.splitlines():
@@ -307,19 +330,25 @@ def check(p: Plan, root: Path | None = None) -> list[str]:
         return [f"{rel(path)}: {msg}" for msg in verify(text)]
 
     for t in p.targets:
-        problems += verified(lock_path(t.release.name, t.variant.name, t.python, root),
-                             partial(verify_lock, t.release, t.variant, t.python))
+        problems += verified(
+            lock_path(t.release.name, t.variant.name, t.python, root),
+            partial(verify_lock, t.release, t.variant, t.python),
+        )
     for version in p.horovod:
         problems += verified(horovod_lock_path(version, root), partial(verify_horovod_lock, version))
     for name, version in p.dali:
         problems += verified(dali_plugin_lock_path(name, version, root), partial(verify_sdist_lock, name, version))
     expected = p.expected(root)
-    problems += [f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
-                 for path in p.scope(root) if path not in expected]
+    problems += [
+        f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
+        for path in p.scope(root)
+        if path not in expected
+    ]
     return problems
 
 
 # --- making locks (uv, network) --------------------------------------------------------
+
 
 def uv_command() -> list[str]:
     """uv as a command: the `uv` on PATH, or the one the uv package installed."""
@@ -398,8 +427,11 @@ def compile_sdist(name: str, version: str, uv: list[str] | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
         work = Path(tmp)
         (work / "sdist.in").write_text(f"{name}=={version}\n")
-        _run_uv([*uv, *UV_COMPILE, "--no-deps", "--no-binary", name, "--no-annotate", "-q",
-                 "-o", "sdist.txt", "sdist.in"], work, f"{name} {version}")
+        _run_uv(
+            [*uv, *UV_COMPILE, "--no-deps", "--no-binary", name, "--no-annotate", "-q", "-o", "sdist.txt", "sdist.in"],
+            work,
+            f"{name} {version}",
+        )
         found = entries((work / "sdist.txt").read_text(encoding="utf-8")).get(name)
     hashes = HASH.findall(found[1]) if found else []
     if not found or found[0] != version or not hashes:
@@ -412,8 +444,14 @@ def compile_horovod(version: str, uv: list[str] | None = None) -> str:
     return compile_sdist("horovod", version, uv)
 
 
-def resolve_beside(requested: list[str], python: str, constraints: str, what: str,
-                   index_url: str | None = None, uv: list[str] | None = None) -> str:
+def resolve_beside(
+    requested: list[str],
+    python: str,
+    constraints: str,
+    what: str,
+    index_url: str | None = None,
+    uv: list[str] | None = None,
+) -> str:
     """REQUESTED resolved by uv for an image's Python against its pins (CONSTRAINTS, the
     image's /etc/pip/constraint.txt): the hashed requirements to install with --no-deps, or
     a UserError in one line naming the conflict, before anything is built."""
@@ -425,13 +463,32 @@ def resolve_beside(requested: list[str], python: str, constraints: str, what: st
         work = Path(tmp)
         (work / "requested.in").write_text("\n".join(requested) + "\n")
         (work / "constraints.txt").write_text(constraints)
-        _run_uv([*uv, *UV_COMPILE, "--no-annotate", *flags, "-q", "-c", "constraints.txt",
-                 "-o", "resolved.txt", "requested.in"], work, what, verb="resolve")
+        _run_uv(
+            [
+                *uv,
+                *UV_COMPILE,
+                "--no-annotate",
+                *flags,
+                "-q",
+                "-c",
+                "constraints.txt",
+                "-o",
+                "resolved.txt",
+                "requested.in",
+            ],
+            work,
+            what,
+            verb="resolve",
+        )
         return (work / "resolved.txt").read_text(encoding="utf-8")
 
 
-def write(p: Plan, root: Path | None = None, upgrade: bool = False,
-          log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> tuple[list[Path], int, list[Path]]:
+def write(
+    p: Plan,
+    root: Path | None = None,
+    upgrade: bool = False,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+) -> tuple[list[Path], int, list[Path]]:
     """Make the plan's locks: those missing or made from other inputs (all of them with
     `upgrade`), and remove strays. Returns (written, up to date count, removed)."""
     root = root or locks_dir()

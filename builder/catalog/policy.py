@@ -1,6 +1,7 @@
 """What the catalog allows to be built here, in one line each when it does not: a variant
 without a wheel for its base's Python, a release without a runtime image. Pure: plans,
 renders and locks ask the same questions here."""
+
 from __future__ import annotations
 
 from builder.catalog import Release, Variant, python_key
@@ -31,8 +32,11 @@ def pythons_for(release: Release, variant: Variant) -> list[str]:
 def _span(pythons: tuple[str, ...] | list[str]) -> str:
     """'3.5-3.7' for consecutive minor versions, else '3.5, 3.7'."""
     keys = [python_key(p) for p in pythons]
-    consecutive = all(len(k) == 2 for k in keys) and len({k[0] for k in keys}) == 1 and \
-        [k[1] for k in keys] == list(range(keys[0][1], keys[0][1] + len(keys)))
+    consecutive = (
+        all(len(k) == 2 for k in keys)
+        and len({k[0] for k in keys}) == 1
+        and [k[1] for k in keys] == list(range(keys[0][1], keys[0][1] + len(keys)))
+    )
     if len(pythons) > 2 and consecutive:
         return f"{pythons[0]}-{pythons[-1]}"
     return ", ".join(pythons)
@@ -56,8 +60,7 @@ def why_not_buildable(release: Release, variant: Variant, python: str | None = N
     how = f"build it from a {variant.framework_name} {major_minor} source tree (--framework-src)"
     if variant.api == 1:
         how += " or on an upstream base with NVIDIA's package index"
-    return (f"{where}: {fw} has no wheel for Python {' or '.join(asked)} "
-            f"(its wheels: {_span(variant.pythons)}); {how}")
+    return f"{where}: {fw} has no wheel for Python {' or '.join(asked)} (its wheels: {_span(variant.pythons)}); {how}"
 
 
 def why_no_runtime_image(release: Release) -> str | None:
@@ -65,8 +68,10 @@ def why_no_runtime_image(release: Release) -> str | None:
     loads comes from NVIDIA's wheels has one."""
     missing = [w for w in RUNTIME_WHEELS if w not in release.gpu_wheels]
     if missing:
-        return (f"release {release.name} has no runtime image: TensorFlow loads its {', '.join(missing)} "
-                "from the base's CUDA toolkit, not from NVIDIA's wheels (26.11 has them all)")
+        return (
+            f"release {release.name} has no runtime image: TensorFlow loads its {', '.join(missing)} "
+            "from the base's CUDA toolkit, not from NVIDIA's wheels (26.11 has them all)"
+        )
     return None
 
 
@@ -88,9 +93,11 @@ def buildable_variants(release: Release) -> tuple[list[Variant], list[tuple[str,
 # tf.test.is_built_with_cuda() is False), so a GPU image for arm64 can only come from a
 # TensorFlow source tree, and this builder has no arm64 offline base to compile it on yet.
 PLATFORMS = ("linux/amd64", "linux/arm64")
-ARM64_WHY = ("TensorFlow's aarch64 wheels on PyPI are CPU-only (built without CUDA; measured on 2.21.0), so a GPU "
-             "image for arm64 (GH200, GB200) needs TensorFlow compiled from source on an arm64 CUDA base, "
-             "which this builder does not build yet")
+ARM64_WHY = (
+    "TensorFlow's aarch64 wheels on PyPI are CPU-only (built without CUDA; measured on 2.21.0), so a GPU "
+    "image for arm64 (GH200, GB200) needs TensorFlow compiled from source on an arm64 CUDA base, "
+    "which this builder does not build yet"
+)
 
 
 def platforms_served(release: Release) -> dict[str, str | None]:
@@ -106,13 +113,17 @@ def why_not_platform(release: Release, platform: str, tensorflow_tree: bool) -> 
         ours = [p for p, why in served.items() if why is None]
         others = [p for p, why in served.items() if why is not None]
         refused = f"; {', '.join(others)} refused: --platform {others[0]} says why" if others else ""
-        return (f"--platform {grammar.printable(platform)}: release {release.name} serves {', '.join(ours) or 'no platform'} only "
-                f"(Docker's OS/ARCH form{refused})")
+        return (
+            f"--platform {grammar.printable(platform)}: release {release.name} serves {', '.join(ours) or 'no platform'} only "
+            f"(Docker's OS/ARCH form{refused})"
+        )
     why = served[platform]
     if why is None:
         return None
     if tensorflow_tree:  # the source path exists for amd64 (nvbuild.sh's hermetic build), not yet on arm64
-        return (f"--platform {platform}: release {release.name}'s offline base is built for linux/amd64 only "
-                "(no arm64 CUDA base is built here yet), so the TensorFlow tree cannot be compiled for arm64 "
-                "(docs/guide/tensorflow-from-source.md)")
+        return (
+            f"--platform {platform}: release {release.name}'s offline base is built for linux/amd64 only "
+            "(no arm64 CUDA base is built here yet), so the TensorFlow tree cannot be compiled for arm64 "
+            "(docs/guide/tensorflow-from-source.md)"
+        )
     return f"--platform {platform}: release {release.name} cannot serve an arm64 GPU: {why}"

@@ -1,6 +1,7 @@
 """The validated catalog records other stages read: a Release, its Variants and the specs
 of what it installs, frozen. builder/catalog/validate.py builds them from the release
 models (builder/catalog/schema.py) once a release passes them."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,12 @@ LABEL_VENDOR = contract.Label.VENDOR
 LABEL_AUTHORS = contract.Label.AUTHORS
 LABEL_URL = "org.opencontainers.image.url"
 LABEL_MAINTAINER = "maintainer"
-VENDOR_LABELS = {LABEL_VENDOR: "vendor.name", LABEL_AUTHORS: "vendor.maintainer", LABEL_URL: "vendor.url",
-                 LABEL_MAINTAINER: "vendor.maintainer (or vendor.name)"}
+VENDOR_LABELS = {
+    LABEL_VENDOR: "vendor.name",
+    LABEL_AUTHORS: "vendor.maintainer",
+    LABEL_URL: "vendor.url",
+    LABEL_MAINTAINER: "vendor.maintainer (or vendor.name)",
+}
 TOGGLES = ("xla", "gcp", "hdfs")
 
 
@@ -106,7 +111,7 @@ class Variant:
     package: str | None = None
     pythons: tuple[str, ...] = ()
     pins: tuple[str, ...] = ()
-    device_code: DeviceCode | None = None   # the wheel's kernels (framework.device_code)
+    device_code: DeviceCode | None = None  # the wheel's kernels (framework.device_code)
 
     @property
     def short(self) -> str:
@@ -198,8 +203,9 @@ class Release:
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
-            raise UserError(f"release {self.name} has no variant {printable(name)} "
-                            f"(it has: {', '.join(self.variants)})")
+            raise UserError(
+                f"release {self.name} has no variant {printable(name)} (it has: {', '.join(self.variants)})"
+            )
         return self.variants[name]
 
     @property
@@ -213,5 +219,3 @@ class Release:
         if as_json:
             return json.dumps(spec, indent=2, sort_keys=False) + "\n"
         return yaml.safe_dump(spec, sort_keys=False, width=1 << 16)  # a value stays on one line
-
-

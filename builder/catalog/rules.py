@@ -2,6 +2,7 @@
 builder/catalog/schema.py name, and the rules across keys their model validators apply
 (capabilities against the toolkits, a package named once, device code measured on the
 framework version it describes). Each refuses with Refusal (builder/catalog/fields.py)."""
+
 from __future__ import annotations
 
 import re
@@ -16,15 +17,25 @@ from builder.core.grammar import PIN, REQUIREMENT, VERSION, printable
 from builder.in_image import cuda_arch
 
 VENDOR_TEXT = "one line of text (200 characters at most, no control characters, no leading or trailing space)"
-URL_WHAT = "an http(s) URL such as \"https://git.example.com/ml/images\" (no query, fragment or space)"
+URL_WHAT = 'an http(s) URL such as "https://git.example.com/ml/images" (no query, fragment or space)'
 CC_SCHEMA = {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+[af]?$"}}
 API_SCHEMA = WithJsonSchema({"enum": [1, 2]})
 PORTS_SCHEMA = WithJsonSchema({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}})
 RELEASE_SCHEMA = WithJsonSchema({"type": "string", **json_pattern(grammar.RELEASE)})
-GPU_WHEELS_SCHEMA = WithJsonSchema({"type": "object", "propertyNames": json_pattern(grammar.COMPONENT),
-                                    "additionalProperties": {"type": "string", **json_pattern(PIN)}})
-TOOLS_SCHEMA = WithJsonSchema({"type": "object", "propertyNames": json_pattern(grammar.COMPONENT),
-                               "additionalProperties": {"type": ["string", "null"]}})
+GPU_WHEELS_SCHEMA = WithJsonSchema(
+    {
+        "type": "object",
+        "propertyNames": json_pattern(grammar.COMPONENT),
+        "additionalProperties": {"type": "string", **json_pattern(PIN)},
+    }
+)
+TOOLS_SCHEMA = WithJsonSchema(
+    {
+        "type": "object",
+        "propertyNames": json_pattern(grammar.COMPONENT),
+        "additionalProperties": {"type": ["string", "null"]},
+    }
+)
 
 
 def _named(value: str, why: Optional[str]) -> Optional[str]:
@@ -49,23 +60,26 @@ def digest_problem(value: str) -> Optional[str]:
 
 
 def suite_problem(suites: dict[str, str]) -> Check:
-    return lambda value: None if value in suites else \
-        f"unknown Debian suite {printable(value)} (known: {', '.join(suites)})"
+    return lambda value: (
+        None if value in suites else f"unknown Debian suite {printable(value)} (known: {', '.join(suites)})"
+    )
 
 
 def version_problem(example: str) -> Check:
-    return lambda value: None if VERSION.fullmatch(value) else f"{printable(value)} is not a version such as \"{example}\""
+    return lambda value: (
+        None if VERSION.fullmatch(value) else f'{printable(value)} is not a version such as "{example}"'
+    )
 
 
 def flavour_problem(value: str) -> Optional[str]:
     if re.fullmatch(r"1[0-9]{2}", value):
         return None
-    return f"{printable(value)} is not a DALI wheel flavour such as \"110\" or \"120\""
+    return f'{printable(value)} is not a DALI wheel flavour such as "110" or "120"'
 
 
 def cuda_problem(value: str) -> Optional[str]:
     if not grammar.NUMERIC_VERSION.fullmatch(value):
-        return f"{printable(value)} is not a CUDA version such as \"11.4.1\""
+        return f'{printable(value)} is not a CUDA version such as "11.4.1"'
     try:
         cuda_arch.supported_archs(value)
     except cuda_arch.ArchError as exc:
@@ -93,7 +107,7 @@ def url_problem(value: str) -> Optional[str]:
 
 
 def pin_problem(value: str) -> Optional[str]:
-    return None if PIN.fullmatch(value) else f"{printable(value)} is not an exact pin such as \"numpy==1.19.5\""
+    return None if PIN.fullmatch(value) else f'{printable(value)} is not an exact pin such as "numpy==1.19.5"'
 
 
 def unique_pythons(items: list[tuple[int, str]]) -> list[str]:
@@ -120,7 +134,7 @@ def unique_pins(items: list[tuple[int, str]]) -> list[str]:
 
 def capabilities(value: Any) -> list[str]:
     if not isinstance(value, list) or not value:
-        raise Refusal(("", "must be a non-empty list such as [\"7.0\", \"8.0\"]"))
+        raise Refusal(("", 'must be a non-empty list such as ["7.0", "8.0"]'))
     try:
         parsed = cuda_arch.parse([str(x) for x in value])
     except cuda_arch.ArchError as exc:
@@ -144,8 +158,9 @@ def api(value: Any) -> int:
 
 
 def ports(value: Any) -> list[int]:
-    if not isinstance(value, list) or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
-                                              for p in value):
+    if not isinstance(value, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in value
+    ):
         raise Refusal(("", "must be a list of port numbers"))
     return value
 
@@ -177,24 +192,27 @@ def gpu_wheels(value: Any) -> dict[str, str]:
         if not grammar.matches(grammar.COMPONENT, name):
             return "component names are lower-case letters, digits, '_' and '-' (e.g. cudnn)"
         if not isinstance(item, str) or not PIN.fullmatch(item):
-            return f"must be an exact pip requirement such as \"nvidia-cudnn-cu11==8.5.0.96\", got {printable(item)}"
+            return f'must be an exact pip requirement such as "nvidia-cudnn-cu11==8.5.0.96", got {printable(item)}'
         return None
+
     return _entries(value, check)
 
 
 def tools(value: Any) -> dict[str, str]:
     """tools: {NAME: "requirement" | "absent: WHY" | null}: what the image installs from its
     lock for its users (JupyterLab, TensorBoard), or why a release cannot have one."""
+
     def check(name: Any, item: Any) -> Optional[str]:
         if not grammar.matches(grammar.COMPONENT, name):
             return "tool names are lower-case letters, digits, '_' and '-' (e.g. jupyter)"
         if item is None:
             return None  # a release that leaves out what its parent has
         if not isinstance(item, str) or not grammar.matches(grammar.CATALOG_TEXT, item):
-            return f"give a pip requirement such as \"jupyterlab==4.3.8\", null, or \"absent: WHY\", got {printable(item)}"
+            return f'give a pip requirement such as "jupyterlab==4.3.8", null, or "absent: WHY", got {printable(item)}'
         if not ABSENT.fullmatch(item) and not REQUIREMENT.fullmatch(item):
-            return f"{printable(item)} is not a pip requirement such as \"jupyterlab==4.3.8\""
+            return f'{printable(item)} is not a pip requirement such as "jupyterlab==4.3.8"'
         return None
+
     return _entries(value, check)
 
 
@@ -219,15 +237,22 @@ def framework(fw: Any) -> None:
     """A package comes with its Pythons; device code describes this version's wheel."""
     found = []
     if fw.package is not None and not fw.pythons:
-        found.append(("pythons", "missing required field (the Pythons the package has wheels for, "
-                                 "e.g. [\"3.8\", \"3.9\"])"))
+        found.append(
+            ("pythons", 'missing required field (the Pythons the package has wheels for, e.g. ["3.8", "3.9"])')
+        )
     if fw.package is None and (fw.pythons or fw.pins):
-        found.append(("package", "missing required field (pythons and pins belong to a package, "
-                                 "e.g. package: tensorflow)"))
+        found.append(
+            ("package", "missing required field (pythons and pins belong to a package, e.g. package: tensorflow)")
+        )
     if fw.device_code and fw.device_code.version != fw.version:
-        found.append(("device_code.version", f"describes {fw.name} {fw.device_code.version}'s wheel, not "
-                                             f"{fw.version}'s: measure the wheel's device code "
-                                             "(cuobjdump --list-elf/--list-ptx) and state it here"))
+        found.append(
+            (
+                "device_code.version",
+                f"describes {fw.name} {fw.device_code.version}'s wheel, not "
+                f"{fw.version}'s: measure the wheel's device code "
+                "(cuobjdump --list-elf/--list-ptx) and state it here",
+            )
+        )
     if found:
         raise Refusal(*found)
 
@@ -246,16 +271,21 @@ def _capabilities_compile(doc: Any) -> list[tuple[str, str]]:
     ptxas = ptxas_version((doc.gpu_wheels or {}).get("cuda_nvcc"))
     for toolkit, where in ((doc.cuda, "cuda"), (doc.base.offline.cuda, "base.offline.cuda")):
         try:
-            found += [("build.cuda_compute_capabilities", f"{msg} (from {where})")
-                      for msg in cuda_arch.check(doc.build.cuda_compute_capabilities, toolkit, opt_in=None, ptxas=ptxas)]
+            found += [
+                ("build.cuda_compute_capabilities", f"{msg} (from {where})")
+                for msg in cuda_arch.check(doc.build.cuda_compute_capabilities, toolkit, opt_in=None, ptxas=ptxas)
+            ]
         except cuda_arch.ArchError as exc:
             found.append((where, str(exc)))
     return found
 
 
 def _default_tags(doc: Any) -> list[tuple[str, str]]:
-    return [(f"variants.{name}.tag", why) for name, v in doc.variants.items()
-            if v.tag is None and (why := tag_problem(f"{doc.release}-{name}"))]
+    return [
+        (f"variants.{name}.tag", why)
+        for name, v in doc.variants.items()
+        if v.tag is None and (why := tag_problem(f"{doc.release}-{name}"))
+    ]
 
 
 def _named_once(doc: Any) -> list[tuple[str, str]]:
@@ -280,4 +310,3 @@ def _named_once(doc: Any) -> list[tuple[str, str]]:
                 found.append((where, f"{name} is also named in {owners[norm]}"))
             owners.setdefault(norm, where)
     return found
-

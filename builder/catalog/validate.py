@@ -2,6 +2,7 @@
 error pydantic collects becomes a Problem naming the file that states the key (a parent's
 bad value is its file's problem, once) and the dotted key path; a release that passes
 becomes the frozen records of builder/catalog/release.py."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ from builder.core.errors import Problem
 _NOT_KEYS = {schema.SPEC, schema.ABSENT, "[key]"}
 
 
-def check_release(rel: str, file: str, data: dict, problems: list[Problem],
-                  chain: Optional[list[tuple[str, dict]]] = None) -> Optional[Release]:
+def check_release(
+    rel: str, file: str, data: dict, problems: list[Problem], chain: Optional[list[tuple[str, dict]]] = None
+) -> Optional[Release]:
     """RELEASE resolved (DATA) as a Release, or None with its problems added to PROBLEMS."""
     chain = chain or [(file, data)]
     try:
@@ -50,8 +52,10 @@ def _found(exc: ValidationError) -> list[tuple[str, str, bool]]:
         loc = [part for part in error["loc"] if part not in _NOT_KEYS]
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, Refusal):
-            out += [(_join(_path(loc), sub), message, message.startswith("missing required field"))
-                    for sub, message in cause.found]
+            out += [
+                (_join(_path(loc), sub), message, message.startswith("missing required field"))
+                for sub, message in cause.found
+            ]
         else:
             out.append((_path(loc), _message(error, loc, cause), error["type"] == "missing"))
     return out
@@ -158,22 +162,34 @@ def _release(rel: str, file: str, data: dict, doc: schema.ReleaseDoc) -> Release
     tools = doc.tools or {}
     examples = doc.example_packages or schema.ExamplePackages()
     return Release(
-        name=rel, file=file, parent=str(data["parent"]) if data.get("parent") else None,
-        repository=doc.repository, os_distro=doc.os.distro, os_version=doc.os.version, python=doc.python,
-        cuda=doc.cuda, components=dict(doc.components or {}), upstream_image=doc.base.upstream.image,
+        name=rel,
+        file=file,
+        parent=str(data["parent"]) if data.get("parent") else None,
+        repository=doc.repository,
+        os_distro=doc.os.distro,
+        os_version=doc.os.version,
+        python=doc.python,
+        cuda=doc.cuda,
+        components=dict(doc.components or {}),
+        upstream_image=doc.base.upstream.image,
         upstream_digest=doc.base.upstream.digest,
         offline=OfflineBase(doc.base.offline.debian, doc.base.offline.cuda, doc.base.offline.python),
         cuda_cc=list(doc.build.cuda_compute_capabilities),
         toggles={"xla": doc.build.xla, "gcp": doc.build.gcp, "hdfs": doc.build.hdfs},
-        nvbuildopts=list(doc.build.nvbuildopts or []), env=dict(doc.env or {}), labels=dict(doc.labels or {}),
+        nvbuildopts=list(doc.build.nvbuildopts or []),
+        env=dict(doc.env or {}),
+        labels=dict(doc.labels or {}),
         expose=list(doc.expose or []),
         entrypoint={k: getattr(doc.entrypoint, k) for k in sorted(schema.keys(schema.Entrypoint))},
-        variants={name: _variant(rel, name, v) for name, v in doc.variants.items()}, resolved=data,
-        gpu_wheels=dict(doc.gpu_wheels or {}), horovod=HorovodSpec(horovod.version, tuple(horovod.requires))
-        if horovod else None, horovod_absent=horovod_absent,
+        variants={name: _variant(rel, name, v) for name, v in doc.variants.items()},
+        resolved=data,
+        gpu_wheels=dict(doc.gpu_wheels or {}),
+        horovod=HorovodSpec(horovod.version, tuple(horovod.requires)) if horovod else None,
+        horovod_absent=horovod_absent,
         tools={n: r for n, r in tools.items() if not ABSENT.fullmatch(r)},
         tools_absent={n: ABSENT.fullmatch(r).group(1) for n, r in tools.items() if ABSENT.fullmatch(r)},  # type: ignore[union-attr]
-        dali=DaliSpec(dali.version, dali.cuda) if dali else None, dali_absent=dali_absent,
+        dali=DaliSpec(dali.version, dali.cuda) if dali else None,
+        dali_absent=dali_absent,
         example_packages=(tuple(examples.apt or ()), tuple(examples.pip or ())),
         vendor=Vendor(doc.vendor.name, doc.vendor.maintainer, doc.vendor.url, doc.vendor.copyright_holder),
     )
@@ -187,5 +203,16 @@ def _spec(value: Any) -> tuple[Any, Optional[str]]:
 def _variant(rel: str, name: str, v: schema.Variant) -> Variant:
     fw, dc = v.framework, v.framework.device_code
     code = DeviceCode(dc.version, dc.cuda, tuple(dc.sass), tuple(dc.ptx), dc.ptx_isa or "") if dc else None
-    return Variant(name, v.tag or f"{rel}-{name}", fw.name, fw.version, fw.api, dict(v.env or {}),
-                   dict(v.labels or {}), fw.package, tuple(fw.pythons or ()), tuple(fw.pins or ()), code)
+    return Variant(
+        name,
+        v.tag or f"{rel}-{name}",
+        fw.name,
+        fw.version,
+        fw.api,
+        dict(v.env or {}),
+        dict(v.labels or {}),
+        fw.package,
+        tuple(fw.pythons or ()),
+        tuple(fw.pins or ()),
+        code,
+    )

@@ -5,6 +5,7 @@ anchors and aliases, deep nesting, keys given twice, oversize files, special fil
 states only what differs: mappings merge key by key, any other value (lists included)
 replaces the parent's, and `null` removes the parent's key. Parent chains are walked
 iteratively, at most MAX_PARENTS deep. Problems are collected, not raised."""
+
 from __future__ import annotations
 
 import stat
@@ -50,13 +51,16 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise _Refused(None, None, "anchors and aliases (&name, *name) are not allowed "
-                                              "in the catalog; use `parent` to share values", event.start_mark)
+            raise _Refused(
+                None,
+                None,
+                "anchors and aliases (&name, *name) are not allowed in the catalog; use `parent` to share values",
+                event.start_mark,
+            )
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_DEPTH:
-                raise _Refused(None, None, f"nested deeper than {MAX_DEPTH} levels",
-                                                  event.start_mark)
+                raise _Refused(None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -154,8 +158,10 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
         try:
             data = _parse(path)
         except _Duplicate as exc:  # which value was meant is not known: the file is not used
-            problems += [Problem(name, key, f"line {line}: duplicate key (first on line {first}); give each key once")
-                         for key, line, first in exc.found]
+            problems += [
+                Problem(name, key, f"line {line}: duplicate key (first on line {first}); give each key once")
+                for key, line, first in exc.found
+            ]
             continue
         except ValueError as exc:  # UnicodeDecodeError is one too
             reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
@@ -179,15 +185,20 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
             continue
         rel = data.get("release")
         if not isinstance(rel, (str, int, float)) or isinstance(rel, bool) or str(rel) == "":
-            problems.append(Problem(name, "release", "missing required field (the release name, e.g. \"21.08\")"))
+            problems.append(Problem(name, "release", 'missing required field (the release name, e.g. "21.08")'))
             continue
         if isinstance(rel, float):  # YAML reads 21.10 as 21.1: demand a quoted string
-            problems.append(Problem(name, "release", f"write the release name as a quoted string, e.g. \"{rel}\""))
+            problems.append(Problem(name, "release", f'write the release name as a quoted string, e.g. "{rel}"'))
             continue
         rel = str(rel)
         if not grammar.RELEASE.fullmatch(rel):
-            problems.append(Problem(name, "release", f"{printable(rel)} is not a release name (letters, digits, "
-                                                     "'.', '_' and '-'; no '..'; 64 at most)"))
+            problems.append(
+                Problem(
+                    name,
+                    "release",
+                    f"{printable(rel)} is not a release name (letters, digits, '.', '_' and '-'; no '..'; 64 at most)",
+                )
+            )
             continue
         if rel in raw:
             problems.append(Problem(name, "release", f"release '{rel}' is already defined in {raw[rel][0]}"))
@@ -196,8 +207,9 @@ def _read_files(directory: Path, problems: list[Problem]) -> dict[str, tuple[str
     return raw
 
 
-def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem],
-             done: dict[str, tuple[dict | None, int]]) -> dict | None:
+def _resolve(
+    rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem], done: dict[str, tuple[dict | None, int]]
+) -> dict | None:
     """The release's data merged over all its ancestors, or None when the chain is broken
     (DONE: each release resolved so far, with how many parents it inherits through).
     Iterative, so no chain is too long for Python's stack (1500 parents were a
@@ -224,8 +236,13 @@ def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem]
         if data.get("parent") is None:
             merged = dict(data)
         elif depth == MAX_PARENTS + 1 and merged is not None:
-            problems.append(Problem(file, "parent", f"inherits through more than {MAX_PARENTS} parents: "
-                                                    f"{_names(_chain_names(name, raw))}"))
+            problems.append(
+                Problem(
+                    file,
+                    "parent",
+                    f"inherits through more than {MAX_PARENTS} parents: {_names(_chain_names(name, raw))}",
+                )
+            )
             merged = None
         elif merged is not None:
             base = {k: v for k, v in merged.items() if k not in ("abstract", "release", "parent")}
@@ -237,7 +254,7 @@ def _resolve(rel: str, raw: dict[str, tuple[str, dict]], problems: list[Problem]
 def _broken_link(node: str, walk: list[str], seen: set[str], raw: dict[str, tuple[str, dict]]) -> Problem | None:
     """The problem where a walk up the parents reaches NODE: a cycle, or no such release."""
     if node in seen:
-        cycle = walk[walk.index(node):] + [node]
+        cycle = walk[walk.index(node) :] + [node]
         return Problem(raw[node][0], "parent", f"inheritance cycle: {_names(cycle)}")
     if node not in raw:
         return Problem(raw[walk[-1]][0], "parent", f"unknown parent {printable(node)}")
@@ -257,7 +274,6 @@ def _names(chain: list[str]) -> str:
     if len(chain) <= 8:
         return " -> ".join(chain)
     return " -> ".join(chain[:3] + ["..."] + chain[-3:]) + f" ({len(set(chain))} releases)"
-
 
 
 def _chain(rel: str, raw: dict[str, tuple[str, dict]]) -> list[tuple[str, dict]]:

@@ -1,4 +1,5 @@
 """`python3 -m builder.cli`: the same as the `builder` command."""
+
 from builder.cli.main import run
 
 run()

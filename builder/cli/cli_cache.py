@@ -1,4 +1,5 @@
 """`builder cache ...`: the shared compile cache's commands (parsing and printing only)."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,7 @@ def cache_serve(
 
 
 @cache_app.command("stats")
-def cache_stats(directory: Optional[Path] = CACHE_DIR,
-                as_json: bool = JSON) -> None:
+def cache_stats(directory: Optional[Path] = CACHE_DIR, as_json: bool = JSON) -> None:
     """Size of the cache and its hit rate."""
     s = cache.stats(cache.CacheServer.load(directory or cache.default_dir()))
     print(json.dumps(s, indent=2) if as_json else cache.stats_text(s))

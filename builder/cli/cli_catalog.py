@@ -1,4 +1,5 @@
 """`builder catalog ...`: the release catalog's own commands (printing only)."""
+
 from __future__ import annotations
 
 import json

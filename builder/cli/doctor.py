@@ -2,6 +2,7 @@
 
 Every fact read from the machine (`docker info`, disk, nvidia-smi, CDI specs, PATH) goes
 through a small function that takes its source as an argument, so that tests feed fakes."""
+
 from __future__ import annotations
 
 import glob
@@ -51,10 +52,12 @@ GPUS_HOOK = "nvidia-container-runtime-hook"
 # and registers the runtime)
 TOOLKIT_TOOLS = ("nvidia-ctk", "nvidia-container-toolkit")
 SMI_FIELDS = "index,driver_version,name,compute_cap"
-RUNTIME_ADVICE = (f"`nvidia-ctk runtime configure --runtime=docker` and restart dockerd (`docker run --gpus all` "
-                  f"also needs {GPUS_HOOK}, of the nvidia-container-toolkit package, on dockerd's PATH); or CDI: "
-                  "`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`, `\"features\": {\"cdi\": true}` in "
-                  "daemon.json, and `docker run --device nvidia.com/gpu=all`")
+RUNTIME_ADVICE = (
+    f"`nvidia-ctk runtime configure --runtime=docker` and restart dockerd (`docker run --gpus all` "
+    f"also needs {GPUS_HOOK}, of the nvidia-container-toolkit package, on dockerd's PATH); or CDI: "
+    '`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`, `"features": {"cdi": true}` in '
+    "daemon.json, and `docker run --device nvidia.com/gpu=all`"
+)
 
 
 @dataclass
@@ -113,14 +116,23 @@ def checks(release: Release | None = None) -> list[Check]:
     except UserError as exc:
         result.append(Check("engine", False, str(exc)))
     buildx = buildx_version()
-    result.append(Check("buildx", bool(buildx), buildx or "no `docker buildx` (bash scripts/setup.sh installs "
-                        "Debian 13's docker-buildx)", required=False))
+    result.append(
+        Check(
+            "buildx",
+            bool(buildx),
+            buildx or "no `docker buildx` (bash scripts/setup.sh installs Debian 13's docker-buildx)",
+            required=False,
+        )
+    )
     result.append(build_backend_check(buildx))
     if buildx and engine_up:
         for feature in buildkit_probe.probe():
             result.append(Check(f"  {feature.name}", feature.works, feature.detail, required=False))
-    for tool, why, required in (("debootstrap", "offline bases", True), ("docker-registry", "registry tests", False),
-                                ("hadolint", "Dockerfile lint", False)):
+    for tool, why, required in (
+        ("debootstrap", "offline bases", True),
+        ("docker-registry", "registry tests", False),
+        ("hadolint", "Dockerfile lint", False),
+    ):
         path = shutil.which(tool) or (f"/usr/bin/{tool}" if shutil.which(f"/usr/bin/{tool}") else None)
         result.append(Check(tool, path is not None, f"{path or 'missing'} ({why})", required))
     result.append(settings_server_check())
@@ -137,8 +149,12 @@ def build_backend_check(buildx: str) -> Check:
     if wanted == "legacy":
         return Check("build backend", True, "legacy builder (BUILDER_BACKEND=legacy)", required=False)
     if not buildx:
-        return Check("build backend", False, "legacy builder: no buildx, so no BuildKit (bash scripts/setup.sh "
-                     "installs it)", required=False)
+        return Check(
+            "build backend",
+            False,
+            "legacy builder: no buildx, so no BuildKit (bash scripts/setup.sh installs it)",
+            required=False,
+        )
     return Check("build backend", True, "BuildKit through docker buildx")
 
 
@@ -159,11 +175,16 @@ def settings_server_check(euid: int | None = None) -> Check:
     """The settings server tells build containers from host processes through other
     processes' /proc/PID/fd, which only root can read; otherwise it can serve no one."""
     root = (os.geteuid() if euid is None else euid) == 0
-    return Check("settings server", root,
-                 "can check that callers are build containers" if root else
-                 "not root: it cannot read other processes' /proc/PID/fd, so builds with settings "
-                 "(--apt-mirror, --pip-index, --ca-bundle, or the default --host-ca) would get none: "
-                 "use --no-host-ca without settings, or run as root", required=False)
+    return Check(
+        "settings server",
+        root,
+        "can check that callers are build containers"
+        if root
+        else "not root: it cannot read other processes' /proc/PID/fd, so builds with settings "
+        "(--apt-mirror, --pip-index, --ca-bundle, or the default --host-ca) would get none: "
+        "use --no-host-ca without settings, or run as root",
+        required=False,
+    )
 
 
 # ---- disk ---------------------------------------------------------------------------------
@@ -200,28 +221,37 @@ def cold_build_need(release: Release | None) -> tuple[str, float, str]:
     return release.name, COLD_BUILD_GB[like], f"an estimate: {like}'s, the same CUDA {major}.x"
 
 
-def disk_check(release: Release | None, paths: Iterable[str],
-               free: Callable[[str], float | None] = disk_free) -> Check:
+def disk_check(release: Release | None, paths: Iterable[str], free: Callable[[str], float | None] = disk_free) -> Check:
     """The least free disk among PATHS against a cold build of RELEASE plus the engine's floor."""
     name, peak, how = cold_build_need(release)
     need = peak + ENGINE_FLOOR_GB
     seen = {p: free(p) for p in paths}
     known = {p: f for p, f in seen.items() if f is not None}
     if not known:
-        return Check("free disk", False, f"cannot see {', '.join(seen)} on this machine (a remote engine?): "
-                     f"a cold {name} build needs ~{need:.0f} GB free there", required=False)
+        return Check(
+            "free disk",
+            False,
+            f"cannot see {', '.join(seen)} on this machine (a remote engine?): "
+            f"a cold {name} build needs ~{need:.0f} GB free there",
+            required=False,
+        )
     path = min(known, key=known.__getitem__)
     have = known[path]
     basis = f"{peak:g} GB at its peak, {how}, and {ENGINE_FLOOR_GB:g} GB the engine keeps" + (
-        "; --release R checks another release" if release is None else "")
+        "; --release R checks another release" if release is None else ""
+    )
     if have >= need:
-        return Check("free disk", True, f"{have:.0f} GB free on {path}; a cold {name} build needs ~{need:.0f} GB "
-                     f"({basis})")
-    return Check("free disk", False, f"needs ~{need:.0f} GB free for a cold {name} build, {have:.0f} GB free on "
-                 f"{path} ({basis})",
-                 advice=f"free {math.ceil(need - have)} GB or more on {path}'s file system: a warm cache needs "
-                        "less (the base and the locked wheels' layers are reused); `docker builder prune` drops "
-                        "BuildKit's build cache, `docker image prune` unused images")
+        return Check(
+            "free disk", True, f"{have:.0f} GB free on {path}; a cold {name} build needs ~{need:.0f} GB ({basis})"
+        )
+    return Check(
+        "free disk",
+        False,
+        f"needs ~{need:.0f} GB free for a cold {name} build, {have:.0f} GB free on {path} ({basis})",
+        advice=f"free {math.ceil(need - have)} GB or more on {path}'s file system: a warm cache needs "
+        "less (the base and the locked wheels' layers are reused); `docker builder prune` drops "
+        "BuildKit's build cache, `docker image prune` unused images",
+    )
 
 
 # ---- GPU: the devices, the container runtime, the driver ---------------------------------
@@ -233,8 +263,7 @@ class Gpu:
     cc: str | None  # "9.0"; None where the driver cannot say (compute_cap came with R510)
 
 
-def nvidia_smi(which: Callable[[str], str | None] = shutil.which,
-               run: Callable[..., str] = _run) -> str | None:
+def nvidia_smi(which: Callable[[str], str | None] = shutil.which, run: Callable[..., str] = _run) -> str | None:
     """nvidia-smi's CSV of the GPUs (index, driver, name, compute capability); None without
     nvidia-smi. An older driver refuses compute_cap: then asked without it."""
     smi = which("nvidia-smi")
@@ -274,20 +303,37 @@ def gpu_label(indices: list[int]) -> str:
     return "GPU " + ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-def gpu_checks(release: Release | None, info: dict | None, smi: Callable[[], str | None] = nvidia_smi,
-               device: str = GPU_DEVICE, cdi_dirs: Iterable[str] = CDI_DIRS,
-               which: Callable[[str], str | None] = shutil.which) -> list[Check]:
+def gpu_checks(
+    release: Release | None,
+    info: dict | None,
+    smi: Callable[[], str | None] = nvidia_smi,
+    device: str = GPU_DEVICE,
+    cdi_dirs: Iterable[str] = CDI_DIRS,
+    which: Callable[[str], str | None] = shutil.which,
+) -> list[Check]:
     """The GPU lines: skipped where the machine has no GPU; else the container runtime and
     the driver against RELEASE (or against every release of the catalog)."""
     gpus = parse_gpus(smi())
     if not gpus and not os.path.exists(device):
-        return [gpu_check("GPU", True, f"none: GPU checks skipped (this machine has no GPU: no nvidia-smi listing "
-                          f"one, no {device})", info=True)]
+        return [
+            gpu_check(
+                "GPU",
+                True,
+                f"none: GPU checks skipped (this machine has no GPU: no nvidia-smi listing one, no {device})",
+                info=True,
+            )
+        ]
     result = [gpu_check("GPU", True, gpu_summary(gpus) or f"{device} exists, but nvidia-smi lists no GPU")]
     result.append(runtime_check(info, cdi_dirs, which))
     if not gpus:
-        result.append(gpu_check("NVIDIA driver", False, "unknown: nvidia-smi lists no GPU",
-                                advice="install the NVIDIA driver's utilities (nvidia-smi) to check it"))
+        result.append(
+            gpu_check(
+                "NVIDIA driver",
+                False,
+                "unknown: nvidia-smi lists no GPU",
+                advice="install the NVIDIA driver's utilities (nvidia-smi) to check it",
+            )
+        )
     elif release is not None:
         result.extend(release_driver_checks(gpus, release))
     else:
@@ -300,13 +346,16 @@ def gpu_checks(release: Release | None, info: dict | None, smi: Callable[[], str
 
 def gpu_summary(gpus: list[Gpu]) -> str:
     """'GPU 0-1 NVIDIA H100 80GB HBM3 (9.0); GPU 2 NVIDIA L4 (8.9); driver 550.54.15'."""
-    kinds = "; ".join(f"{gpu_label(indices)} {name} ({cc or 'capability unknown'})"
-                      for (name, cc), indices in gpu_groups(gpus).items())
+    kinds = "; ".join(
+        f"{gpu_label(indices)} {name} ({cc or 'capability unknown'})"
+        for (name, cc), indices in gpu_groups(gpus).items()
+    )
     return f"{kinds}; driver {gpus[0].driver}" if gpus else ""
 
 
-def runtime_check(info: dict | None, cdi_dirs: Iterable[str] = CDI_DIRS,
-                  which: Callable[[str], str | None] = shutil.which) -> Check:
+def runtime_check(
+    info: dict | None, cdi_dirs: Iterable[str] = CDI_DIRS, which: Callable[[str], str | None] = shutil.which
+) -> Check:
     """Whether `docker run --gpus all` (what `builder test` and users run) gives a container
     the GPU: Docker's `nvidia` runtime registered, or the hook its --gpus calls on PATH. A CDI
     spec of nvidia.com/gpu serves `--device nvidia.com/gpu=all` alone (and only with the
@@ -314,29 +363,39 @@ def runtime_check(info: dict | None, cdi_dirs: Iterable[str] = CDI_DIRS,
     info = info or {}
     runtimes = info.get("Runtimes") or {}
     if "nvidia" in runtimes:
-        return gpu_check("GPU runtime", True, f"Docker's nvidia runtime ({runtimes['nvidia'].get('path', '?')}): "
-                         "`docker run --gpus all`")
+        return gpu_check(
+            "GPU runtime",
+            True,
+            f"Docker's nvidia runtime ({runtimes['nvidia'].get('path', '?')}): `docker run --gpus all`",
+        )
     hook = which(GPUS_HOOK)
     if hook:
         return gpu_check("GPU runtime", True, f"{hook}: `docker run --gpus all` (where dockerd's PATH has it too)")
-    gpus_all = (f"`docker run --gpus all` (`builder test`) needs Docker's nvidia runtime or {GPUS_HOOK} "
-                "on PATH")
+    gpus_all = f"`docker run --gpus all` (`builder test`) needs Docker's nvidia runtime or {GPUS_HOOK} on PATH"
     engine_dirs = info.get("CDISpecDirs")
     spec = cdi_spec([*cdi_dirs, *(engine_dirs or [])])
     tool = next((p for p in map(which, TOOLKIT_TOOLS) if p), None)
     if spec or tool:
-        has = "; ".join(filter(None, [spec and f"CDI spec {spec} (nvidia.com/gpu)",
-                                      tool and f"{tool} (NVIDIA container toolkit)"]))
-        cdi = ("the engine lists no CDI spec directories: CDI is off (`\"features\": {\"cdi\": true}` in "
-               "daemon.json turns it on)" if engine_dirs is not None and not engine_dirs else
-               "CDI works with `--device nvidia.com/gpu=all` where the daemon has CDI enabled")
-        return gpu_check("GPU runtime", False, f"{has}, but {gpus_all}: {cdi}", stops=True,
-                         advice=RUNTIME_ADVICE)
+        has = "; ".join(
+            filter(None, [spec and f"CDI spec {spec} (nvidia.com/gpu)", tool and f"{tool} (NVIDIA container toolkit)"])
+        )
+        cdi = (
+            'the engine lists no CDI spec directories: CDI is off (`"features": {"cdi": true}` in '
+            "daemon.json turns it on)"
+            if engine_dirs is not None and not engine_dirs
+            else "CDI works with `--device nvidia.com/gpu=all` where the daemon has CDI enabled"
+        )
+        return gpu_check("GPU runtime", False, f"{has}, but {gpus_all}: {cdi}", stops=True, advice=RUNTIME_ADVICE)
     engine = "Docker lists no nvidia runtime" if info else "no engine to list its runtimes"
-    return gpu_check("GPU runtime", False, f"a GPU is here but no NVIDIA container runtime: {engine}, no "
-                     f"{GPUS_HOOK} or {' or '.join(TOOLKIT_TOOLS)} on PATH, no CDI spec names nvidia.com/gpu "
-                     f"({', '.join(cdi_dirs)}): containers (`builder test`) would see no GPU", stops=True,
-                     advice=f"install nvidia-container-toolkit, then {RUNTIME_ADVICE}")
+    return gpu_check(
+        "GPU runtime",
+        False,
+        f"a GPU is here but no NVIDIA container runtime: {engine}, no "
+        f"{GPUS_HOOK} or {' or '.join(TOOLKIT_TOOLS)} on PATH, no CDI spec names nvidia.com/gpu "
+        f"({', '.join(cdi_dirs)}): containers (`builder test`) would see no GPU",
+        stops=True,
+        advice=f"install nvidia-container-toolkit, then {RUNTIME_ADVICE}",
+    )
 
 
 def cdi_spec(dirs: Iterable[str]) -> str | None:
@@ -358,8 +417,9 @@ def release_driver_checks(gpus: list[Gpu], release: Release) -> list[Check]:
     """The driver against RELEASE's minimum (builder/catalog/driver.py's contract), then each GPU's
     verdict: machine code, PTX JIT (and the driver that needs), or nothing that runs."""
     try:
-        contract = driver_contract.contract(release, _variant(release),
-                                            rows=tuple(dict.fromkeys(g.cc for g in gpus if g.cc)))
+        contract = driver_contract.contract(
+            release, _variant(release), rows=tuple(dict.fromkeys(g.cc for g in gpus if g.cc))
+        )
     except (UserError, ValueError) as exc:
         return [gpu_check("NVIDIA driver", False, f"cannot compute {release.name}'s minimum driver: {exc}")]
     have = gpus[0].driver
@@ -384,11 +444,16 @@ def _older(driver: str, than: str) -> bool:
 
 def _floor_check(have: str, name: str, contract: driver_contract.Contract) -> Check:
     if _older(have, contract.minimum):
-        return gpu_check("NVIDIA driver", False, f"{have} is older than {name}'s minimum {contract.minimum} "
-                         f"({contract.minimum_why}): {name}'s images build here but will not run on this "
-                         "machine's GPUs", stops=True,
-                         advice=f"install an NVIDIA driver {contract.minimum} or newer to run them here, or "
-                                "run them on another machine")
+        return gpu_check(
+            "NVIDIA driver",
+            False,
+            f"{have} is older than {name}'s minimum {contract.minimum} "
+            f"({contract.minimum_why}): {name}'s images build here but will not run on this "
+            "machine's GPUs",
+            stops=True,
+            advice=f"install an NVIDIA driver {contract.minimum} or newer to run them here, or "
+            "run them on another machine",
+        )
     return gpu_check("NVIDIA driver", True, f"{have}: {name} needs {contract.minimum} or newer")
 
 
@@ -396,20 +461,34 @@ def _gpu_verdict_check(label: str, gpu: Gpu, have: str, name: str, contract: dri
     where = f"{gpu.name} ({gpu.cc or '?'})"
     verdict = contract.verdicts.get(gpu.cc or "")
     if verdict is None:
-        return gpu_check(label, False, f"{where}: compute capability unknown (nvidia-smi did not say), so whether "
-                         f"{name} runs natively is not known")
+        return gpu_check(
+            label,
+            False,
+            f"{where}: compute capability unknown (nvidia-smi did not say), so whether "
+            f"{name} runs natively is not known",
+        )
     if verdict.runs is False:
-        return gpu_check(label, False, f"{where}: {name} {verdict.text}: its images will not run on this GPU",
-                         stops=True)
+        return gpu_check(
+            label, False, f"{where}: {name} {verdict.text}: its images will not run on this GPU", stops=True
+        )
     if verdict.runs is not True:
         return gpu_check(label, False, f"{where}: {name} {verdict.text}")
     if verdict.driver and _older(have, verdict.driver):
-        return gpu_check(label, False, f"{where}: driver {have} is older than the {verdict.driver} {name} needs "
-                         f"on it, so its images will not run on this GPU: {verdict.text}", stops=True,
-                         advice=f"install an NVIDIA driver {verdict.driver} or newer to run them here")
+        return gpu_check(
+            label,
+            False,
+            f"{where}: driver {have} is older than the {verdict.driver} {name} needs "
+            f"on it, so its images will not run on this GPU: {verdict.text}",
+            stops=True,
+            advice=f"install an NVIDIA driver {verdict.driver} or newer to run them here",
+        )
     if verdict.jit:
-        return gpu_check(label, False, f"{where}: {name} has no machine code for it, its kernels run by PTX JIT "
-                         f"(slower first start): {verdict.text}")
+        return gpu_check(
+            label,
+            False,
+            f"{where}: {name} has no machine code for it, its kernels run by PTX JIT "
+            f"(slower first start): {verdict.text}",
+        )
     return gpu_check(label, True, f"{where}: {verdict.text}")
 
 
@@ -429,11 +508,18 @@ def catalog_driver_check(have: str, releases: dict[str, Release] | None = None) 
         if _older(have, floor):
             too_old[name] = floor
     if not too_old:
-        return gpu_check("NVIDIA driver", True, f"{have}: at least every release's minimum (--release R checks "
-                         "its GPUs too)")
-    return gpu_check("NVIDIA driver", False, f"{have}: older than the minimum of " + ", ".join(
-        f"{n} ({f})" for n, f in too_old.items()) + ": their images build here but will not run on this "
-        "machine's GPUs", advice="install a newer NVIDIA driver to run those releases' images here")
+        return gpu_check(
+            "NVIDIA driver", True, f"{have}: at least every release's minimum (--release R checks its GPUs too)"
+        )
+    return gpu_check(
+        "NVIDIA driver",
+        False,
+        f"{have}: older than the minimum of "
+        + ", ".join(f"{n} ({f})" for n, f in too_old.items())
+        + ": their images build here but will not run on this "
+        "machine's GPUs",
+        advice="install a newer NVIDIA driver to run those releases' images here",
+    )
 
 
 # ---- the report ----------------------------------------------------------------------------
@@ -454,8 +540,11 @@ def report(items: list[Check]) -> tuple[str, bool]:
 def summary_line(items: list[Check]) -> str:
     """The report's last line: whether this machine builds (what doctor's exit status says),
     then, apart, what the GPU warnings mean for running the images here."""
-    line = ("ready to build" if is_healthy(items) else
-            "not ready to build: fix the FAIL lines (bash scripts/setup.sh installs what is missing)")
+    line = (
+        "ready to build"
+        if is_healthy(items)
+        else "not ready to build: fix the FAIL lines (bash scripts/setup.sh installs what is missing)"
+    )
     gpu_warned = [c for c in items if c.gpu and c.status == "warn"]
     if any(c.stops for c in gpu_warned):
         line += " (images will not run on this machine's GPU as it is: see the GPU warnings)"
@@ -471,6 +560,11 @@ def is_healthy(items: list[Check]) -> bool:
 
 def report_json(items: list[Check]) -> dict:
     """`builder doctor --json`: every check (name, status ok/warn/fail/info, value, advice)."""
-    return {"healthy": is_healthy(items), "summary": summary_line(items),  # JSON escapes every control
-            "checks": [{"name": c.name.strip(), "status": c.status, "value": redact(c.detail),
-                        "advice": redact(c.advice)} for c in items]}
+    return {
+        "healthy": is_healthy(items),
+        "summary": summary_line(items),  # JSON escapes every control
+        "checks": [
+            {"name": c.name.strip(), "status": c.status, "value": redact(c.detail), "advice": redact(c.advice)}
+            for c in items
+        ],
+    }

@@ -2,6 +2,7 @@
 app run, and every failure turned into one line on stderr and an exit code (by kind, see
 builder.core.errors). `builder.cli.main` hands its app here; nothing here knows the commands.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,8 +54,7 @@ def _main(app: typer.Typer, argv: list[str] | None) -> int:
     except Exception as exc:  # a bug, not bad input: still one line unless asked for more
         if os.environ.get("BUILDER_DEBUG"):
             raise
-        say(f"error: internal error: {type(exc).__name__}: {exc} "
-            "(run with BUILDER_DEBUG=1 for the traceback)")
+        say(f"error: internal error: {type(exc).__name__}: {exc} (run with BUILDER_DEBUG=1 for the traceback)")
         return 1
 
 
@@ -62,6 +62,8 @@ def _old_push_hint(argv: list[str]) -> str:
     """`--push REGISTRY` (a value before, a switch now, as in buildx): say the new form."""
     i = argv.index("--push") if "--push" in argv else -1
     if 0 <= i < len(argv) - 1 and not argv[i + 1].startswith("-"):
-        return (f" (--push is a switch: tag the image -t {argv[i + 1]}/NAME:TAG and give --push, "
-                f"or give --push --registry {argv[i + 1]})")
+        return (
+            f" (--push is a switch: tag the image -t {argv[i + 1]}/NAME:TAG and give --push, "
+            f"or give --push --registry {argv[i + 1]})"
+        )
     return ""

@@ -3,6 +3,7 @@ into a plan (builder.plan, pure) and hands it to builder.run with an engine; res
 stdout, logs and errors to stderr. Every failure is a BuilderError, printed by the one
 handler in builder.cli.entry (one line for user errors, exit code by kind).
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,13 @@ from builder.plan import (
 from builder.run import print_base_recipe, run_base, run_build, run_derive, run_push, run_tests
 from builder.run.run_files import run_bake, run_lock, run_render, run_render_all
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Build NGC-style GPU TensorFlow container images from a release catalog.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Build NGC-style GPU TensorFlow container images from a release catalog.",
+)
 
 
 def _catalog():
@@ -84,13 +90,22 @@ def _version(shown: bool) -> None:
     """--version: what is installed and the commit it comes from (builder.core.version, read only when asked)."""
     if shown:
         from builder.core import version
+
         print(version.version_text())
         raise typer.Exit(0)
 
 
 @app.callback()
-def main_options(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
-                                              help="Print the builder's version and commit, and exit.")) -> None:
+def main_options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="Print the builder's version and commit, and exit.",
+    ),
+) -> None:
     del version  # printed (and exited) by its eager callback; the app's help is Typer's help= above
 
 
@@ -102,8 +117,10 @@ def releases(as_json: bool = JSON) -> None:
 
 
 @app.command()
-def show(release: str = typer.Argument(..., help="Release name, e.g. 21.08."),
-         as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML.")) -> None:
+def show(
+    release: str = typer.Argument(..., help="Release name, e.g. 21.08."),
+    as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+) -> None:
     """Show a release as resolved through its parents and validated, then what is computed
     from it: the minimum NVIDIA driver, a verdict per GPU of the fleet, the platforms."""
     print(driver.show_text(_catalog().get(release), as_json), end="")
@@ -115,9 +132,13 @@ def render(
     release: Optional[str] = typer.Option(None, "--release", "-r", help="Release, e.g. 21.08."),
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Variant, e.g. tf2-py3 (default: all)."),
     render=None,
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write the build context(s) here."),
+    output: Optional[Path] = typer.Option(
+        None, "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write the build context(s) here."
+    ),
     all_: bool = typer.Option(False, "--all", help="Every release and variant (default options) into dockerfiles/."),
-    check: bool = typer.Option(False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."),
+    check: bool = typer.Option(
+        False, "--check", help="With --all: fail when dockerfiles/ differs from a fresh render."
+    ),
 ) -> None:
     """Render Dockerfiles and build contexts from the catalog."""
     render = check_render_args(release, variant, render, all_, check)
@@ -135,8 +156,14 @@ def render(
 def lock(
     release: Optional[str] = typer.Option(None, "--release", "-r", help="Only this release (default: all)."),
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="Only this variant (default: all)."),
-    check: bool = typer.Option(False, "--check", help="No network: exit 1 when a lock is missing, stray or made from other inputs."),
-    upgrade: bool = typer.Option(False, "--upgrade", help="Resolve every lock afresh (default: only missing or changed ones, keeping their versions where they fit)."),
+    check: bool = typer.Option(
+        False, "--check", help="No network: exit 1 when a lock is missing, stray or made from other inputs."
+    ),
+    upgrade: bool = typer.Option(
+        False,
+        "--upgrade",
+        help="Resolve every lock afresh (default: only missing or changed ones, keeping their versions where they fit).",
+    ),
 ) -> None:
     """Lock the Python packages of every buildable release variant and Python, with hashes (uv)."""
     if not run_lock(_catalog(), release, variant, check, upgrade):
@@ -167,7 +194,14 @@ def bake(
     release: str = RELEASE,
     variant: Optional[str] = typer.Option(None, "--variant", "-v", help="One variant (default: every buildable one)."),
     render=None,
-    output: Path = typer.Option(..., "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write the build contexts and docker-bake.json here."),
+    output: Path = typer.Option(
+        ...,
+        "-o",
+        "--output",
+        parser=outputdir.output_path,
+        metavar="<path>",
+        help="Write the build contexts and docker-bake.json here.",
+    ),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
     print_: bool = typer.Option(False, "--print", help="Also print the bake definition (JSON) on stdout."),
 ) -> None:
@@ -190,13 +224,17 @@ def build(
     runtime: bool = RUNTIME,
     runtime_only: bool = RUNTIME_ONLY,
     render=None,
-    tag: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."),
+    tag: Optional[List[str]] = typer.Option(
+        None, "--tag", "-t", help="Tag(s) instead of the release and build-id tags."
+    ),
     build_id: Optional[str] = typer.Option(None, "--build-id", help="Build id (default: UTC timestamp)."),
     no_cache: bool = NO_CACHE,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be built; build nothing."),
     platform: str = PLATFORM,
     settings=None,
-    bake_ca: bool = typer.Option(False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."),
+    bake_ca: bool = typer.Option(
+        False, "--bake-ca", help="Also install the --ca-bundle files in the image's trust store."
+    ),
     compile_cache: Optional[str] = COMPILE_CACHE,
     build_arg: Optional[List[str]] = BUILD_ARG,
     push: bool = PUSH,
@@ -209,15 +247,41 @@ def build(
     as_json: bool = BUILD_JSON,
 ) -> None:
     """Build release images on the Docker engine (tagged only when the build succeeds)."""
-    plan = plan_build(_catalog(), BuildArgs(
-        release=release, variant=variant, all_variants=all_variants, **render, tags=tuple(tag or ()),
-        build_id=build_id, platform=platform, no_cache=no_cache, compile_cache=compile_cache, push=push,
-        registry=registry, build_args=tuple(build_arg or ()),
-        insecure_registry=insecure_registry, baked_ca=baked_ca(bake_ca, settings.ca_bundle), builders=builders,
-        sbom=sbom_, sign=sign, key_password_env=key_password_env, runtime=runtime or runtime_only,
-        runtime_only=runtime_only, backend=settings.backend))
-    run_build(plan, _engine, settings(), credentials() if plan.push else None, dry_run=dry_run, progress=progress,
-              as_json=as_json)
+    plan = plan_build(
+        _catalog(),
+        BuildArgs(
+            release=release,
+            variant=variant,
+            all_variants=all_variants,
+            **render,
+            tags=tuple(tag or ()),
+            build_id=build_id,
+            platform=platform,
+            no_cache=no_cache,
+            compile_cache=compile_cache,
+            push=push,
+            registry=registry,
+            build_args=tuple(build_arg or ()),
+            insecure_registry=insecure_registry,
+            baked_ca=baked_ca(bake_ca, settings.ca_bundle),
+            builders=builders,
+            sbom=sbom_,
+            sign=sign,
+            key_password_env=key_password_env,
+            runtime=runtime or runtime_only,
+            runtime_only=runtime_only,
+            backend=settings.backend,
+        ),
+    )
+    run_build(
+        plan,
+        _engine,
+        settings(),
+        credentials() if plan.push else None,
+        dry_run=dry_run,
+        progress=progress,
+        as_json=as_json,
+    )
 
 
 @app.command("test")
@@ -236,8 +300,11 @@ def test_image(
 def inspect(
     image: str = typer.Argument(..., help="Image to describe."),
     as_json: bool = JSON,
-    coverage: bool = typer.Option(False, "--coverage", help="Print the GPU coverage table: per compute "
-                                  "capability and CUDA binary, native SASS, PTX JIT or none."),
+    coverage: bool = typer.Option(
+        False,
+        "--coverage",
+        help="Print the GPU coverage table: per compute capability and CUDA binary, native SASS, PTX JIT or none.",
+    ),
     cuda_cc: Optional[str] = typer.Option(None, "--cuda-cc", help="Also ask about these capabilities (e.g. 9.0,12.0)."),
 ) -> None:
     """What IMAGE holds, read from a container of it: framework, versions, libraries, coverage."""
@@ -280,11 +347,29 @@ def derive(
 ) -> None:
     """Derive an image: patch and rebuild the framework with nvbuild.sh, and/or add packages.
     Patches are tried on the parent's source first; the image is tested, then tagged."""
-    plan = plan_derive(from_, tag, **changes, compile_cache=compile_cache, no_cache=no_cache, test=not no_test,
-                       sbom=sbom_, backend=settings.backend, build_args=tuple(build_arg or ()), push=push,
-                       registry=registry, insecure_registry=insecure_registry)
-    run_derive(plan, _engine, settings(), _catalog(), progress=progress, as_json=as_json,
-               creds=credentials() if plan.push else None)
+    plan = plan_derive(
+        from_,
+        tag,
+        **changes,
+        compile_cache=compile_cache,
+        no_cache=no_cache,
+        test=not no_test,
+        sbom=sbom_,
+        backend=settings.backend,
+        build_args=tuple(build_arg or ()),
+        push=push,
+        registry=registry,
+        insecure_registry=insecure_registry,
+    )
+    run_derive(
+        plan,
+        _engine,
+        settings(),
+        _catalog(),
+        progress=progress,
+        as_json=as_json,
+        creds=credentials() if plan.push else None,
+    )
 
 
 @app.command()
@@ -307,8 +392,12 @@ def push(
 
 
 @app.command()
-def sbom(image: str = typer.Argument(..., help="Local image (one the builder made)."),
-         output: Optional[Path] = typer.Option(None, "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write here, not to stdout.")) -> None:
+def sbom(
+    image: str = typer.Argument(..., help="Local image (one the builder made)."),
+    output: Optional[Path] = typer.Option(
+        None, "-o", "--output", parser=outputdir.output_path, metavar="<path>", help="Write here, not to stdout."
+    ),
+) -> None:
     """The image's SBOM (CycloneDX JSON): syft's packages plus the parts compiled in the image."""
     text = supply_chain.run_sbom(_engine, image, output)
     if text is not None:  # no -o: on stdout
@@ -317,12 +406,19 @@ def sbom(image: str = typer.Argument(..., help="Local image (one the builder mad
 
 @app.command()
 @with_registry_credentials
-def verify(ref: str = typer.Argument(..., help="REGISTRY/NAME:TAG (or @DIGEST) to check."),
-           key: Path = typer.Option(..., "--key", help="cosign public key."), credentials=None,
-           insecure_registry: bool = INSECURE_REGISTRY, as_json: bool = JSON) -> None:
+def verify(
+    ref: str = typer.Argument(..., help="REGISTRY/NAME:TAG (or @DIGEST) to check."),
+    key: Path = typer.Option(..., "--key", help="cosign public key."),
+    credentials=None,
+    insecure_registry: bool = INSECURE_REGISTRY,
+    as_json: bool = JSON,
+) -> None:
     """Check REF's signature, SBOM and provenance against KEY (exit 1 on any mismatch)."""
-    print(supply_chain.verified_text(supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()),
-                                     ref, as_json))
+    print(
+        supply_chain.verified_text(
+            supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()), ref, as_json
+        )
+    )
 
 
 app.add_typer(cache_app, name="cache")

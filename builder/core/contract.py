@@ -13,6 +13,7 @@ Standard library only: builder/in_image/image_report.py runs inside the image an
 this; it keeps copies of the few names it needs, and tests/unit/test_contract.py
 proves they agree.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,7 +31,7 @@ class Label:
     TITLE = "org.opencontainers.image.title"
     VERSION = "org.opencontainers.image.version"
     DESCRIPTION = "org.opencontainers.image.description"
-    VENDOR = "org.opencontainers.image.vendor"    # who built the image: the catalog's vendor.name
+    VENDOR = "org.opencontainers.image.vendor"  # who built the image: the catalog's vendor.name
     AUTHORS = "org.opencontainers.image.authors"  # the catalog's vendor.maintainer
     CREATED = "org.opencontainers.image.created"
     REVISION = "org.opencontainers.image.revision"
@@ -51,14 +52,14 @@ class Label:
     HDFS = "dev.tfbuilder.hdfs"
     BASE = "dev.tfbuilder.base"
     ENV_OVERRIDES = "dev.tfbuilder.env-overrides"
-    WITHOUT = "dev.tfbuilder.without"   # components left out (--without): "dali,jupyter"
+    WITHOUT = "dev.tfbuilder.without"  # components left out (--without): "dali,jupyter"
     BASE_IMAGE = "dev.tfbuilder.base-image"
     # The driver contract, computed from the catalog's pinned libraries and the wheel's
     # recorded device code (builder/catalog/driver.py): the oldest driver for machine code (what
     # NVIDIA_REQUIRE_CUDA enforces), and the oldest where kernels are JIT-compiled from PTX.
     MIN_DRIVER = "dev.tfbuilder.min-driver"
     MIN_DRIVER_PTX_JIT = "dev.tfbuilder.min-driver-ptx-jit"
-    PTXAS = "dev.tfbuilder.ptxas"   # "12.9": the newer ptxas nvbuild.sh assembles with ("" none)
+    PTXAS = "dev.tfbuilder.ptxas"  # "12.9": the newer ptxas nvbuild.sh assembles with ("" none)
 
     # What the image reported (readback.measured_labels, added after the build).
     FRAMEWORK = "dev.tfbuilder.framework"
@@ -73,8 +74,8 @@ class Label:
     HOROVOD = "dev.tfbuilder.horovod"
     FILESYSTEMS = "dev.tfbuilder.filesystems"
     COVERAGE = "dev.tfbuilder.coverage"
-    DALI = "dev.tfbuilder.dali"     # "1.34.0 (TensorFlow plugin 1.34.0)": what the image imports
-    TOOLS = "dev.tfbuilder.tools"   # the tools' distributions installed: "jupyterlab=4.6.6 tensorboard=2.21.0"
+    DALI = "dev.tfbuilder.dali"  # "1.34.0 (TensorFlow plugin 1.34.0)": what the image imports
+    TOOLS = "dev.tfbuilder.tools"  # the tools' distributions installed: "jupyterlab=4.6.6 tensorboard=2.21.0"
 
     # A derived image (builder derive).
     PARENT = "dev.tfbuilder.parent"
@@ -84,7 +85,7 @@ class Label:
     DALI_PATCHES = "dev.tfbuilder.dali-patches"
     APT_PACKAGES = "dev.tfbuilder.apt-packages"
     PIP_PACKAGES = "dev.tfbuilder.pip-packages"
-    PIP_ADDED = "dev.tfbuilder.pip-added"   # what --pip resolved to beyond the parent's pins
+    PIP_ADDED = "dev.tfbuilder.pip-added"  # what --pip resolved to beyond the parent's pins
     NVBUILD_ARGS = "dev.tfbuilder.nvbuild-args"
 
     # A runtime image (builder build --runtime): the devel image it was copied from.
@@ -104,7 +105,7 @@ def label_keys() -> dict[str, str]:
 class InImage:
     """Where things are inside an image. Namespace only; templates see it as `image`."""
 
-    HOME = "/opt/tensorflow"                        # nvbuild.sh's directory and WORKDIR
+    HOME = "/opt/tensorflow"  # nvbuild.sh's directory and WORKDIR
     NVBUILD = "/opt/tensorflow/nvbuild.sh"
     NVBUILDOPTS = "/opt/tensorflow/nvbuildopts"
     CUDA_ARCH = "/opt/tensorflow/cuda_arch.py"
@@ -113,7 +114,7 @@ class InImage:
     LOCKS = "/opt/tensorflow/locks"
     # Every installed Python package pinned (pip-constraints); PIP_CONSTRAINT points here.
     PIP_CONSTRAINT = "/etc/pip/constraint.txt"
-    SOURCE = "/opt/tensorflow/tensorflow-source"    # the framework source nvbuild.sh builds
+    SOURCE = "/opt/tensorflow/tensorflow-source"  # the framework source nvbuild.sh builds
     HOROVOD_SOURCE = "/opt/tensorflow/horovod-source"
     PATCHES = "/opt/tensorflow/patches"
     HOROVOD_PATCHES = "/opt/tensorflow/patches/horovod"
@@ -151,7 +152,7 @@ class ImageEnv:
 # The JIT cache's size: the CUDA driver's maximum, 4 GiB (its default is 256 MiB, 1 GiB for
 # desktop and server GPUs in recent drivers: CUDA Programming Guide, "CUDA Environment
 # Variables"). TensorFlow's kernels compiled from PTX for one GPU do not fit the default.
-JIT_CACHE_MAXSIZE = 4 * 1024 ** 3
+JIT_CACHE_MAXSIZE = 4 * 1024**3
 
 
 # Corporate build settings as BuildKit secrets: id `builder-<name>`, mounted for one RUN at
@@ -172,8 +173,10 @@ def settings_secret_id(name: str) -> str:
 
 
 def settings_mount_flags() -> list[str]:
-    return [f"--mount=type=secret,id={settings_secret_id(n)},target={SETTINGS_DIR}/{n},required=false"
-            for n in SETTINGS_SECRETS]
+    return [
+        f"--mount=type=secret,id={settings_secret_id(n)},target={SETTINGS_DIR}/{n},required=false"
+        for n in SETTINGS_SECRETS
+    ]
 
 
 def settings_mounts() -> str:
@@ -188,8 +191,9 @@ def compile_cache_mount() -> str:
 
 # Exactly the builder's own mounts, as the functions above write them (the legacy builder
 # gets the Dockerfile without them).
-BUILDER_MOUNT = re.compile("|".join(re.escape(flag) + r"[ \t]*"
-                                    for flag in [*settings_mount_flags(), compile_cache_mount()]))
+BUILDER_MOUNT = re.compile(
+    "|".join(re.escape(flag) + r"[ \t]*" for flag in [*settings_mount_flags(), compile_cache_mount()])
+)
 
 
 def lock_file(python: str) -> str:
@@ -204,9 +208,26 @@ class BuildInfo:
 
     FRAMEWORK_NAME = "framework_name"
     VERSION = "version"
-    KEYS = ("framework_name", "version", "tensorflow", "python", "cuda_version", "cudnn_version",
-            "nccl_version", "tensorrt_version", "tf_trt_available", "libraries", "driver_libraries",
-            "filesystems", "xla", "extension", "horovod", "dali", "patches", "packages")
+    KEYS = (
+        "framework_name",
+        "version",
+        "tensorflow",
+        "python",
+        "cuda_version",
+        "cudnn_version",
+        "nccl_version",
+        "tensorrt_version",
+        "tf_trt_available",
+        "libraries",
+        "driver_libraries",
+        "filesystems",
+        "xla",
+        "extension",
+        "horovod",
+        "dali",
+        "patches",
+        "packages",
+    )
     COVERAGE_KEYS = ("cuda_binaries", "coverage")
     # The part every build-info.json has, also the one nvbuild.sh writes without the
     # report script (a bare tree in the unit tests): what the banner reads.
@@ -218,8 +239,11 @@ def build_info_problems(info: Any, full: bool = True) -> list[str]:
     checks only what the banner reads."""
     if not isinstance(info, dict):
         return [f"is a {type(info).__name__}, not an object"]
-    problems = [f"{key!r} is not a non-empty string" for key in BuildInfo.BANNER_KEYS
-                if not isinstance(info.get(key), str) or not info[key]]
+    problems = [
+        f"{key!r} is not a non-empty string"
+        for key in BuildInfo.BANNER_KEYS
+        if not isinstance(info.get(key), str) or not info[key]
+    ]
     if full:
         problems += [f"{key!r} is missing" for key in BuildInfo.KEYS if key not in info]
     return problems
@@ -261,7 +285,7 @@ class Reference(NamedTuple):
     """An image reference taken apart: registry is None for Docker Hub's default."""
 
     registry: str | None
-    repository: str          # the path after the registry (or the whole name without one)
+    repository: str  # the path after the registry (or the whole name without one)
     tag: str | None
     digest: str | None
 
@@ -332,8 +356,10 @@ def repository_problem(name: str) -> str | None:
     lowered = f"{domain}/{rest.lower()}" if domain is not None else rest.lower()
     if lowered != name and REPOSITORY.fullmatch(lowered):
         return "has upper-case letters: repository names are lowercase"
-    return ("is not a repository name (lower-case letters and digits, '.', '_' or '-' "
-            "between them, '/' between components, optionally HOST[:PORT]/ first)")
+    return (
+        "is not a repository name (lower-case letters and digits, '.', '_' or '-' "
+        "between them, '/' between components, optionally HOST[:PORT]/ first)"
+    )
 
 
 def tag_problem(tag: str) -> str | None:

@@ -24,6 +24,7 @@ must not swallow an interrupt, nor turn a user error (the engine's CannotStart, 
 registry answer) into a different message or a retry. cuda_arch.ArchError stays a
 ValueError: that module also runs inside images, without the builder.
 """
+
 from __future__ import annotations
 
 import re
@@ -169,8 +170,10 @@ class BuildError(BuildFailure):
     def report(self) -> str:
         shown = [f"build failed: {self.message}"]
         if self.disk_full:
-            shown.append("the engine ran out of disk space: free some (docker system prune, or remove old "
-                         "images) and build again; no tag was moved")
+            shown.append(
+                "the engine ran out of disk space: free some (docker system prune, or remove old "
+                "images) and build again; no tag was moved"
+            )
         if self.step:
             shown.append(f"failing step: {self.step}")
         if self.tail:

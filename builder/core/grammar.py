@@ -9,6 +9,7 @@ A value that passes its grammar is then written by the one function for its targ
 (builder/core/quoting.py), or, where the grammar leaves no character that target treats
 specially (image references, versions, names), pasted after the grammar was re-checked.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,8 +62,10 @@ PIN = re.compile(rf"({PACKAGE_NAME_PATTERN})==({VERSION_PATTERN})")
 _SPECIFIER = rf"(?:===?|~=|!=|<=?|>=?)\s*{VERSION_PATTERN}(?:\.\*)?"
 REQUIREMENT = re.compile(rf"({PACKAGE_NAME_PATTERN})(?:\s*{_SPECIFIER}(?:\s*,\s*{_SPECIFIER})*)?")
 # What `builder derive --pip` takes: name[extras] and comma-separated version clauses.
-PIP_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._-]+\])?"
-                      r"(?:[<>=!~]=?[A-Za-z0-9.*+!-]+(?:,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?")
+PIP_SPEC = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._-]+\])?"
+    r"(?:[<>=!~]=?[A-Za-z0-9.*+!-]+(?:,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?"
+)
 # Debian package names (policy 5.6.1), optionally =VERSION.
 APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9][A-Za-z0-9.+:~-]*)?")
 # A patch file name as it is copied into a build context and named in a RUN line.
@@ -85,9 +88,11 @@ TEXT = re.compile(rf"[^{_CONTROLS}]*")
 # override or isolate, which would make a banner show other text than it holds, and no
 # other invisible format character (Unicode's Cf: zero-width spaces and joiners, the BOM,
 # soft hyphen, tag characters), which would hide text in a label or a script.
-_FORMAT = (r"\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
-           r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
-           r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+_FORMAT = (
+    r"\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
 _CATALOG_CONTROLS = _CONTROLS + r"\x09" + _FORMAT
 CATALOG_TEXT = re.compile(rf"[^{_CATALOG_CONTROLS}]*")
 ONE_LINE_TEXT = re.compile(rf"[^{_CATALOG_CONTROLS}]{{1,200}}")
@@ -119,8 +124,11 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]{{2,45}}\])"
 _PCHAR = r"(?:[A-Za-z0-9._~+,=:!*-]|%[0-9A-Fa-f]{2})"
 _USERINFO = rf"{_PCHAR}+:{_PCHAR}+@"
-URL = re.compile(rf"(?P<scheme>https?)://(?P<userinfo>{_USERINFO})?(?P<host>{_HOST})(?::(?P<port>[0-9]{{1,5}}))?"
-                 rf"(?P<path>(?:/{_PCHAR}*)*)", re.ASCII)
+URL = re.compile(
+    rf"(?P<scheme>https?)://(?P<userinfo>{_USERINFO})?(?P<host>{_HOST})(?::(?P<port>[0-9]{{1,5}}))?"
+    rf"(?P<path>(?:/{_PCHAR}*)*)",
+    re.ASCII,
+)
 URL_MAX = 2048
 
 # --- sizes given to `builder cache serve` (512M, 2G, 1.5GiB) ---

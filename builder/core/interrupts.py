@@ -2,6 +2,7 @@
 work: the first signal raises Interrupted wherever the command is (so every `with` and
 `finally` cleans up: temporary contexts, build and test containers); further signals
 while that cleanup runs are noted and ignored, so it is never cut short."""
+
 from __future__ import annotations
 
 import signal
@@ -17,8 +18,7 @@ _received: list[int] = []
 
 def handler(signum: int, _frame: Any) -> None:
     if _received:
-        print(f"{signal.Signals(signum).name} again: still cleaning up, please wait",
-              file=sys.stderr, flush=True)
+        print(f"{signal.Signals(signum).name} again: still cleaning up, please wait", file=sys.stderr, flush=True)
         return
     _received.append(signum)
     raise Interrupted(signum)

@@ -8,6 +8,7 @@ Pure but for check_reachable(): the reference's grammar, the per-image tag and t
 buildx flags. The registry's
 credentials are the Docker CLI's (`docker login`): buildx hands them to BuildKit through
 its session, never as a build argument."""
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,10 @@ def check(repo: str) -> str:
     """REPO as given, or a one-line refusal (a tag or digest is the builder's to choose)."""
     m = REPO.fullmatch(repo) if len(repo) <= 255 else None
     if m is None:
-        raise UserError(f"--layer-cache {repo[:80]!r}: give a registry repository HOST[:PORT]/NAME "
-                        "(lower case, no tag: the builder adds one tag per image)")
+        raise UserError(
+            f"--layer-cache {repo[:80]!r}: give a registry repository HOST[:PORT]/NAME "
+            "(lower case, no tag: the builder adds one tag per image)"
+        )
     why = port_problem(m.group(1))
     if why:
         raise UserError(f"--layer-cache {repo[:80]!r}: the registry {why}")
@@ -57,9 +60,11 @@ NO_EXPORT = re.compile(r"cache export (feature )?is (currently )?not supported",
 
 
 def no_export_error() -> UserError:
-    return UserError("--layer-cache: this engine cannot export build caches; keep its images in containerd "
-                     "(\"features\": {\"containerd-snapshotter\": true} in /etc/docker/daemon.json, as "
-                     "scripts/setup.sh writes it; `builder doctor` shows \"cache export\")")
+    return UserError(
+        "--layer-cache: this engine cannot export build caches; keep its images in containerd "
+        '("features": {"containerd-snapshotter": true} in /etc/docker/daemon.json, as '
+        'scripts/setup.sh writes it; `builder doctor` shows "cache export")'
+    )
 
 
 def check_reachable(repo: str, timeout: float = 10.0) -> None:
@@ -77,5 +82,6 @@ def check_reachable(repo: str, timeout: float = 10.0) -> None:
     try:
         socket.create_connection((name.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise UserError(f"--layer-cache {repo}: cannot reach {name}:{port} "
-                        f"({exc.strerror or type(exc).__name__})") from None
+        raise UserError(
+            f"--layer-cache {repo}: cannot reach {name}:{port} ({exc.strerror or type(exc).__name__})"
+        ) from None

@@ -1,5 +1,6 @@
 """Where a run reports: results (stdout: what a script reads) and messages (stderr, every
 line redacted of credentials); what `build --all` reports of each variant."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,8 +30,10 @@ def summary(outcomes: list[BuildOutcome], skipped: int, say: Callable[[str], Non
     failed = [o for o in outcomes if o.error]
     say(f"summary: {len(outcomes) - len(failed)} built, {len(failed)} failed, {skipped} skipped")
     for o in outcomes:
-        say(f"  {o.release}/{o.variant}: " + (f"FAILED ({o.error})" if o.error else
-                                            f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}"))
+        say(
+            f"  {o.release}/{o.variant}: "
+            + (f"FAILED ({o.error})" if o.error else f"built in {o.seconds:.0f}s -> {', '.join(o.refs)}")
+        )
     if failed:
         raise Reported(f"{len(failed)} of {len(outcomes)} variants failed")
 

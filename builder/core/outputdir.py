@@ -17,6 +17,7 @@ directory the builder adds below it (`render --all`'s RELEASE/VARIANT, a bake's
 base-RELEASE) is opened the same way by `locked`, and written through that open
 directory, so no writer (render, render --all, bake) reaches outside the -o directory.
 """
+
 from __future__ import annotations
 
 import errno
@@ -96,7 +97,7 @@ def check_below(dest: Path, root: Path) -> None:
         return  # missing (created later) or not a directory: `locked` says which
     try:
         for i, name in enumerate(parts):
-            step = _step(fd, name, Path(root), parts[:i + 1])
+            step = _step(fd, name, Path(root), parts[: i + 1])
             if step is None:
                 return  # missing below here: created by `locked`, nothing to follow
             os.close(fd)
@@ -126,8 +127,10 @@ def _step(fd: int, name: str, top: Path, parts: list[str]) -> int | None:
             raise
     where = top.joinpath(*parts)
     if os.path.islink(where):
-        raise UserError(f"{where} is a symlink; the builder writes below {top} only into directories, "
-                        "never through a link: remove it or choose another directory")
+        raise UserError(
+            f"{where} is a symlink; the builder writes below {top} only into directories, "
+            "never through a link: remove it or choose another directory"
+        )
     raise UserError(f"output {where} exists and is not a directory")
 
 
@@ -141,7 +144,7 @@ def _walk_down(top: Path, parts: list[str], fds: list[int], created: list[bool])
         top.mkdir(parents=True, exist_ok=True)
         fds.append(os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         for i, name in enumerate(parts):
-            step = _step(fds[-1], name, top, parts[:i + 1])
+            step = _step(fds[-1], name, top, parts[: i + 1])
             made = step is None
             if made:
                 os.mkdir(name, dir_fd=fds[-1])
@@ -208,19 +211,24 @@ def owned_files(dest: Path, shown: Path | None = None) -> set[str]:
         return set()
     data = _read_marker(marker)
     if data is None:
-        raise UserError(f"output {shown} is not empty and was not written by `builder render`; "
-                        "choose another directory")
+        raise UserError(
+            f"output {shown} is not empty and was not written by `builder render`; choose another directory"
+        )
     try:
         files = json.loads(data)["files"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise ValueError
     except (ValueError, KeyError, TypeError):
-        raise UserError(f"output {shown} was written by an older `builder render` that did not record its "
-                        "files; remove it or choose another directory") from None
+        raise UserError(
+            f"output {shown} was written by an older `builder render` that did not record its "
+            "files; remove it or choose another directory"
+        ) from None
     for rel in files:
         if not _is_plain_relative(rel):
-            raise UserError(f"the marker {shown / MARKER} names {grammar.printable(rel)}, not a plain path inside the "
-                            "directory; remove the directory or choose another")
+            raise UserError(
+                f"the marker {shown / MARKER} names {grammar.printable(rel)}, not a plain path inside the "
+                "directory; remove the directory or choose another"
+            )
     return set(files)
 
 
@@ -293,12 +301,15 @@ def check_clashes(dest: Path, new: list[str], previous: set[str], shown: Path | 
             parent = "/".join(parts[:i])
             p = dest / parent
             if os.path.lexists(p) and (p.is_symlink() or not p.is_dir()) and parent not in previous:
-                raise UserError(f"{shown / parent} is in the way of the rendered {rel} and was not written by "
-                                "`builder render`; move it or choose another directory")
+                raise UserError(
+                    f"{shown / parent} is in the way of the rendered {rel} and was not written by "
+                    "`builder render`; move it or choose another directory"
+                )
         target = dest / rel
         if os.path.lexists(target) and rel not in previous:
-            raise UserError(f"{shown / rel} exists and was not written by `builder render`; "
-                            "move it or choose another directory")
+            raise UserError(
+                f"{shown / rel} exists and was not written by `builder render`; move it or choose another directory"
+            )
 
 
 class _Blocked(UserError):
@@ -328,7 +339,7 @@ def _parent_dirs(dest: Path, rel: str, create: bool = False) -> Iterator[list[in
                 fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _Blocked("/".join(parts[:i + 1])) from None
+                    raise _Blocked("/".join(parts[: i + 1])) from None
                 raise
         yield fds
     finally:
@@ -373,8 +384,10 @@ def _move_in(dest: Path, staging: Path, rel: str, shown: Path) -> None:
                 raise UserError(f"{shown / rel} is a directory where the render puts a file; move it away")
             os.replace(staging / rel, parts[-1], dst_dir_fd=fds[-1])
     except _Blocked as blocked:
-        raise UserError(f"{shown / blocked.rel} is in the way of the rendered {rel} and was not written by "
-                        "`builder render`; move it or choose another directory") from None
+        raise UserError(
+            f"{shown / blocked.rel} is in the way of the rendered {rel} and was not written by "
+            "`builder render`; move it or choose another directory"
+        ) from None
 
 
 def install(dest: Path, staging: Path, previous: set[str], header: dict, shown: Path | None = None) -> list[str]:
@@ -396,8 +409,9 @@ def install(dest: Path, staging: Path, previous: set[str], header: dict, shown: 
             blocked.add(where)
     for where in sorted(blocked):  # the user's now: what is behind it stays (and is not listed)
         what = "a symlink" if os.path.islink(dest / where) else "not a directory"
-        say(f"warning: {shown / where} is {what}, not a directory of the render; left alone, "
-            "nothing removed through it")
+        say(
+            f"warning: {shown / where} is {what}, not a directory of the render; left alone, nothing removed through it"
+        )
     for rel in new:
         _move_in(dest, staging, rel, shown)
     _write_marker(dest, new, header)
@@ -410,8 +424,9 @@ def claim(dest: Path, previous: set[str], header: dict) -> None:
     _write_marker(dest, previous, header)
 
 
-def install_texts(dest: Path, texts: dict[str, str], previous: set[str], header: dict,
-                  shown: Path | None = None) -> list[str]:
+def install_texts(
+    dest: Path, texts: dict[str, str], previous: set[str], header: dict, shown: Path | None = None
+) -> list[str]:
     """`install` of files given as texts (REL -> text), staged in DEST (locked) first."""
     tmp = staging_dir(dest)
     try:

@@ -11,6 +11,7 @@ What commands write (build logs, the settings server's state, the compile cache,
 reports) lives under one cache directory: BUILDER_CACHE_DIR, else $XDG_CACHE_HOME/tfbuilder,
 else ~/.cache/tfbuilder.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,10 @@ def project_root() -> Path:
     if not (root / "templates").is_dir():
         if checkout is not None:
             raise UserError(f"BUILDER_HOME={checkout} has no templates/: point it at the builder's checkout")
-        raise UserError(f"the installed builder has no templates/ under {root}: reinstall it "
-                        "(`pip install .` from its checkout), or set BUILDER_HOME to the checkout")
+        raise UserError(
+            f"the installed builder has no templates/ under {root}: reinstall it "
+            "(`pip install .` from its checkout), or set BUILDER_HOME to the checkout"
+        )
     return root
 
 
@@ -58,8 +61,10 @@ def require_checkout(what: str, instead: str = "") -> Path:
     root = checkout_root()
     if root is None:
         offer = f"{instead}, or " if instead else ""
-        raise UserError(f"{what}, and this builder is installed from a wheel ({PACKAGE_DIR}): "
-                        f"{offer}run it from its checkout (or set BUILDER_HOME to one)")
+        raise UserError(
+            f"{what}, and this builder is installed from a wheel ({PACKAGE_DIR}): "
+            f"{offer}run it from its checkout (or set BUILDER_HOME to one)"
+        )
     project_root()  # a BUILDER_HOME without templates/ is refused here too
     return root
 
@@ -82,6 +87,7 @@ def in_image_module(name: str) -> Path:
 
 
 # --- what the commands write ----------------------------------------------------------
+
 
 def cache_dir() -> Path:
     env = os.environ.get("BUILDER_CACHE_DIR")

@@ -5,6 +5,7 @@ Everything comes from the image: its labels (written after the read-back: releas
 variant, options, the builder's git ref, the base image and its digest) and the digests
 of the lock files and patches it carries. `predicate()` is pure; `source_ref()` and
 `build_date()` say where and when a build runs (the builder's commit, the time)."""
+
 from __future__ import annotations
 
 import re
@@ -15,9 +16,17 @@ from builder.core.contract import Label
 
 BUILD_TYPE = "urn:tfbuilder:build:v1"
 BASE_DIGEST = "org.opencontainers.image.base.digest"
-PARAMETERS = ("dev.tfbuilder.release", "dev.tfbuilder.variant", "dev.tfbuilder.requested-framework",
-              "dev.tfbuilder.cuda-compute-capabilities", "dev.tfbuilder.xla", "dev.tfbuilder.gcp",
-              "dev.tfbuilder.hdfs", "dev.tfbuilder.env-overrides", "dev.tfbuilder.base")
+PARAMETERS = (
+    "dev.tfbuilder.release",
+    "dev.tfbuilder.variant",
+    "dev.tfbuilder.requested-framework",
+    "dev.tfbuilder.cuda-compute-capabilities",
+    "dev.tfbuilder.xla",
+    "dev.tfbuilder.gcp",
+    "dev.tfbuilder.hdfs",
+    "dev.tfbuilder.env-overrides",
+    "dev.tfbuilder.base",
+)
 SHA256 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 
 
@@ -29,16 +38,23 @@ def predicate(labels: dict[str, str], files: dict[str, str], patches: list[dict]
     if base:
         materials.append({"uri": f"docker-image:{base}", "digest": {"sha256": digest.group(1)} if digest else {}})
     materials += [{"uri": f"file:{path}", "digest": {"sha256": sha}} for path, sha in sorted(files.items())]
-    materials += [{"uri": f"patch:{p['name']}", "digest": {"sha256": p["sha256"]}} for p in patches
-                  if isinstance(p, dict) and "name" in p and "sha256" in p]
+    materials += [
+        {"uri": f"patch:{p['name']}", "digest": {"sha256": p["sha256"]}}
+        for p in patches
+        if isinstance(p, dict) and "name" in p and "sha256" in p
+    ]
     return {
         "builder": {"id": f"urn:tfbuilder:builder:{labels.get('org.opencontainers.image.revision', 'unknown')}"},
         "buildType": BUILD_TYPE,
-        "invocation": {"parameters": {k.removeprefix("dev.tfbuilder."): labels.get(k, "") for k in PARAMETERS},
-                       "environment": {"build_id": labels.get("com.nvidia.build.id", "")}},
-        "metadata": {"buildFinishedOn": labels.get("org.opencontainers.image.created", ""),
-                     "completeness": {"parameters": True, "environment": False, "materials": bool(digest)},
-                     "reproducible": False},
+        "invocation": {
+            "parameters": {k.removeprefix("dev.tfbuilder."): labels.get(k, "") for k in PARAMETERS},
+            "environment": {"build_id": labels.get("com.nvidia.build.id", "")},
+        },
+        "metadata": {
+            "buildFinishedOn": labels.get("org.opencontainers.image.created", ""),
+            "completeness": {"parameters": True, "environment": False, "materials": bool(digest)},
+            "reproducible": False,
+        },
         "materials": materials,
     }
 

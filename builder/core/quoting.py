@@ -7,6 +7,7 @@ free text goes through `dq` (Dockerfile string) or `sh` (shell word); values wit
 grammar that leaves no special character (image references, names, versions) go through
 the filter that re-checks that grammar and writes them unchanged.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,10 @@ def _text(value: Any, what: str) -> str:
     text = str(value)
     if not grammar.TEXT.fullmatch(text):
         bad = next(c for c in text if not grammar.TEXT.fullmatch(c))
-        raise QuotingError(f"{what} {grammar.printable(text)} holds {ascii(bad)}: control characters "
-                           "(newline, CR, NUL, ESC ...) and undecodable bytes cannot be written there")
+        raise QuotingError(
+            f"{what} {grammar.printable(text)} holds {ascii(bad)}: control characters "
+            "(newline, CR, NUL, ESC ...) and undecodable bytes cannot be written there"
+        )
     return text
 
 

@@ -1,6 +1,7 @@
 """The secret registry and redact(): every message, log line and exception text the builder
 writes goes through redact(), which hides every secret the builder itself read and the
 password part of any URL's userinfo."""
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,7 @@ def _mask_userinfo(url: str) -> str:
     at = userinfo_end(rest)
     if at is None:  # an empty host after the last '@' (`u:p#/?x@y@/path`): hidden up to it
         at = rest.rfind("@")
-        if at < 0 or rest[at + 1:at + 2] not in ("", "/"):  # `name@sha256:...` is a digest
+        if at < 0 or rest[at + 1 : at + 2] not in ("", "/"):  # `name@sha256:...` is a digest
             return url
     user, sep, _ = rest[:at].partition(":")
     if not sep or "/" in user:  # a token alone is a registered secret's; a '/' before ':' is a path

@@ -1,6 +1,7 @@
 """The terminal printer: say() writes every message and error on stderr, redacted,
 escaped and cut, so no path, key or value a message quotes can break its line or reach
 the terminal as a control character."""
+
 from __future__ import annotations
 
 import re
@@ -29,6 +30,7 @@ def say(message: str) -> None:
 # its escape, as repr writes it (\n, \x1b, \udcff). A report is built from lines() of
 # escaped lines, so a message spans exactly the lines its report gives it.
 
+
 def escape(text: str) -> str:
     """TEXT on one line with no control character: each unprintable character escaped."""
     text = text if isinstance(text, str) else str(text)
@@ -46,9 +48,9 @@ def escape_block(text: str) -> str:
 # A value an error quotes may be huge (a 10 kB option, a catalog string): the terminal
 # gets its start and its length, and no line runs on for ever. Cut after redaction and
 # escaping, so no cut can split a secret out of its mask or a control out of its escape.
-WORD_MAX = 200    # a longer word (a quoted value) shows its first WORD_SHOWN characters
+WORD_MAX = 200  # a longer word (a quoted value) shows its first WORD_SHOWN characters
 WORD_SHOWN = 80
-LINE_MAX = 1000   # a longer line keeps its start and its end (where the "why" usually is)
+LINE_MAX = 1000  # a longer line keeps its start and its end (where the "why" usually is)
 _LONG_WORD = re.compile(rf"(?<!\S)\S{{{WORD_MAX + 1},}}")
 
 

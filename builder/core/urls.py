@@ -9,6 +9,7 @@ USER:PASSWORD@ part on argv is refused, and credentials come from a file or an
 environment variable instead (one line `USER:PASSWORD`), are percent-encoded into the
 URL the build sees, and are registered for redaction.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,12 +35,15 @@ def check_url(url: str, what: str, credentials_hint: str) -> str:
     """URL, if it is a plain http(s) URL without credentials; else one line naming WHAT."""
     shown = url if len(url) <= 100 else url[:100] + "..."
     if has_userinfo(url):
-        raise UserError(f"{what}: credentials in a URL on the command line are visible to every user (ps); "
-                        f"{credentials_hint}")
+        raise UserError(
+            f"{what}: credentials in a URL on the command line are visible to every user (ps); {credentials_hint}"
+        )
     m = URL.fullmatch(url) if len(url) <= MAX_URL else None
     if m is None:
-        raise UserError(f"{what} {shown!r} is not an http:// or https:// URL (host, port and path only: "
-                        "no quotes, spaces, $, `, ?, # or control characters)")
+        raise UserError(
+            f"{what} {shown!r} is not an http:// or https:// URL (host, port and path only: "
+            "no quotes, spaces, $, `, ?, # or control characters)"
+        )
     if m["port"] and not 0 < int(m["port"]) < 65536:
         raise UserError(f"{what} {shown!r}: port {m['port']} is not a TCP port")
     return url

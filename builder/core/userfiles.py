@@ -6,6 +6,7 @@ file far too big, bytes that are not text. The reader opens without blocking (a 
 cannot hold it), reads only a regular file, reads at most the cap plus one byte, and
 turns every failure into one line `WHAT PATH: REASON` that never shows the contents.
 """
+
 from __future__ import annotations
 
 import errno
@@ -16,10 +17,10 @@ from pathlib import Path
 from builder.core.errors import UserError, escape
 
 # Generous caps for the legitimate case, named in the error a bigger file gets.
-MAX_CA_BUNDLE = 8 << 20     # the system bundle is ~200 KiB
+MAX_CA_BUNDLE = 8 << 20  # the system bundle is ~200 KiB
 MAX_CREDENTIALS = 64 << 10  # one line USER:PASSWORD
 MAX_PATCH = 64 << 20
-MAX_KEY = 1 << 20           # a cosign key is under 1 KiB
+MAX_KEY = 1 << 20  # a cosign key is under 1 KiB
 
 _SHOWN_MAX = 200  # characters of a path an error line shows
 
@@ -46,8 +47,13 @@ def _size(n: int) -> str:
 
 def file_kind(mode: int) -> str:
     """What a file that is not a regular one is, as an error line says it ("a fifo")."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a fifo"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "a special file"
@@ -77,8 +83,9 @@ def _open_regular(path: Path | str, what: str) -> int:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = file_kind(mode)
-            raise UserFileError(what, path, "is a directory, not a file" if kind == "a directory"
-                                else f"is {kind}, not a regular file")
+            raise UserFileError(
+                what, path, "is a directory, not a file" if kind == "a directory" else f"is {kind}, not a regular file"
+            )
         os.set_blocking(fd, True)  # a regular file: plain reads
     except BaseException:
         os.close(fd)

@@ -1,6 +1,7 @@
 """`builder --version`: the installed version, and the commit the builder's files come from
 (its checkout's, or the one its wheel was built from). Images name the same commit
 (BUILD_REF, provenance.source_ref)."""
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,12 @@ def checkout_commit(root: Path) -> str:
     """ROOT's commit as `git describe` says it, -dirty with uncommitted changes; "unknown"
     without git or outside a repository."""
     try:
-        rev = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
+        rev = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     commit = rev.stdout.strip() if rev.returncode == 0 else ""
@@ -37,9 +42,24 @@ def checkout_commit(root: Path) -> str:
         return "unknown"
     # untracked files reach the image (and a wheel) too, and `describe --dirty` does not see them
     if not commit.endswith("-dirty"):
-        others = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard", "--",
-                                 "builder", "templates", "framework-src", "nvbuild.sh"],
-                                capture_output=True, text=True, timeout=10)
+        others = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "ls-files",
+                "--others",
+                "--exclude-standard",
+                "--",
+                "builder",
+                "templates",
+                "framework-src",
+                "nvbuild.sh",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if others.returncode == 0 and others.stdout.strip():
             commit += "-dirty"
     return commit
@@ -55,7 +75,7 @@ def packaged_commit() -> str:
 
 
 def installed_from() -> str:
-    """"checkout" (editable, or BUILDER_HOME) or "wheel"."""
+    """ "checkout" (editable, or BUILDER_HOME) or "wheel"."""
     return "wheel" if paths.checkout_root() is None else "checkout"
 
 

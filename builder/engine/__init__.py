@@ -10,6 +10,7 @@ its names are re-exported here, so callers write `from builder.engine import X`.
     signals.py           SIGINT/SIGTERM as Interrupted during long operations
     buildx.py, buildkit_engine.py, builders.py, ...: the BuildKit backend
 """
+
 from __future__ import annotations
 
 from builder.core.contract import split_ref
@@ -38,8 +39,32 @@ from builder.engine.progress import HEARTBEAT_SECONDS, PROGRESS_MODES, Progress,
 from builder.engine.signals import signals_raise
 
 __all__ = [
-    "COMPRESSIONS", "HEARTBEAT_SECONDS", "PROGRESS_MODES", "BakeJob", "BuildError", "BuildRequest", "BuildResult",
-    "Builds", "CannotStart", "DockerEngine", "Engine", "EngineError", "EngineVersion", "ImageStore", "ImageSummary",
-    "Interrupted", "Progress", "ProgressMode", "Pushes", "Runs", "buildx_version", "config_credentials",
-    "legacy_dockerfile", "progress_mode", "signals_raise", "split_ref", "without_builder_mounts", "Unreachable",
+    "COMPRESSIONS",
+    "HEARTBEAT_SECONDS",
+    "PROGRESS_MODES",
+    "BakeJob",
+    "BuildError",
+    "BuildRequest",
+    "BuildResult",
+    "Builds",
+    "CannotStart",
+    "DockerEngine",
+    "Engine",
+    "EngineError",
+    "EngineVersion",
+    "ImageStore",
+    "ImageSummary",
+    "Interrupted",
+    "Progress",
+    "ProgressMode",
+    "Pushes",
+    "Runs",
+    "buildx_version",
+    "config_credentials",
+    "legacy_dockerfile",
+    "progress_mode",
+    "signals_raise",
+    "split_ref",
+    "without_builder_mounts",
+    "Unreachable",
 ]

@@ -1,6 +1,7 @@
 """The engine's interface (repo2docker's idea): what the builder asks of a container
 engine, by role, and the records that cross it. A BuildKit backend, the docker-py one and
 the unit tests' in-memory one all answer to it, so callers never name a client library."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,9 +33,9 @@ class BuildRequest:
     progress: ProgressMode = ProgressMode.AUTO  # what the terminal shows while it builds
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file (never a build arg)
     cache_ref: str | None = None  # a registry layer cache to read and write (BuildKit only)
-    builder: str | None = None    # a buildx builder other than the engine's own (BuildKit only)
-    compression: str = "gzip"     # of the image's layers: zstd is BuildKit only
-    target: str | None = None     # the Dockerfile stage to build (a layered release: devel, runtime)
+    builder: str | None = None  # a buildx builder other than the engine's own (BuildKit only)
+    compression: str = "gzip"  # of the image's layers: zstd is BuildKit only
+    target: str | None = None  # the Dockerfile stage to build (a layered release: devel, runtime)
     # named build contexts (BuildKit only): a stage NAME taken from an image instead of built
     contexts: dict[str, str] = field(default_factory=dict)
 
@@ -43,6 +44,7 @@ class BuildRequest:
 class BakeJob:
     """TARGETS of a bake DEFINITION (and the targets they need) on BUILDER (None: the
     engine's own); the jobs of one bake() run at once, each with its own log."""
+
     definition: dict
     targets: list[str]
     log_path: Path | None = None
@@ -73,8 +75,8 @@ class CannotStart(UserError):
 
 @dataclass
 class EngineVersion:
-    server: str | None      # the engine's release, e.g. Docker 24.0.7
-    api: str | None         # the API version the engine speaks
+    server: str | None  # the engine's release, e.g. Docker 24.0.7
+    api: str | None  # the API version the engine speaks
     client_api: str | None  # the API version this client negotiated
 
 
@@ -88,7 +90,7 @@ class ImageSummary:
 class ImageStore(Protocol):
     """The engine's images: what the read-back, tags, bases and reports need."""
 
-    where: str    # how the engine is reached, for messages
+    where: str  # how the engine is reached, for messages
 
     def tag(self, image_id: str, ref: str) -> None: ...
     def remove_image(self, ref: str) -> None: ...
@@ -103,8 +105,14 @@ class ImageStore(Protocol):
 class Runs(Protocol):
     """Throwaway containers: an image's own report, patch checks, probes."""
 
-    def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]: ...
+    def run_capture(
+        self,
+        image: str,
+        command: list[str],
+        binds: dict[str, str] | None = None,
+        timeout: int = 600,
+        stdout_only: bool = False,
+    ) -> tuple[int, str]: ...
     def remove_container(self, container: str) -> None: ...
 
 

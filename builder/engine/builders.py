@@ -10,6 +10,7 @@ What this module adds: where a name points (`where`), the images a build starts 
 present on that builder (`ensure_inputs`: copied into another engine with `docker save |
 docker load`, refused in one line for a builder instance when the image is only on this
 engine), and the --all matrix spread over several builders (`parse`, `assign`: pure)."""
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,10 @@ HERE = "default"  # this engine's own builder, as buildx names it
 
 @dataclass(frozen=True)
 class Where:
-    name: str                # as the user gave it ("default": this engine)
-    flag: str | None         # buildx's --builder (None: chosen through DOCKER_CONTEXT)
-    env: dict[str, str]      # buildx's environment
-    engine: bool             # a Docker engine (this one or a context's): it has an image store
+    name: str  # as the user gave it ("default": this engine)
+    flag: str | None  # buildx's --builder (None: chosen through DOCKER_CONTEXT)
+    env: dict[str, str]  # buildx's environment
+    engine: bool  # a Docker engine (this one or a context's): it has an image store
 
     @property
     def here(self) -> bool:
@@ -51,8 +52,10 @@ def parse(value: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in value.split(","))
     for n in names:
         if not buildx.BUILDER_NAME.fullmatch(n):
-            raise UserError(f"--builders {value[:80]!r}: {n[:40]!r} is not a builder name "
-                            "(comma-separated names, as docker buildx ls lists them)")
+            raise UserError(
+                f"--builders {value[:80]!r}: {n[:40]!r} is not a builder name "
+                "(comma-separated names, as docker buildx ls lists them)"
+            )
     if len(set(names)) != len(names):
         raise UserError(f"--builders {value[:80]!r}: a builder is named twice")
     return names
@@ -74,8 +77,12 @@ def from_images(definition: dict, targets: list[str]) -> list[str]:
     for name in targets:
         t = definition["target"][name]
         images |= {v for k, v in t.get("args", {}).items() if k in FROM_ARGS and v not in t.get("contexts", {})}
-        images |= set(from_images(definition, [c.removeprefix("target:") for c in t.get("contexts", {}).values()
-                                               if c.startswith("target:")]))
+        images |= set(
+            from_images(
+                definition,
+                [c.removeprefix("target:") for c in t.get("contexts", {}).values() if c.startswith("target:")],
+            )
+        )
     return sorted(images)
 
 
@@ -94,9 +101,11 @@ def ensure_inputs(at: Where, images: list[str], here_env: dict[str, str], say: C
             continue  # not an image of this engine: the builder resolves it (a registry) or says why
         if not at.engine:
             if not mine.get("RepoDigests"):
-                raise UserError(f"--builder {at.name}: a buildx builder instance resolves FROM through registries, "
-                                f"and {ref} exists only on this engine: push it to a registry the builder reaches "
-                                "and build from there")
+                raise UserError(
+                    f"--builder {at.name}: a buildx builder instance resolves FROM through registries, "
+                    f"and {ref} exists only on this engine: push it to a registry the builder reaches "
+                    "and build from there"
+                )
             continue
         theirs = _inspect(ref, at.env)
         if theirs is not None and theirs.get("Id") == mine.get("Id"):
@@ -111,8 +120,9 @@ def copy(ref: str, here_env: dict[str, str], there_env: dict[str, str]) -> None:
     """`docker save REF` here piped into `docker load` there; a one-line error when either fails."""
     save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=here_env)
     try:
-        load = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, capture_output=True, text=True,
-                              env=there_env)
+        load = subprocess.run(
+            ["docker", "load", "-q"], stdin=save.stdout, capture_output=True, text=True, env=there_env
+        )
     finally:
         if save.stdout is not None:  # both are pipes (Popen above)
             save.stdout.close()

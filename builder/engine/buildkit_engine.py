@@ -12,6 +12,7 @@ BuildError naming the failing step. Two differences are handled here:
 
 `connect()` picks the backend: BuildKit when the CLI has buildx, the legacy builder when
 it has not or when BUILDER_BACKEND=legacy (doctor reports which one builds)."""
+
 from __future__ import annotations
 
 import os
@@ -58,18 +59,28 @@ class BuildKitEngine(DockerEngine):
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
         progress = progress or Progress("build", mode=request.progress)
         at = self._where(request.builder)
-        with self._recorded(progress, request.log_path) as on_event, base_by_tag(self, request.buildargs) as buildargs, \
-                tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp:
+        with (
+            self._recorded(progress, request.log_path) as on_event,
+            base_by_tag(self, request.buildargs) as buildargs,
+            tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp,
+        ):
             builders.ensure_inputs(at, [v for k, v in buildargs.items() if k in builders.FROM_ARGS], self._env(), say)
             # Another builder's image comes back as an archive (its engine, or none, keeps
             # what it builds) and is loaded here, where it is checked and tagged.
             archive = None if at.here else Path(tmp) / "image.tar"
-            req = buildx.BuildxRequest(context=request.context, buildargs=buildargs,
-                                       secrets=dict(request.secrets), network=request.network_mode,
-                                       no_cache=request.nocache, builder=at.flag,
-                                       cache_ref=request.cache_ref, output_file=archive,
-                                       compression=request.compression, target=request.target,
-                                       contexts=dict(request.contexts))
+            req = buildx.BuildxRequest(
+                context=request.context,
+                buildargs=buildargs,
+                secrets=dict(request.secrets),
+                network=request.network_mode,
+                no_cache=request.nocache,
+                builder=at.flag,
+                cache_ref=request.cache_ref,
+                output_file=archive,
+                compression=request.compression,
+                target=request.target,
+                contexts=dict(request.contexts),
+            )
             result = buildx.build(req, on_event=on_event, known=self._knows if at.here else None, env=at.env)
             # buildx's own record of where it built: BUILDER/NODE/REF
             on_event(buildx.Event("note", "", f"built by {result.metadata.get('buildx.build.ref', '?')}"))
@@ -88,22 +99,36 @@ class BuildKitEngine(DockerEngine):
         places = [self._where(job.builder) for job in jobs]
         for job, at in zip(jobs, places):  # before anything builds: a refusal wastes nothing
             builders.ensure_inputs(at, builders.from_images(job.definition, job.targets), self._env(), say)
-        shown = [progress] if len(jobs) == 1 else [Progress(f"{progress.label}@{at.name}", progress.stream,
-                                                            progress.mode) for at in places]
+        shown = (
+            [progress]
+            if len(jobs) == 1
+            else [Progress(f"{progress.label}@{at.name}", progress.stream, progress.mode) for at in places]
+        )
         with tempfile.TemporaryDirectory(prefix="tfbuilder-load-") as tmp, ExitStack() as stack:
             archives = [Path(tmp) / str(i) for i in range(len(jobs))]
             for archive in archives:
                 archive.mkdir()
             recorders = [stack.enter_context(self._recorded(prog, job.log_path)) for job, prog in zip(jobs, shown)]
-            outcomes = buildx.bake_all([
-                buildx.Bake(job.definition if at.here else to_archives(job.definition, archive), job.targets,
-                            recorder, at.env, at.flag)
-                for job, at, archive, recorder in zip(jobs, places, archives, recorders)])
-            return [self._baked(outcome, at, archive, recorder)
-                    for outcome, at, archive, recorder in zip(outcomes, places, archives, recorders)]
+            outcomes = buildx.bake_all(
+                [
+                    buildx.Bake(
+                        job.definition if at.here else to_archives(job.definition, archive),
+                        job.targets,
+                        recorder,
+                        at.env,
+                        at.flag,
+                    )
+                    for job, at, archive, recorder in zip(jobs, places, archives, recorders)
+                ]
+            )
+            return [
+                self._baked(outcome, at, archive, recorder)
+                for outcome, at, archive, recorder in zip(outcomes, places, archives, recorders)
+            ]
 
-    def _baked(self, outcome: dict[str, dict] | BuildError, at: builders.Where, archives: Path,
-               recorder: Recorder) -> dict[str, str] | BuildError:
+    def _baked(
+        self, outcome: dict[str, dict] | BuildError, at: builders.Where, archives: Path, recorder: Recorder
+    ) -> dict[str, str] | BuildError:
         """One bake's images, loaded here when another builder built them; or its failure, named."""
         try:
             if isinstance(outcome, BuildError):
@@ -174,8 +199,13 @@ class Recorder:
 
 def to_archives(definition: dict, directory: Path) -> dict:
     """DEFINITION with each target's image written to DIRECTORY/TARGET.tar (for `docker load`)."""
-    return {**definition, "target": {name: {**t, "output": [f"{t['output'][0]},dest={directory / name}.tar"]}
-                                     for name, t in definition["target"].items()}}
+    return {
+        **definition,
+        "target": {
+            name: {**t, "output": [f"{t['output'][0]},dest={directory / name}.tar"]}
+            for name, t in definition["target"].items()
+        },
+    }
 
 
 def numbered_step(name: str) -> re.Match[str] | None:
@@ -208,8 +238,10 @@ def record(event: buildx.Event, progress: Progress, log: IO[str] | None) -> None
         else:
             log.write(f"#builder-vertex at {at}: {redact(event.step)}\n")
     elif event.kind == "done" and numbered:  # how long each step ran, by BuildKit's own clock
-        log.write(f"#builder-done {numbered.group(1)}/{numbered.group(2)} at {at} ({event.seconds:.1f}s): "
-                  f"{redact(numbered.group(3))}\n")
+        log.write(
+            f"#builder-done {numbered.group(1)}/{numbered.group(2)} at {at} ({event.seconds:.1f}s): "
+            f"{redact(numbered.group(3))}\n"
+        )
     elif event.kind == "cached" and numbered:  # nothing ran: the layer came from a cache (a registry's too)
         log.write(f"#builder-cached {numbered.group(1)}/{numbered.group(2)}: {redact(numbered.group(3))}\n")
     elif event.kind == "done":

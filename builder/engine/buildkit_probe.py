@@ -2,6 +2,7 @@
 (`FROM scratch`, one copied file and a label: no registry, no RUN step, about a second)
 through the Docker CLI's buildx, never guessed from version numbers. `builder doctor`
 prints the answers."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,7 @@ def _why(stderr: str) -> str:
 
 def _buildx(args: list[str], cwd: Path, timeout: int) -> tuple[bool, str]:
     try:
-        out = subprocess.run(["docker", "buildx", *args], cwd=cwd, capture_output=True, text=True,
-                             timeout=timeout)
+        out = subprocess.run(["docker", "buildx", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
         return False, "no docker CLI on PATH"
     except subprocess.TimeoutExpired:
@@ -47,11 +47,21 @@ def _buildx(args: list[str], cwd: Path, timeout: int) -> tuple[bool, str]:
 
 def bake_file(workdir: Path) -> dict:
     """Two targets, the second FROM the first through a bake target context."""
-    return {"target": {
-        "base": {"context": str(workdir), "dockerfile": "Dockerfile", "output": [f"type=tar,dest={workdir}/base.tar"]},
-        "app": {"context": str(workdir), "dockerfile": "Dockerfile.app", "contexts": {"base": "target:base"},
-                "output": [f"type=tar,dest={workdir}/app.tar"]},
-    }}
+    return {
+        "target": {
+            "base": {
+                "context": str(workdir),
+                "dockerfile": "Dockerfile",
+                "output": [f"type=tar,dest={workdir}/base.tar"],
+            },
+            "app": {
+                "context": str(workdir),
+                "dockerfile": "Dockerfile.app",
+                "contexts": {"base": "target:base"},
+                "output": [f"type=tar,dest={workdir}/app.tar"],
+            },
+        }
+    }
 
 
 def _docker(args: list[str], timeout: int) -> str:
@@ -68,8 +78,9 @@ def remove_probe_images(run: str, timeout: int = 60) -> list[str]:
     only this run wrote (never a user's image); the ids removed. Buildx's docker driver
     loads a bake target that another target names as its context into the store
     ("target:base"), whatever the base target's own output says."""
-    found = _docker(["image", "ls", "--all", "--quiet", "--no-trunc", "--filter", f"label={PROBE_LABEL}={run}"],
-                    timeout).split()
+    found = _docker(
+        ["image", "ls", "--all", "--quiet", "--no-trunc", "--filter", f"label={PROBE_LABEL}={run}"], timeout
+    ).split()
     ids = list(dict.fromkeys(found))
     if ids:
         _docker(["image", "rm", *ids], timeout)
@@ -96,7 +107,8 @@ def _probe(builder: str | None, timeout: int, run: str) -> list[Feature]:
         (d / "Dockerfile.app").write_text("FROM base\nLABEL dev.tfbuilder.probe.app=1\n")
         common = ["build", *chosen, "--progress=quiet", "--provenance=false", str(d)]
         runs = {
-            "cache export": common + ["--cache-to", f"type=local,dest={d}/cache", "--output", f"type=tar,dest={d}/c.tar"],
+            "cache export": common
+            + ["--cache-to", f"type=local,dest={d}/cache", "--output", f"type=tar,dest={d}/c.tar"],
             "OCI output": common + ["--output", f"type=oci,dest={d}/image.oci.tar"],
             "multi-platform": common + ["--platform", "linux/amd64,linux/arm64", "--output", f"type=tar,dest={d}/mp"],
         }

@@ -12,6 +12,7 @@ settings lives under an unguessable path derived from its hash, so the URL a bui
 holds a shared lock on its settings while it runs; the daemon deletes settings nobody
 holds (secrets included) and exits when it has none left.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,9 +46,9 @@ def read_ca_bundle(path: Path) -> str:
 class BackendAsks:
     """What the build-settings options ask of the build backend: each only BuildKit does."""
 
-    layer_cache: str | None = None   # --layer-cache: BuildKit's registry cache
-    builder: str | None = None       # --builder: another buildx builder
-    compression: str = "gzip"        # --compression zstd: BuildKit's exporter
+    layer_cache: str | None = None  # --layer-cache: BuildKit's registry cache
+    builder: str | None = None  # --builder: another buildx builder
+    compression: str = "gzip"  # --compression zstd: BuildKit's exporter
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class BuildSettings:
     pip_index: str | None = None
     ca_bundles: tuple[Path, ...] = field(default_factory=tuple)
     layer_cache: str | None = None  # a registry repository (builder/core/layer_cache.py); not delivered into builds
-    builder: str | None = None      # a buildx builder to build on (None: the engine's own)
-    compression: str = "gzip"       # of the image's layers (builder/engine/buildx.py: output)
+    builder: str | None = None  # a buildx builder to build on (None: the engine's own)
+    compression: str = "gzip"  # of the image's layers (builder/engine/buildx.py: output)
 
     def cache_ref(self, name: str) -> str | None:
         """The layer cache's reference for the image called NAME, when there is a cache."""
@@ -103,31 +104,48 @@ def _check_reachable(repo: str) -> None:
     layer_cache.check_reachable(repo)
 
 
-def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host_ca: bool = False,
-                 credentials=(None, None, None, None), layer_cache: str | None = None,
-                 builder: str | None = None, compression: str = "gzip") -> BuildSettings:
+def from_options(
+    apt_mirror: str | None,
+    pip_index: str | None,
+    ca_bundles,
+    host_ca: bool = False,
+    credentials=(None, None, None, None),
+    layer_cache: str | None = None,
+    builder: str | None = None,
+    compression: str = "gzip",
+) -> BuildSettings:
     """The build settings of the shared options; mirror and index credentials come from a
     file or an environment variable (never argv) and are put into the URLs the build sees."""
     apt_file, apt_env, pip_file, pip_env = credentials
     given = {}
-    for url, what, file, env in ((apt_mirror, "--apt-mirror", apt_file, apt_env),
-                                 (pip_index, "--pip-index", pip_file, pip_env)):
+    for url, what, file, env in (
+        (apt_mirror, "--apt-mirror", apt_file, apt_env),
+        (pip_index, "--pip-index", pip_file, pip_env),
+    ):
         creds = urls.read_credentials(file, env, what)
         if url is None:
             if creds is not None:
                 raise UserError(f"{what}-credentials-file/-env go with {what} URL")
             continue
-        urls.check_url(url, what, f"give them with {what}-credentials-file FILE or {what}-credentials-env NAME "
-                                  "(one line USER:PASSWORD)")
+        urls.check_url(
+            url,
+            what,
+            f"give them with {what}-credentials-file FILE or {what}-credentials-env NAME (one line USER:PASSWORD)",
+        )
         given[what] = urls.with_credentials(url, creds)
     bundles = list(ca_bundles or ())
     if host_ca and HOST_CA_BUNDLE.is_file() and HOST_CA_BUNDLE not in bundles:
         bundles.append(HOST_CA_BUNDLE)
     if compression not in COMPRESSIONS:
         raise UserError(f"--compression {compression[:20]!r}: use one of {', '.join(COMPRESSIONS)}")
-    settings = BuildSettings(apt_mirror=given.get("--apt-mirror"), pip_index=given.get("--pip-index"),
-                             ca_bundles=tuple(bundles), layer_cache=_cache_repository(layer_cache),
-                             builder=builder, compression=compression)
+    settings = BuildSettings(
+        apt_mirror=given.get("--apt-mirror"),
+        pip_index=given.get("--pip-index"),
+        ca_bundles=tuple(bundles),
+        layer_cache=_cache_repository(layer_cache),
+        builder=builder,
+        compression=compression,
+    )
     settings.validate()
     if settings.layer_cache:
         _check_reachable(settings.layer_cache)
@@ -138,11 +156,12 @@ def from_options(apt_mirror: str | None, pip_index: str | None, ca_bundles, host
 class Delivery:
     """How one build gets its settings: BuildKit secret files (id -> path), or, for the
     legacy builder, the loopback URL (BUILD_SETTINGS, which needs the host network)."""
+
     url: str | None = None
     secrets: dict[str, Path] = field(default_factory=dict)
 
     def network_mode(self, compile_cache: str | None = None) -> str | None:
-        """"host" when the build must reach this machine's loopback (the legacy builder's
+        """ "host" when the build must reach this machine's loopback (the legacy builder's
         settings URL, a compile cache on loopback), else None: the default network, whose
         steps share their cache keys with every other build's (BuildKit keys a RUN by its
         network mode too)."""

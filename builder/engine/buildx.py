@@ -4,6 +4,7 @@
 as with the legacy builder. An interrupt stops buildx's whole process group.
 
 builder/engine/buildkit_engine.py puts it behind the engine interface."""
+
 from __future__ import annotations
 
 import base64
@@ -44,7 +45,7 @@ class BuildxRequest:
     no_cache: bool = False
     cache_ref: str | None = None  # registry layer cache: imported before, exported (mode=max) after
     output_file: Path | None = None  # the image as an archive there, instead of into the builder's engine
-    compression: str = "gzip"        # of the image's layers (zstd: every layer, the base's too)
+    compression: str = "gzip"  # of the image's layers (zstd: every layer, the base's too)
 
 
 def output(dest: Path | None = None, compression: str = "gzip") -> str:
@@ -61,10 +62,20 @@ def output(dest: Path | None = None, compression: str = "gzip") -> str:
 
 def argv(req: BuildxRequest, metadata_file: Path) -> list[str]:
     """The buildx command line: no tag, no attestations (one plain image), loaded into the engine."""
-    cmd = ["docker", "buildx", "build", "--progress=rawjson", "--provenance=false", "--sbom=false",
-           "--metadata-file", str(metadata_file),
-           "--output", output(req.output_file, req.compression),
-           "--file", str(req.context / req.dockerfile)]
+    cmd = [
+        "docker",
+        "buildx",
+        "build",
+        "--progress=rawjson",
+        "--provenance=false",
+        "--sbom=false",
+        "--metadata-file",
+        str(metadata_file),
+        "--output",
+        output(req.output_file, req.compression),
+        "--file",
+        str(req.context / req.dockerfile),
+    ]
     if req.builder:
         cmd += ["--builder", req.builder]
     for name, value in sorted(req.buildargs.items()):
@@ -129,8 +140,8 @@ def _seconds(started: str, completed: str) -> float:
 
 @dataclass
 class Event:
-    kind: str            # "step" (started), "done" (completed or cached), "cached", "log", "error", "note" (ours),
-                         # "raw" (buildx's SolveStatus object itself, for --progress rawjson)
+    kind: str  # "step" (started), "done" (completed or cached), "cached", "log", "error", "note" (ours),
+    # "raw" (buildx's SolveStatus object itself, for --progress rawjson)
     step: str
     text: str = ""
     seconds: float = 0.0  # "done": how long the step ran (a "cached" event: nothing ran, the layer came from a cache)
@@ -186,7 +197,7 @@ class Steps:
 
 @dataclass(frozen=True)
 class BuildxResult:
-    image_id: str   # the digest the engine knows the image by (config digest on the classic store)
+    image_id: str  # the digest the engine knows the image by (config digest on the classic store)
     metadata: dict
     steps: int
     cached: int
@@ -195,6 +206,7 @@ class BuildxResult:
 @dataclass
 class Job:
     """One buildx command that streams rawjson on stderr, and what its events go to."""
+
     cmd: list[str]
     on_event: Callable[[Event], None]
     env: dict[str, str] | None = None
@@ -218,8 +230,11 @@ class Job:
         step, why = self.failed
         if self.cache_asked and layer_cache.NO_EXPORT.search(why):
             return layer_cache.no_export_error()
-        return BuildError(f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
-                          step=step, tail=self.tail)
+        return BuildError(
+            f"buildx failed{f' at {step}' if step else ''}: {why or f'exit {rc}'}".splitlines()[0],
+            step=step,
+            tail=self.tail,
+        )
 
 
 def run_all(jobs: list[Job]) -> list[Steps | BuildError | UserError]:
@@ -230,10 +245,15 @@ def run_all(jobs: list[Job]) -> list[Steps | BuildError | UserError]:
     with signals_raise():
         try:
             for job in jobs:
-                procs.append(subprocess.Popen(job.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                              start_new_session=True, env=job.env))
-            streams = {_stderr(p).fileno(): (job, ObjectStream(), codecs.getincrementaldecoder("utf-8")("replace"))
-                       for job, p in zip(jobs, procs)}
+                procs.append(
+                    subprocess.Popen(
+                        job.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=job.env
+                    )
+                )
+            streams = {
+                _stderr(p).fileno(): (job, ObjectStream(), codecs.getincrementaldecoder("utf-8")("replace"))
+                for job, p in zip(jobs, procs)
+            }
             with selectors.DefaultSelector() as sel:
                 for p in procs:
                     sel.register(_stderr(p), selectors.EVENT_READ)
@@ -266,8 +286,7 @@ def _stderr(proc: subprocess.Popen) -> IO[bytes]:
     return proc.stderr
 
 
-def _run(cmd: list[str], on_event: Callable[[Event], None], env: dict[str, str] | None,
-         cache_asked: bool) -> Steps:
+def _run(cmd: list[str], on_event: Callable[[Event], None], env: dict[str, str] | None, cache_asked: bool) -> Steps:
     """Run one buildx command; a failure raises BuildError with the failing step and the output's tail."""
     outcome = run_all([Job(cmd, on_event, env, cache_asked)])[0]
     if isinstance(outcome, BaseException):
@@ -284,8 +303,12 @@ def image_of(metadata: dict, known: Callable[[str], bool] | None) -> str:
     return found[0]
 
 
-def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None,
-          known: Callable[[str], bool] | None = None, env: dict[str, str] | None = None) -> BuildxResult:
+def build(
+    req: BuildxRequest,
+    on_event: Callable[[Event], None] = lambda e: None,
+    known: Callable[[str], bool] | None = None,
+    env: dict[str, str] | None = None,
+) -> BuildxResult:
     """Run buildx; return the image's id (KNOWN(digest) tells which digest the engine
     resolves). A failure raises BuildError with the failing step and the output's tail."""
     with tempfile.TemporaryDirectory(prefix="tfbuilder-buildx-") as tmp:
@@ -297,14 +320,23 @@ def build(req: BuildxRequest, on_event: Callable[[Event], None] = lambda e: None
 
 def bake_argv(definition_file: Path, metadata_file: Path, targets: list[str], builder: str | None = None) -> list[str]:
     """`docker buildx bake` of TARGETS in DEFINITION_FILE (which says everything else)."""
-    cmd = ["docker", "buildx", "bake", "--progress=rawjson", "--metadata-file", str(metadata_file),
-           "-f", str(definition_file)]
+    cmd = [
+        "docker",
+        "buildx",
+        "bake",
+        "--progress=rawjson",
+        "--metadata-file",
+        str(metadata_file),
+        "-f",
+        str(definition_file),
+    ]
     return cmd + (["--builder", builder] if builder else []) + targets
 
 
 @dataclass(frozen=True)
 class Bake:
     """One `docker buildx bake` of TARGETS (and the targets they need) on one builder."""
+
     definition: dict
     targets: list[str]
     on_event: Callable[[Event], None] = lambda e: None
@@ -330,8 +362,9 @@ def bake_all(bakes: list[Bake]) -> list[dict[str, dict] | BuildError]:
                 outcomes.append(outcome)
                 continue
             metadata = json.loads((Path(tmp) / f"metadata-{i}.json").read_text())
-            outcomes.append({name: m for name, m in metadata.items()
-                             if isinstance(m, dict) and "containerimage.digest" in m})
+            outcomes.append(
+                {name: m for name, m in metadata.items() if isinstance(m, dict) and "containerimage.digest" in m}
+            )
     return outcomes
 
 

@@ -1,4 +1,5 @@
 """What the user's Docker client config holds for a registry (client-side: no engine)."""
+
 from __future__ import annotations
 
 from builder.engine.docker_engine import docker_config_auth

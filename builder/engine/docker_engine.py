@@ -6,6 +6,7 @@ not), the last lines are kept for the failure message and the full log goes to a
 Images are built untagged and tagged only after success, so a failed or interrupted
 build never moves an existing tag.
 """
+
 from __future__ import annotations
 
 import collections
@@ -68,11 +69,16 @@ class DockerEngine:
         raise UserError("the legacy builder has no bake: build the variants one by one")
 
     def build(self, request: BuildRequest, progress: Progress | None = None) -> BuildResult:
-        for wanted, option in ((request.cache_ref, "--layer-cache"), (request.builder, "--builder"),
-                               (request.compression != "gzip", "--compression zstd")):
+        for wanted, option in (
+            (request.cache_ref, "--layer-cache"),
+            (request.builder, "--builder"),
+            (request.compression != "gzip", "--compression zstd"),
+        ):
             if wanted:
-                raise UserError(f"{option} needs the BuildKit backend (docker buildx); this engine builds with "
-                                "the legacy builder (`builder doctor` says why)")
+                raise UserError(
+                    f"{option} needs the BuildKit backend (docker buildx); this engine builds with "
+                    "the legacy builder (`builder doctor` says why)"
+                )
         progress = progress or Progress("build", mode=request.progress)
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         containers: list[str] = []
@@ -86,9 +92,17 @@ class DockerEngine:
             with signals_raise(), progress.heartbeat():
                 with legacy_dockerfile(request.context) as dockerfile:  # docker-py reads it in build()
                     stream = self.api.build(
-                        path=str(request.context), dockerfile=dockerfile, rm=True, forcerm=True,
-                        nocache=request.nocache, pull=False, buildargs=request.buildargs,
-                        network_mode=request.network_mode, target=request.target, decode=True)
+                        path=str(request.context),
+                        dockerfile=dockerfile,
+                        rm=True,
+                        forcerm=True,
+                        nocache=request.nocache,
+                        pull=False,
+                        buildargs=request.buildargs,
+                        network_mode=request.network_mode,
+                        target=request.target,
+                        decode=True,
+                    )
                 for chunk in stream:
                     progress.on_raw(chunk)
                     if "error" in chunk or "errorDetail" in chunk:
@@ -111,9 +125,11 @@ class DockerEngine:
                         if m:
                             if log:  # when each step started: the bench and post-mortems read it
                                 # (on a line of its own: the engine sends a step's newline apart)
-                                log.write(("" if text.endswith("\n") else "\n")
-                                          + f"#builder-step {m.group(1)}/{m.group(2)} at "
-                                          f"{time.monotonic() - progress.start:.1f}s\n")
+                                log.write(
+                                    ("" if text.endswith("\n") else "\n")
+                                    + f"#builder-step {m.group(1)}/{m.group(2)} at "
+                                    f"{time.monotonic() - progress.start:.1f}s\n"
+                                )
                             steps = int(m.group(1))
                             current = f"step {m.group(1)}/{m.group(2)}: {m.group(3)}"
                             progress.on_step(int(m.group(1)), int(m.group(2)), m.group(3))
@@ -182,17 +198,25 @@ class DockerEngine:
             except Exception:
                 pass
 
-    def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]:
+    def run_capture(
+        self,
+        image: str,
+        command: list[str],
+        binds: dict[str, str] | None = None,
+        timeout: int = 600,
+        stdout_only: bool = False,
+    ) -> tuple[int, str]:
         """Run a throwaway container (entrypoint bypassed); return exit code and output
         (stdout and stderr merged, or stdout alone)."""
         import docker
 
         host_config = self.api.create_host_config(
-            binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()})
+            binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()}
+        )
         try:
-            container = self.api.create_container(image, command=command[1:], entrypoint=command[:1],
-                                                  host_config=host_config)
+            container = self.api.create_container(
+                image, command=command[1:], entrypoint=command[:1], host_config=host_config
+            )
         except docker.errors.APIError as exc:
             raise CannotStart(image, command[0], _cause(exc)) from None
         cid = container["Id"]
@@ -267,8 +291,12 @@ class DockerEngine:
     def images(self, repository: str | None = None, label: str | None = None) -> list[ImageSummary]:
         """Images of REPOSITORY (all tags) and/or carrying LABEL ("key" or "key=value")."""
         found = self.api.images(name=repository, filters={"label": label} if label else None)
-        return [ImageSummary(i["Id"], [t for t in i.get("RepoTags") or [] if t != "<none>:<none>"],
-                             dict(i.get("Labels") or {})) for i in found]
+        return [
+            ImageSummary(
+                i["Id"], [t for t in i.get("RepoTags") or [] if t != "<none>:<none>"], dict(i.get("Labels") or {})
+            )
+            for i in found
+        ]
 
     def login(self, username: str, password: str, registry: str) -> None:
         """Check credentials with the registry (reauth: a cached login proves nothing)."""

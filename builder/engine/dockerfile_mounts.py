@@ -1,5 +1,6 @@
 """The legacy builder's Dockerfile: it cannot parse `RUN --mount`, so the builder's own
 mounts (settings, compile cache) are taken out of a copy it reads instead."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,7 @@ from builder.core.contract import BUILDER_MOUNT
 
 def without_builder_mounts(text: str) -> str:
     """A Dockerfile with the builder's own mounts (settings, compile cache) taken out of its RUN lines."""
-    return "\n".join(BUILDER_MOUNT.sub("", line) if line.startswith("RUN ") else line
-                     for line in text.split("\n"))
+    return "\n".join(BUILDER_MOUNT.sub("", line) if line.startswith("RUN ") else line for line in text.split("\n"))
 
 
 @contextmanager

@@ -1,23 +1,25 @@
 """What an image archive (`docker save`, buildx's `type=docker,dest=`) holds, read from the
 tar itself: each image's manifest against its config. When an engine refuses to load an
 archive, this says whether the archive is at fault or the engine."""
+
 from __future__ import annotations
 
 import json
 import tarfile
 from pathlib import Path
 
-MANIFEST_TYPES = {"application/vnd.oci.image.manifest.v1+json",
-                  "application/vnd.docker.distribution.manifest.v2+json"}
-INDEX_TYPES = {"application/vnd.oci.image.index.v1+json",
-               "application/vnd.docker.distribution.manifest.list.v2+json"}
+MANIFEST_TYPES = {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
+INDEX_TYPES = {"application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"}
 # The layer types Docker 26's engine unpacks (containerd 1.7's IsLayerType): every OCI layer
 # type, and Docker's own tar and gzip ones. A layer of another type drops out of the count
 # it checks against the config's diff_ids: "mismatched image rootfs and manifest layers".
 # BuildKit writes one such type: zstd in Docker's media types, `rootfs.diff.tar.zstd`.
-DOCKER_LAYER_TYPES = {"application/vnd.docker.image.rootfs.diff.tar", "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                      "application/vnd.docker.image.rootfs.foreign.diff.tar",
-                      "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"}
+DOCKER_LAYER_TYPES = {
+    "application/vnd.docker.image.rootfs.diff.tar",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/vnd.docker.image.rootfs.foreign.diff.tar",
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+}
 
 
 def unpackable(media_type: str) -> bool:
@@ -74,17 +76,23 @@ def problems(archive: Path) -> list[str]:
                     found.append(f"manifest {digest[:19]}: its config {config_digest[:19]} is missing")
                     continue
                 if len(diff_ids) != len(layers):
-                    found.append(f"manifest {digest[:19]} lists {len(layers)} layers, "
-                                 f"its config {len(diff_ids)} diff_ids")
+                    found.append(
+                        f"manifest {digest[:19]} lists {len(layers)} layers, its config {len(diff_ids)} diff_ids"
+                    )
                 odd = [layer.get("mediaType", "") for layer in layers if not unpackable(layer.get("mediaType", ""))]
                 if odd:
-                    found.append(f"manifest {digest[:19]}: {len(odd)} of its {len(layers)} layers are {odd[0] or 'untyped'}, "
-                                 "a layer type Docker's engine does not unpack")
-                absent = [layer.get("digest", "") for layer in layers
-                          if blob_path(layer.get("digest", "")) not in members]
+                    found.append(
+                        f"manifest {digest[:19]}: {len(odd)} of its {len(layers)} layers are {odd[0] or 'untyped'}, "
+                        "a layer type Docker's engine does not unpack"
+                    )
+                absent = [
+                    layer.get("digest", "") for layer in layers if blob_path(layer.get("digest", "")) not in members
+                ]
                 if absent:
-                    found.append(f"manifest {digest[:19]}: {len(absent)} of its {len(layers)} layers "
-                                 f"are not in the archive (first {absent[0][:19]})")
+                    found.append(
+                        f"manifest {digest[:19]}: {len(absent)} of its {len(layers)} layers "
+                        f"are not in the archive (first {absent[0][:19]})"
+                    )
             if not seen:
                 found.append("no image manifest in index.json")
             return found

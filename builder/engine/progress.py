@@ -1,5 +1,6 @@
 """What a build or push shows on the terminal while it runs: the `--progress` mode (one
 type, parsed once at the command line) and the Progress printer that honours it."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,14 @@ class Progress:
     MODE: plain adds the build's log lines (on_log), rawjson prints only the engine's
     messages (on_raw), quiet nothing."""
 
-    def __init__(self, label: str, stream=sys.stderr, mode: ProgressMode = ProgressMode.AUTO,
-                 clock: Callable[[], float] = time.monotonic, heartbeat_seconds: float = HEARTBEAT_SECONDS):
+    def __init__(
+        self,
+        label: str,
+        stream=sys.stderr,
+        mode: ProgressMode = ProgressMode.AUTO,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    ):
         self.label, self.stream, self.mode = label, stream, progress_mode(mode)
         self.silent = self.mode in (ProgressMode.QUIET, ProgressMode.RAWJSON)  # no lines of our own
         self.tty = stream.isatty() and self.mode == ProgressMode.AUTO

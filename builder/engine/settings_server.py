@@ -9,6 +9,7 @@ settings lives under an unguessable path derived from its hash, so the URL a bui
 holds a shared lock on its settings while it runs; the daemon deletes settings nobody
 holds (secrets included) and exits when it has none left.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -55,7 +56,6 @@ def state_dir() -> Path:
     return paths.settings_state_dir()
 
 
-
 # Who may read settings: only processes inside a container of this engine (a build's RUN
 # step on the host network). On each connection the peer's socket is found in
 # /proc/net/tcp (its inode), the processes holding that inode in /proc/*/fd, and their
@@ -77,10 +77,11 @@ _PING = re.compile(r"/\.builder-settings/(?P<nonce>[0-9a-f]{32})")
 # build` on a current engine): /docker/buildkit/ID, ID being BuildKit's 25-character one
 # (measured with `RUN cat /proc/self/cgroup`). Anchored, so a user's own delegated cgroup
 # subtree cannot pass by naming a sub-cgroup "docker/ID".
-CONTAINER_CGROUP = re.compile(r"/(?:docker/[0-9a-f]{64}|system\.slice/docker-[0-9a-f]{64}\.scope"
-                              r"|docker/buildkit/[0-9a-z]{25})")
+CONTAINER_CGROUP = re.compile(
+    r"/(?:docker/[0-9a-f]{64}|system\.slice/docker-[0-9a-f]{64}\.scope"
+    r"|docker/buildkit/[0-9a-z]{25})"
+)
 _START_LOCK = ".daemon-start"
-
 
 
 def key(state: Path) -> bytes:
@@ -291,20 +292,27 @@ def _ensure_daemon(state: Path, fixed_port: int | None) -> int:
             return listen_port
         if answer is None:
             if fixed_port:
-                raise UserError(f"port {listen_port} is taken by something else; "
-                                "set BUILDER_SETTINGS_PORT to a free port")
+                raise UserError(
+                    f"port {listen_port} is taken by something else; set BUILDER_SETTINGS_PORT to a free port"
+                )
             listen_port = 0  # someone else has ours: any free port, recorded for next time
         (state / "port").unlink(missing_ok=True)
-        subprocess.Popen([sys.executable, "-m", "builder.engine.settings_server", str(state), str(listen_port)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "builder.engine.settings_server", str(state), str(listen_port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         for _ in range(50):
             started = _recorded_port(state)
             if started and _daemon_answers(state, started):
                 return started
             time.sleep(0.1)
-    raise UserError(f"cannot serve build settings on 127.0.0.1:{listen_port or 'a free port'}; "
-                    "set BUILDER_SETTINGS_PORT to a free port")
+    raise UserError(
+        f"cannot serve build settings on 127.0.0.1:{listen_port or 'a free port'}; "
+        "set BUILDER_SETTINGS_PORT to a free port"
+    )
 
 
 @contextmanager

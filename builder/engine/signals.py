@@ -1,4 +1,5 @@
 """Interrupts during a long engine operation: SIGINT and SIGTERM become Interrupted."""
+
 from __future__ import annotations
 
 import signal

@@ -4,6 +4,7 @@ expectation, labels it with what it reported and only then tags it. The offline 
 release variants, runtime images and derived images all go through it; a bake's images
 (bake_build.py) go through its second half, `finish`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,20 +35,27 @@ def produce(engine, job: ImageJob, settings: buildsettings.BuildSettings, progre
     return Produced(finish(engine, job, image_id, settings.compression), seconds)
 
 
-def build(engine, job: ImageJob, settings: buildsettings.BuildSettings,
-          progress: ProgressMode) -> tuple[str, float]:
+def build(engine, job: ImageJob, settings: buildsettings.BuildSettings, progress: ProgressMode) -> tuple[str, float]:
     """Build JOB untagged; (image id, seconds). The settings reach the build as BuildKit
     secrets (or the legacy builder's loopback URL), never as a layer or a build argument."""
     with tempfile.TemporaryDirectory(prefix="builder-") as tmp:
         context = write_context(job.context, Path(tmp) / "context")
         with buildsettings.deliver(settings, engine.backend) as delivery:
             args = {**job.buildargs, **({"BUILD_DATE": provenance.build_date()} if job.dated else {})}
-            request = BuildRequest(context=context, buildargs={**args, "BUILD_SETTINGS": delivery.url or ""},
-                                   nocache=job.nocache, network_mode=delivery.network_mode(job.compile_cache),
-                                   log_path=log_file(job), progress=progress, secrets=delivery.secrets,
-                                   cache_ref=settings.cache_ref(job.cache_key) if job.cache_key else None,
-                                   builder=settings.builder, compression=settings.compression, target=job.target,
-                                   contexts=_named_contexts(engine, settings, job))
+            request = BuildRequest(
+                context=context,
+                buildargs={**args, "BUILD_SETTINGS": delivery.url or ""},
+                nocache=job.nocache,
+                network_mode=delivery.network_mode(job.compile_cache),
+                log_path=log_file(job),
+                progress=progress,
+                secrets=delivery.secrets,
+                cache_ref=settings.cache_ref(job.cache_key) if job.cache_key else None,
+                builder=settings.builder,
+                compression=settings.compression,
+                target=job.target,
+                contexts=_named_contexts(engine, settings, job),
+            )
             result = engine.build(request, Progress(job.label, mode=progress))
     return result.image_id, result.seconds
 
@@ -83,8 +91,9 @@ def finish(engine, job: ImageJob, image_id: str, compression: str = "gzip") -> s
         labels = verify(engine, image_id, job.expect, log_file(job))
         image_id = add_labels(engine, image_id, labels, log_file(job), compression)
         if job.expect.conformance and runner.run(image_id, [str(runner.DERIVED_SUITE)], stdout=sys.stderr) != 0:
-            raise BuildFailure(f"the derived image {image_id[:19]} failed its conformance tests; "
-                               f"{', '.join(job.refs)} was not moved")
+            raise BuildFailure(
+                f"the derived image {image_id[:19]} failed its conformance tests; {', '.join(job.refs)} was not moved"
+            )
     for ref in job.refs:
         engine.tag(image_id, ref)
     return image_id
@@ -98,29 +107,40 @@ def verify(engine, image_id: str, expect: Expectation, log_path: Path) -> dict[s
     if expect.runtime:
         found = runtime_image.toolchain_found(engine, image_id)
         if found:
-            raise BuildError(f"the runtime image holds a compiler toolchain: {', '.join(found)}",
-                             step="read-back check", log_path=log_path)
+            raise BuildError(
+                f"the runtime image holds a compiler toolchain: {', '.join(found)}",
+                step="read-back check",
+                log_path=log_path,
+            )
         extra[Label.COVERAGE] = ""
     if expect.devel_image:
         extra[Label.COVERAGE] = engine.image_labels(expect.devel_image).get(Label.COVERAGE, "")
         library = runtime_image.extension_library(engine, expect.devel_image)
-        if library and runtime_image.file_digest(engine, expect.devel_image, library) != \
-                runtime_image.file_digest(engine, image_id, library):
-            raise BuildError(f"the runtime image's {library} is not the devel image's", step="read-back check",
-                             log_path=log_path)
+        if library and runtime_image.file_digest(engine, expect.devel_image, library) != runtime_image.file_digest(
+            engine, image_id, library
+        ):
+            raise BuildError(
+                f"the runtime image's {library} is not the devel image's", step="read-back check", log_path=log_path
+            )
         extension = bool(library)
     requested = list(expect.requested)
     try:
-        report = readback.read_report(engine, image_id, requested, coverage=expect.coverage,
-                                      store=paths.readback_store())
+        report = readback.read_report(
+            engine, image_id, requested, coverage=expect.coverage, store=paths.readback_store()
+        )
     except UserError as exc:  # an image that cannot say what it holds is a failed build, not bad input
         raise BuildError(str(exc), step="read-back check", log_path=log_path) from None
     verdict = readback.check(report, expect.release, expect.variant, requested, dict(expect.toggles), extension)
     for warning in verdict.warnings:
         say(f"warning: {warning}")
     if verdict.problems:
-        raise BuildError(f"the built image does not match release {expect.release.name} {expect.variant.name}: "
-                         f"{verdict.problems[0]}", step="read-back check", tail=verdict.problems, log_path=log_path)
+        raise BuildError(
+            f"the built image does not match release {expect.release.name} {expect.variant.name}: "
+            f"{verdict.problems[0]}",
+            step="read-back check",
+            tail=verdict.problems,
+            log_path=log_path,
+        )
     labels = {**readback.measured_labels(report), **extra}
     if expect.base_image:  # the provenance names the base by digest (builder push --sign)
         labels[BASE_DIGEST] = image_digest(engine, expect.base_image)
@@ -142,16 +162,23 @@ def add_labels(engine, image_id: str, labels: dict[str, str], log_path: Path, co
     try:  # the values are what the image reported: written quoted, or refused
         lines = " \\\n      ".join(f"{FILTERS['label_key'](k)}={FILTERS['dq'](v)}" for k, v in labels.items())
     except QuotingError as exc:
-        raise BuildError(f"the image reported a label value that cannot be written: {exc}",
-                         step="read-back check", log_path=log_path) from None
+        raise BuildError(
+            f"the image reported a label value that cannot be written: {exc}", step="read-back check", log_path=log_path
+        ) from None
     with tempfile.TemporaryDirectory(prefix="builder-labels-") as tmp:
         # FROM through an ARG: BuildKit backends give an image id a temporary tag to resolve
-        (Path(tmp) / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nLABEL {lines}\n",
-                                             encoding="utf-8")
-        request = BuildRequest(context=Path(tmp), buildargs={"BASE_IMAGE": FILTERS['ref'](image_id)},
-                               nocache=False, network_mode=None,
-                               log_path=log_path.with_suffix(".labels.log"), progress=ProgressMode.QUIET,
-                               compression=compression)
+        (Path(tmp) / "Dockerfile").write_text(
+            f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nLABEL {lines}\n", encoding="utf-8"
+        )
+        request = BuildRequest(
+            context=Path(tmp),
+            buildargs={"BASE_IMAGE": FILTERS["ref"](image_id)},
+            nocache=False,
+            network_mode=None,
+            log_path=log_path.with_suffix(".labels.log"),
+            progress=ProgressMode.QUIET,
+            compression=compression,
+        )
         labelled = engine.build(request, Progress("labels", mode=ProgressMode.QUIET)).image_id
     forget_unlabelled(engine, image_id, labelled)
     return labelled
@@ -170,4 +197,3 @@ def forget_unlabelled(engine: ImageStore, image_id: str, labelled: str) -> None:
             engine.remove_image(image_id)
     except (Exception, UserError):  # noqa: BLE001 - tidying only; the build has succeeded
         pass
-

@@ -13,6 +13,7 @@ DIR/docker-bake.json; `--print` prints the definition.
 the build settings as secret files on every target, a registry layer cache per target,
 attestations off, and the build's provenance arguments. Those are added only to the
 copy the run hands to buildx, never to a file `builder bake` writes."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,6 +42,7 @@ def target_name(*parts: str) -> str:
 class Layout:
     """Where each context lives under the output directory. The file holds absolute paths:
     buildx resolves relative ones against its working directory, not the file's."""
+
     root: Path
 
     def variant(self, rendered: Rendered) -> Path:
@@ -57,11 +59,12 @@ def base_target(release: Release) -> str:
 @dataclass(frozen=True)
 class RunInputs:
     """What one `builder build --all` adds to every target."""
+
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file
-    cache_repo: str | None = None                           # --layer-cache
-    args: dict[str, str] = field(default_factory=dict)      # BUILD_REF, BUILD_DATE, ...
+    cache_repo: str | None = None  # --layer-cache
+    args: dict[str, str] = field(default_factory=dict)  # BUILD_REF, BUILD_DATE, ...
     no_cache: bool = False
-    compression: str = "gzip"                               # --compression
+    compression: str = "gzip"  # --compression
 
 
 def _with_run(target: dict, run: RunInputs, cache_name: str) -> dict:
@@ -80,8 +83,14 @@ def _with_run(target: dict, run: RunInputs, cache_name: str) -> dict:
     return target
 
 
-def definition(release: Release, rendered_all: list[Rendered], layout: Layout, build_id: str,
-               run: RunInputs | None = None, with_base: bool = True) -> dict:
+def definition(
+    release: Release,
+    rendered_all: list[Rendered],
+    layout: Layout,
+    build_id: str,
+    run: RunInputs | None = None,
+    with_base: bool = True,
+) -> dict:
     """The bake definition of RELEASE's RENDERED variants (contexts as LAYOUT places them);
     with RUN, the copy one build runs (secrets, caches, provenance arguments). Without
     WITH_BASE the variants take the offline base from the image store (it exists)."""
@@ -114,7 +123,8 @@ def definition(release: Release, rendered_all: list[Rendered], layout: Layout, b
         }
         if run:
             # the base takes no provenance arguments: `builder base` gives it none
-            targets[base] = _with_run(targets[base], dataclasses.replace(run, args={}),
-                                      layer_cache.base_name(offline_tag))
+            targets[base] = _with_run(
+                targets[base], dataclasses.replace(run, args={}), layer_cache.base_name(offline_tag)
+            )
     variants = [target_name(release.name, r.variant) for r in rendered_all]
     return {"group": {"default": {"targets": variants}}, "target": dict(sorted(targets.items()))}

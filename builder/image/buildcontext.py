@@ -7,6 +7,7 @@ never overwritten or deleted. The framework source is checked first: a symlink l
 it, a hard link to a file outside it or a special file is refused before anything is
 written or built; huge and sparse files are named with their size.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,13 +27,23 @@ if TYPE_CHECKING:
 
 MARKER = outputdir.MARKER
 # Build products of the framework source that never belong in a context.
-IGNORED = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.o", "*.so",
-                                 ".tf_configure.bazelrc", ".git", "bazel-*", ".pytest_cache")
+IGNORED = shutil.ignore_patterns(
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.o",
+    "*.so",
+    ".tf_configure.bazelrc",
+    ".git",
+    "bazel-*",
+    ".pytest_cache",
+)
 # A file this big in a source tree is a data set or a build product, not source: it is
 # copied all the same (the tree is the user's), but named first.
-HUGE_FILE_BYTES = 512 * 1024 ** 2
+HUGE_FILE_BYTES = 512 * 1024**2
 # A file this big with less than half of it on disk is sparse: the copy writes every byte.
-SPARSE_MIN_BYTES = 16 * 1024 ** 2
+SPARSE_MIN_BYTES = 16 * 1024**2
 # (st_dev, st_ino) of files already named: `build` checks the tree twice (before the
 # engine, and when it writes the context), `bake` once per variant.
 _named: set[tuple[int, int]] = set()
@@ -77,8 +88,10 @@ def check_tree(src: Path, ignore=IGNORED) -> None:
                     big.append((path, st))
     for nlink, inside, path in sorted(links.values(), key=lambda e: e[2]):
         if inside < nlink:  # another name of this file is outside the tree: a host file
-            raise UserError(f"{path} is a hard link to a file outside the source tree "
-                            f"({nlink} links, {inside} in the tree); put a copy in its place if it belongs there")
+            raise UserError(
+                f"{path} is a hard link to a file outside the source tree "
+                f"({nlink} links, {inside} in the tree); put a copy in its place if it belongs there"
+            )
     for path, st in big:
         _name_big_file(path, st)
 
@@ -101,8 +114,9 @@ def _unreadable(exc: OSError, path: str | None = None) -> NoReturn:
     copied (something else is changing the tree, or its permissions keep the builder out)."""
     where = path or exc.filename
     if isinstance(exc, FileNotFoundError):
-        raise UserError(f"{where} vanished while the framework source was read; run again when nothing "
-                        "is changing the tree") from None
+        raise UserError(
+            f"{where} vanished while the framework source was read; run again when nothing is changing the tree"
+        ) from None
     raise UserError(f"cannot read {where} in the framework source: {outputdir.oserror_text(exc)}") from None
 
 
@@ -129,8 +143,12 @@ def write(rendered: Rendered, dest: Path, framework_src: Path | None = None, roo
     src = check_source(framework_src)
     for rel in rendered.files:
         outputdir.safe_relative(rel)
-    return _write_tree(Path(dest), root, {"release": rendered.release, "variant": rendered.variant},
-                       lambda tmp: _stage(rendered, tmp, src))
+    return _write_tree(
+        Path(dest),
+        root,
+        {"release": rendered.release, "variant": rendered.variant},
+        lambda tmp: _stage(rendered, tmp, src),
+    )
 
 
 def write_files(context: FilesContext, dest: Path, root: Path | None = None, header: dict | None = None) -> Path:

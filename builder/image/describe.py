@@ -1,6 +1,7 @@
 """`builder inspect`: what an image was built from (its labels) and what it holds, read
 now from a container of the image (image_report.py), never from the request. Also the
 one aligned-table writer (the coverage table, and the `builder releases` list)."""
+
 from __future__ import annotations
 
 import json
@@ -41,10 +42,13 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
     runtime_of = g(Label.RUNTIME_OF)
     report = readback.read_report(engine, image, rows, coverage=not runtime_of)
     if runtime_of:
-        report["coverage_note"] = (f"a runtime image's CUDA binaries are those of {runtime_of}: "
-                                   f"builder inspect {runtime_of} --coverage")
-    libs = {name: {k: lib.get(k) for k in ("soname", "loaded", "version", "path", "error") if k in lib}
-            for name, lib in (report.get("libraries") or {}).items()}
+        report["coverage_note"] = (
+            f"a runtime image's CUDA binaries are those of {runtime_of}: builder inspect {runtime_of} --coverage"
+        )
+    libs = {
+        name: {k: lib.get(k) for k in ("soname", "loaded", "version", "path", "error") if k in lib}
+        for name, lib in (report.get("libraries") or {}).items()
+    }
     return {
         "image": image,
         "id": info["Id"],
@@ -52,12 +56,16 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
         "variant": g(Label.VARIANT),
         "framework": f"{report.get(BuildInfo.FRAMEWORK_NAME)} {report.get(BuildInfo.VERSION)}",
         "python": report.get("python"),
-        "versions": {"cuda": report.get("cuda_version"), "cudnn": report.get("cudnn_version"),
-                     "nccl": report.get("nccl_version"), "tensorrt": report.get("tensorrt_version"),
-                     "horovod": (report.get("horovod") or {}).get("version", ""),
-                     "dali": (report.get("dali") or {}).get("version", ""),
-                     "dali_tf_plugin": (report.get("dali") or {}).get("plugin") or "",
-                     "extension": (report.get("extension") or {}).get("version", "")},
+        "versions": {
+            "cuda": report.get("cuda_version"),
+            "cudnn": report.get("cudnn_version"),
+            "nccl": report.get("nccl_version"),
+            "tensorrt": report.get("tensorrt_version"),
+            "horovod": (report.get("horovod") or {}).get("version", ""),
+            "dali": (report.get("dali") or {}).get("version", ""),
+            "dali_tf_plugin": (report.get("dali") or {}).get("plugin") or "",
+            "extension": (report.get("extension") or {}).get("version", ""),
+        },
         "tools": readback.tool_versions(report),
         "without": [c for c in g(Label.WITHOUT).split(",") if c],
         "tf_trt": "available" if report.get("tf_trt_available") else "unavailable",
@@ -93,8 +101,10 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
     }
 
 
-COVERAGE_LEGEND = ("sm_XY: SASS, runs natively; compute_XY: PTX, runs after JIT (n/m: the modules that have it, "
-                   "when not all do); none: no code for that GPU; -: no binary")
+COVERAGE_LEGEND = (
+    "sm_XY: SASS, runs natively; compute_XY: PTX, runs after JIT (n/m: the modules that have it, "
+    "when not all do); none: no code for that GPU; -: no binary"
+)
 
 
 def coverage_text(report: dict) -> str:
@@ -118,8 +128,13 @@ def coverage_text(report: dict) -> str:
     width = max(len(a) for a in verdicts)
     lines.append("")
     for arch, v in verdicts.items():
-        lines += textwrap.wrap(v["text"], 110, initial_indent=f"{arch.ljust(width)}  ",
-                               subsequent_indent=" " * (width + 4), break_on_hyphens=False)
+        lines += textwrap.wrap(
+            v["text"],
+            110,
+            initial_indent=f"{arch.ljust(width)}  ",
+            subsequent_indent=" " * (width + 4),
+            break_on_hyphens=False,
+        )
     return "\n".join(lines)
 
 
@@ -138,9 +153,14 @@ def releases_rows(catalog) -> list[dict]:
     CUDA): the offline one `--base auto` takes on every machine, and NVIDIA's upstream one."""
     rows = []
     for r in catalog.releases.values():
-        rows.append({"release": r.name, "parent": r.parent,
-                     "variants": {v.name: f"{v.framework_name} {v.framework_version}" for v in r.variants.values()},
-                     "bases": driver.bases(r)})
+        rows.append(
+            {
+                "release": r.name,
+                "parent": r.parent,
+                "variants": {v.name: f"{v.framework_name} {v.framework_version}" for v in r.variants.values()},
+                "bases": driver.bases(r),
+            }
+        )
     return rows
 
 
@@ -150,13 +170,29 @@ def _base_cell(base: dict) -> str:
 
 def releases_text(rows: list[dict]) -> str:
     """`builder releases`: the rows as a table; the libraries' CUDA where wheels bring it."""
-    table = table_text(("RELEASE", "VARIANTS", "BASE (default: --base auto)", "UPSTREAM BASE (--base upstream)"),
-                       [(r["release"], ", ".join(f"{k} ({v})" for k, v in r["variants"].items()),
-                         _base_cell(r["bases"]["offline"]), _base_cell(r["bases"]["upstream"])) for r in rows])
-    wheels = [f"{r['release']}: {r['bases']['offline']['cuda_libraries']}" for r in rows
-              if "NVIDIA's wheels" in r["bases"]["offline"]["cuda_libraries"]]
-    notes = ["", "CUDA is the base's toolkit (it compiles). Libraries TensorFlow loads from NVIDIA's wheels:"] + \
-        [f"  {w}" for w in wheels] if wheels else []
+    table = table_text(
+        ("RELEASE", "VARIANTS", "BASE (default: --base auto)", "UPSTREAM BASE (--base upstream)"),
+        [
+            (
+                r["release"],
+                ", ".join(f"{k} ({v})" for k, v in r["variants"].items()),
+                _base_cell(r["bases"]["offline"]),
+                _base_cell(r["bases"]["upstream"]),
+            )
+            for r in rows
+        ],
+    )
+    wheels = [
+        f"{r['release']}: {r['bases']['offline']['cuda_libraries']}"
+        for r in rows
+        if "NVIDIA's wheels" in r["bases"]["offline"]["cuda_libraries"]
+    ]
+    notes = (
+        ["", "CUDA is the base's toolkit (it compiles). Libraries TensorFlow loads from NVIDIA's wheels:"]
+        + [f"  {w}" for w in wheels]
+        if wheels
+        else []
+    )
     return "\n".join([table, *notes])
 
 
@@ -178,10 +214,23 @@ def summary_text(report: dict) -> str:
     r = report
     about = [
         ("Image", f"{r['image']} ({r['id'].split(':')[-1][:12]}, {human_size(r.get('size_bytes') or 0)})"),
-        ("Release", f"{r['release']} {r['variant']}" + (f", runtime image of {r['runtime_of']}" if r.get("runtime_of") else "")),
+        (
+            "Release",
+            f"{r['release']} {r['variant']}" + (f", runtime image of {r['runtime_of']}" if r.get("runtime_of") else ""),
+        ),
         ("Made by", r.get("vendor") or ""),
-        ("Built", " ".join(x for x in (r.get("created"), f"build {r['build_id']}" if r.get("build_id") else "",
-                                       f"from {r['build_ref']}" if r.get("build_ref") else "") if x)),
+        (
+            "Built",
+            " ".join(
+                x
+                for x in (
+                    r.get("created"),
+                    f"build {r['build_id']}" if r.get("build_id") else "",
+                    f"from {r['build_ref']}" if r.get("build_ref") else "",
+                )
+                if x
+            ),
+        ),
         ("Derived from", r.get("parent") or ""),
         ("Base", f"{r.get('base_kind') or '?'}: {r.get('base_image')}" if r.get("base_image") else ""),
         ("Platform", r.get("platform") or ""),
@@ -191,17 +240,31 @@ def summary_text(report: dict) -> str:
         ("Env overrides", ", ".join(r.get("env_overrides") or [])),
         ("Patches", ", ".join(p.get("name", "?") if isinstance(p, dict) else str(p) for p in r.get("patches") or [])),
         ("Filesystems", ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in (r.get("filesystems") or {}).items())),
-        ("Driver libraries", ", ".join(r.get("driver_libraries") or []) or "none (the NVIDIA container toolkit brings the host's)"),
+        (
+            "Driver libraries",
+            ", ".join(r.get("driver_libraries") or []) or "none (the NVIDIA container toolkit brings the host's)",
+        ),
     ]
     lines = [table_text(("", ""), [(f"{k}:", v) for k, v in about if v]).split("\n", 1)[-1]]
     versions = [(k, v) for k, v in {**(r.get("versions") or {}), **(r.get("tools") or {})}.items() if v]
     lines += ["", table_text(("PART", "VERSION"), versions)]
-    libs = [(name, lib.get("soname", ""), lib.get("version") or "", "yes" if lib.get("loaded") else "NO",
-             lib.get("path") or lib.get("error") or "") for name, lib in (r.get("libraries") or {}).items()]
+    libs = [
+        (
+            name,
+            lib.get("soname", ""),
+            lib.get("version") or "",
+            "yes" if lib.get("loaded") else "NO",
+            lib.get("path") or lib.get("error") or "",
+        )
+        for name, lib in (r.get("libraries") or {}).items()
+    ]
     if libs:
         lines += ["", table_text(("LIBRARY", "SONAME", "VERSION", "LOADS", "PATH / ERROR"), libs)]
     coverage = r.get("coverage") or {}
     if coverage:
-        lines += ["", table_text(("GPU", "CODE (weakest part)"), [(a, v) for a, v in coverage.items()]),
-                  "(builder inspect IMAGE --coverage: per CUDA binary)"]
+        lines += [
+            "",
+            table_text(("GPU", "CODE (weakest part)"), [(a, v) for a, v in coverage.items()]),
+            "(builder inspect IMAGE --coverage: per CUDA binary)",
+        ]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 drift) and build contexts written for one release. Every variant is rendered (and so
 validated) before anything is written.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ from builder.render import Rendered, committed_path, render, render_options
 
 @dataclass
 class SyncResult:
-    expected: int = 0          # Dockerfiles the catalog makes
-    written: int = 0           # written (or build contexts, with an output directory)
+    expected: int = 0  # Dockerfiles the catalog makes
+    written: int = 0  # written (or build contexts, with an output directory)
     drift: list[str] = field(default_factory=list)  # with check: what differs
 
     def summary(self, check: bool, output: Path | None) -> str:
@@ -60,8 +61,11 @@ def sync_all(catalog: Catalog, root: Path, output: Path | None = None, check: bo
     result.expected = len(expected)
     # Only Dockerfiles of releases this catalog knows can be stale: a private catalog
     # (BUILDER_CATALOG) with a subset of the releases leaves the others alone.
-    stale = sorted(p for p in (root / "dockerfiles").glob("*/*.Dockerfile")
-                   if p not in expected and p.parent.name in catalog.releases)
+    stale = sorted(
+        p
+        for p in (root / "dockerfiles").glob("*/*.Dockerfile")
+        if p not in expected and p.parent.name in catalog.releases
+    )
     if check:
         result.drift += [f"{p.relative_to(root)} (no such release variant)" for p in stale]
     elif output is None:

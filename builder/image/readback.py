@@ -5,6 +5,7 @@ everything else is pure: `check` compares the report with the catalog (problems 
 the build and move no tag; warnings are printed), `measured_labels` turns it into the
 labels the builder adds to the image, `coverage_rows` into the GPU coverage table.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,13 +39,19 @@ def content_key(inspect: dict, command: list[str]) -> str:
     and the report command; not its labels, name or creation time. Two images with the same
     key hold the same files and run the report the same way."""
     config = inspect.get("Config") or {}
-    parts = {"layers": (inspect.get("RootFS") or {}).get("Layers"), "env": config.get("Env"),
-             "user": config.get("User"), "workdir": config.get("WorkingDir"), "command": command}
+    parts = {
+        "layers": (inspect.get("RootFS") or {}).get("Layers"),
+        "env": config.get("Env"),
+        "user": config.get("User"),
+        "workdir": config.get("WorkingDir"),
+        "command": command,
+    }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def read_report(engine, image: str, requested: list[str] | None = None, coverage: bool = True,
-                store: Path | None = None) -> dict:
+def read_report(
+    engine, image: str, requested: list[str] | None = None, coverage: bool = True, store: Path | None = None
+) -> dict:
     """Run the image's own report in a throwaway container; a UserError when it cannot.
     With `store`, a report is kept under its content key and reused for an image with the
     same layers and config (a no-op rebuild differs only in its date label)."""
@@ -93,8 +100,7 @@ def _by_capability(coverage: dict) -> list:
 # --- coverage by component ------------------------------------------------------------------
 # The components fatbin.py sorts binaries into, in the order the table lists them:
 # what the image builds or installs for itself first, then NVIDIA's libraries, then the rest.
-COMPONENT_ORDER = tuple(c for _, c in fatbin.PACKAGE_COMPONENTS) + \
-    tuple(c for c, _ in fatbin.LIBRARY_COMPONENTS)
+COMPONENT_ORDER = tuple(c for _, c in fatbin.PACKAGE_COMPONENTS) + tuple(c for c, _ in fatbin.LIBRARY_COMPONENTS)
 # The components whose binaries the build checks itself (a requested capability they carry
 # no code for fails the build): TensorFlow's wheel, and what nvbuild.sh compiles. A gap in
 # the libraries the release pins (NVIDIA's, DALI's) is the pinned version's, and a warning.
@@ -105,9 +111,12 @@ KIND_RANK = {"none": 0, "ptx": 1, "sass": 2}
 def component_name(report: dict, component: str) -> str:
     """'cuDNN 8.5.0': the component's name and, where the image reports one, its version."""
     name = fatbin.COMPONENT_NAMES.get(component, component)
-    version = {"tensorflow": report.get("version"), "extension": (report.get("extension") or {}).get("version"),
-               "horovod": (report.get("horovod") or {}).get("version"),
-               "dali": (report.get("dali") or {}).get("version")}.get(component)
+    version = {
+        "tensorflow": report.get("version"),
+        "extension": (report.get("extension") or {}).get("version"),
+        "horovod": (report.get("horovod") or {}).get("version"),
+        "dali": (report.get("dali") or {}).get("version"),
+    }.get(component)
     lib = (report.get("libraries") or {}).get(component) or {}
     version = version or (lib.get("version") if lib.get("loaded") else None)
     return f"{name} {version}" if version else name
@@ -156,12 +165,21 @@ def coverage_components(report: dict) -> list[dict]:
                     entry["modules"] = [jit, total]
             cells[arch] = entry
         not_counted = {b["path"]: _why_not_counted(b) for b in files if not fatbin.counted(b)}
-        out.append({"component": component, "name": component_name(report, component),
-                    "binaries": [b["path"] for b in files if fatbin.counted(b)],
-                    "not_counted": not_counted, "unreadable": {b["path"]: b["error"] + ("; read with cuobjdump instead" if b.get("read_by") else
-                                                             "; counted as no code")
-                                   for b in files if b.get("error")},
-                    "coverage": cells})
+        out.append(
+            {
+                "component": component,
+                "name": component_name(report, component),
+                "binaries": [b["path"] for b in files if fatbin.counted(b)],
+                "not_counted": not_counted,
+                "unreadable": {
+                    b["path"]: b["error"]
+                    + ("; read with cuobjdump instead" if b.get("read_by") else "; counted as no code")
+                    for b in files
+                    if b.get("error")
+                },
+                "coverage": cells,
+            }
+        )
     return out
 
 
@@ -170,8 +188,11 @@ def _source_range(sources: list[str]) -> str:
     if len(sources) < 2:
         return "".join(sources)
     prefix = sources[0].split("_")[0]
-    return f"{sources[0]}-{sources[-1].split('_')[1]}" if all(s.startswith(prefix + "_") for s in sources) \
+    return (
+        f"{sources[0]}-{sources[-1].split('_')[1]}"
+        if all(s.startswith(prefix + "_") for s in sources)
         else ",".join(sources)
+    )
 
 
 def _why_not_counted(binary: dict) -> str:
@@ -220,13 +241,21 @@ def coverage_verdicts(report: dict) -> dict[str, dict]:
         else:
             parts.append(f"runs natively: SASS in every component ({len(at)})" if at else "no CUDA binaries")
         if by_kind["ptx"]:
-            parts.append("by JIT: " + ", ".join(f"{_bare(c)} ({_cell_text(c['coverage'][arch], ', {}/{} modules')})"
-                                                for c in by_kind["ptx"]))
+            parts.append(
+                "by JIT: "
+                + ", ".join(
+                    f"{_bare(c)} ({_cell_text(c['coverage'][arch], ', {}/{} modules')})" for c in by_kind["ptx"]
+                )
+            )
         if by_kind["sass"] and verdict != "sass":
             parts.append("SASS in " + ", ".join(_bare(c) for c in by_kind["sass"]))
-        out[arch] = {"verdict": verdict, "none": [c["component"] for c in by_kind["none"]],
-                     "ptx": {c["component"]: c["coverage"][arch]["from"] for c in by_kind["ptx"]},
-                     "sass": [c["component"] for c in by_kind["sass"]], "text": "; ".join(parts)}
+        out[arch] = {
+            "verdict": verdict,
+            "none": [c["component"] for c in by_kind["none"]],
+            "ptx": {c["component"]: c["coverage"][arch]["from"] for c in by_kind["ptx"]},
+            "sass": [c["component"] for c in by_kind["sass"]],
+            "text": "; ".join(parts),
+        }
     return out
 
 
@@ -262,13 +291,21 @@ def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def check(report: dict, release: Release, variant: Variant, requested: list[str], toggles: dict[str, bool],
-          expect_extension: bool = True) -> Findings:
+def check(
+    report: dict,
+    release: Release,
+    variant: Variant,
+    requested: list[str],
+    toggles: dict[str, bool],
+    expect_extension: bool = True,
+) -> Findings:
     """Compare what the image holds with what the catalog and the request say."""
     v = Findings()
     if report.get("version") != variant.framework_version:
-        v.problems.append(f"the image holds {report.get('framework_name')} {report.get('version')}, "
-                          f"the catalog says {variant.framework_version}")
+        v.problems.append(
+            f"the image holds {report.get('framework_name')} {report.get('version')}, "
+            f"the catalog says {variant.framework_version}"
+        )
     libs = report.get("libraries") or {}
     if report.get("tensorflow", {}).get("build_info", {}).get("is_cuda_build"):
         for name in REQUIRED_LIBRARIES + (("nccl",) if "nccl" in release.gpu_wheels else ()):
@@ -278,9 +315,11 @@ def check(report: dict, release: Release, variant: Variant, requested: list[str]
                 v.problems.append(f"GPU library {name} ({(lib or {}).get('soname', '?')}) does not load: {why}")
         trt = libs.get("tensorrt")
         if trt is not None and not trt.get("loaded"):
-            v.warnings.append(f"TF-TRT is unavailable: {report['framework_name']} {report['version']} was built against "
-                              f"TensorRT {report['tensorflow'].get('tensorrt_linked') or '?'} and {trt.get('soname')} "
-                              "is not in the image (no such wheel on PyPI)")
+            v.warnings.append(
+                f"TF-TRT is unavailable: {report['framework_name']} {report['version']} was built against "
+                f"TensorRT {report['tensorflow'].get('tensorrt_linked') or '?'} and {trt.get('soname')} "
+                "is not in the image (no such wheel on PyPI)"
+            )
     for path in report.get("driver_libraries") or []:
         v.problems.append(f"driver library {path} is in the image (the host's NVIDIA container toolkit provides it)")
     ext = report.get("extension")
@@ -289,24 +328,32 @@ def check(report: dict, release: Release, variant: Variant, requested: list[str]
             v.problems.append("the extension (tfext) is not installed")
         else:
             want = [f"sm_{a.replace('.', '')}" for a in requested]
-            if want and ext.get("cuda_compute_capabilities", [])[:len(want)] != want:
-                v.problems.append(f"the extension was compiled for {ext.get('cuda_compute_capabilities')}, "
-                                  f"requested {','.join(requested)}")
+            if want and ext.get("cuda_compute_capabilities", [])[: len(want)] != want:
+                v.problems.append(
+                    f"the extension was compiled for {ext.get('cuda_compute_capabilities')}, "
+                    f"requested {','.join(requested)}"
+                )
             if bool(ext.get("is_xla_build")) != bool(toggles.get("xla")):
-                v.problems.append(f"the extension's XLA kernels are {'in' if ext.get('is_xla_build') else 'not in'} "
-                                  f"the build, but TF_ENABLE_XLA={int(bool(toggles.get('xla')))}")
+                v.problems.append(
+                    f"the extension's XLA kernels are {'in' if ext.get('is_xla_build') else 'not in'} "
+                    f"the build, but TF_ENABLE_XLA={int(bool(toggles.get('xla')))}"
+                )
     hvd = report.get("horovod")
     if release.horovod:
         if not hvd:
             v.problems.append(f"Horovod {release.horovod.version} is not installed")
         elif hvd.get("version") != release.horovod.version:
-            v.problems.append(f"the image holds Horovod {hvd.get('version')}, the catalog says {release.horovod.version}")
+            v.problems.append(
+                f"the image holds Horovod {hvd.get('version')}, the catalog says {release.horovod.version}"
+            )
     coverage_verdict(report, v)
     v.problems += xla_problems(report, toggles)
     fs = report.get("filesystems") or {}
     if not toggles.get("gcp") and (fs.get("gs") or {}).get("available"):
-        v.warnings.append(f"TF_NEED_GCP=0, but the {report.get('framework_name')} {report.get('version')} wheel "
-                          "has gs:// built in: it stays available")
+        v.warnings.append(
+            f"TF_NEED_GCP=0, but the {report.get('framework_name')} {report.get('version')} wheel "
+            "has gs:// built in: it stays available"
+        )
     return v
 
 
@@ -318,21 +365,29 @@ def coverage_verdict(report: dict, v: Findings) -> None:
     for arch, row in _by_capability(coverage):
         for path, cell in row.items():
             if cell["kind"] == "none" and cell["component"] in CHECKED_COMPONENTS:
-                v.problems.append(f"compute capability {arch}: {cell['component']} binary {_short(path)} "
-                                  "carries no code a GPU of it can run (no SASS, no older PTX)")
+                v.problems.append(
+                    f"compute capability {arch}: {cell['component']} binary {_short(path)} "
+                    "carries no code a GPU of it can run (no SASS, no older PTX)"
+                )
     for c in coverage_components(report):
         for arch, cell in _by_capability(c["coverage"]):
             files = [p for p in c["binaries"] if coverage[arch].get(p, {}).get("kind") == cell["kind"]]
             which = _short(files[0]) if len(files) == 1 else f"{len(files)} of its {len(c['binaries'])} binaries"
             if cell["kind"] == "none" and c["component"] not in CHECKED_COMPONENTS:
-                v.warnings.append(f"compute capability {arch}: {c['name']} has no code a GPU of it can run "
-                                  f"({which}: no SASS, no older PTX)")
+                v.warnings.append(
+                    f"compute capability {arch}: {c['name']} has no code a GPU of it can run "
+                    f"({which}: no SASS, no older PTX)"
+                )
             elif cell["kind"] == "ptx" and c["component"] == "tensorflow":
-                v.warnings.append(f"compute capability {arch}: TensorFlow's own kernels run by PTX JIT from "
-                                  f"{cell['from']} (the first launch on such a GPU compiles them)")
+                v.warnings.append(
+                    f"compute capability {arch}: TensorFlow's own kernels run by PTX JIT from "
+                    f"{cell['from']} (the first launch on such a GPU compiles them)"
+                )
             elif cell["kind"] == "ptx":
-                v.warnings.append(f"compute capability {arch}: {c['name']} runs by PTX JIT from {cell['from']} "
-                                  f"({which}{_modules_text(cell)})")
+                v.warnings.append(
+                    f"compute capability {arch}: {c['name']} runs by PTX JIT from {cell['from']} "
+                    f"({which}{_modules_text(cell)})"
+                )
 
 
 def _modules_text(cell: dict) -> str:
@@ -350,12 +405,16 @@ def xla_problems(report: dict, toggles: dict[str, bool]) -> list[str]:
     if report.get("tensorflow", {}).get("build_info", {}).get("is_cuda_build"):
         missing = [what for what, key in (("ptxas", "ptxas"), ("libdevice.10.bc", "libdevice")) if not xla.get(key)]
         if missing:
-            out.append(f"TF_ENABLE_XLA=1, but XLA's GPU compiler finds no {' and no '.join(missing)} where it looks "
-                       f"({', '.join(xla.get('data_dir_searched') or [])}; XLA_FLAGS=--xla_gpu_cuda_data_dir=DIR names another)")
+            out.append(
+                f"TF_ENABLE_XLA=1, but XLA's GPU compiler finds no {' and no '.join(missing)} where it looks "
+                f"({', '.join(xla.get('data_dir_searched') or [])}; XLA_FLAGS=--xla_gpu_cuda_data_dir=DIR names another)"
+            )
     jit = xla.get("cpu_jit_compile") or {}
     if not jit.get("ok"):
-        out.append(f"TF_ENABLE_XLA=1, but a jit_compile run on the CPU failed: "
-                   f"{jit.get('error') or 'got %s, expected %s' % (jit.get('result'), jit.get('expected'))}")
+        out.append(
+            f"TF_ENABLE_XLA=1, but a jit_compile run on the CPU failed: "
+            f"{jit.get('error') or 'got %s, expected %s' % (jit.get('result'), jit.get('expected'))}"
+        )
     return out
 
 
@@ -365,13 +424,24 @@ def measured_labels(report: dict) -> dict[str, str]:
     hvd = report.get("horovod") or {}
     fs = report.get("filesystems") or {}
     cov = coverage_summary(report)
-    parts = [f"{report.get('framework_name')} {report.get('version')} (upstream wheel)"
-             if ext else f"{report.get('framework_name')} {report.get('version')}"]
+    parts = [
+        f"{report.get('framework_name')} {report.get('version')} (upstream wheel)"
+        if ext
+        else f"{report.get('framework_name')} {report.get('version')}"
+    ]
     if report.get("cuda_version"):
-        parts.append(f"CUDA {report['cuda_version']}, cuDNN {report.get('cudnn_version') or 'none'}, "
-                     f"NCCL {report.get('nccl_version') or 'none'}")
-    built = [x for x in (f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
-                         f"Horovod {hvd.get('version')}" if hvd else "") if x]
+        parts.append(
+            f"CUDA {report['cuda_version']}, cuDNN {report.get('cudnn_version') or 'none'}, "
+            f"NCCL {report.get('nccl_version') or 'none'}"
+        )
+    built = [
+        x
+        for x in (
+            f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
+            f"Horovod {hvd.get('version')}" if hvd else "",
+        )
+        if x
+    ]
     caps = ",".join(cov)
     if built:
         parts.append(f"{' and '.join(built)} compiled for {caps}" if caps else " and ".join(built))

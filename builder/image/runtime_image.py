@@ -9,6 +9,7 @@ names, and the probes its read-back runs.
 Only a release whose every CUDA library TensorFlow loads comes from NVIDIA's wheels can
 have one (policy.why_no_runtime_image).
 """
+
 from __future__ import annotations
 
 from builder.core.errors import BuildError
@@ -25,18 +26,20 @@ def refs_for(devel_refs: list[str] | tuple[str, ...]) -> list[str]:
 
 def toolchain_found(engine, image: str) -> list[str]:
     """The compilers and CUDA tools on the image's PATH (none, in a runtime image)."""
-    script = "for t in " + " ".join(TOOLCHAIN) + "; do command -v \"$t\" || true; done"
+    script = "for t in " + " ".join(TOOLCHAIN) + '; do command -v "$t" || true; done'
     code, out = engine.run_capture(image, ["/bin/sh", "-c", script], stdout_only=True, timeout=120)
     if code != 0:
-        raise BuildError(f"{image}: could not look for a compiler in the runtime image (exit {code})",
-                         step="read-back check")
+        raise BuildError(
+            f"{image}: could not look for a compiler in the runtime image (exit {code})", step="read-back check"
+        )
     return [line for line in out.split() if line]
 
 
 def extension_library(engine, image: str) -> str | None:
     """The extension's shared library in IMAGE, or None when it has none."""
-    code, out = engine.run_capture(image, ["python3", "-c", "import tfext.sysconfig as s; print(s.get_library())"],
-                                   stdout_only=True, timeout=300)
+    code, out = engine.run_capture(
+        image, ["python3", "-c", "import tfext.sysconfig as s; print(s.get_library())"], stdout_only=True, timeout=300
+    )
     return out.strip().splitlines()[-1] if code == 0 and out.strip() else None
 
 

@@ -10,6 +10,7 @@ capability, PTX only for the newest one. Every listed GPU starts without JIT,
 and a future GPU can still JIT the newest PTX, while the binary carries a single
 PTX copy instead of one per architecture.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,11 +32,33 @@ def _shown(value: object, quoted: bool = True, limit: int = 80) -> str:
     body = repr(start) if quoted or not start.isprintable() else start
     return body if len(text) <= limit else f"{body}... ({len(text)} characters)"
 
+
 # Every architecture nvcc has ever accepted for -arch=sm_XY (major, minor).
 KNOWN_ARCHS: tuple[tuple[int, int], ...] = (
-    (3, 0), (3, 2), (3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2),
-    (7, 0), (7, 2), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0),
-    (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1),
+    (3, 0),
+    (3, 2),
+    (3, 5),
+    (3, 7),
+    (5, 0),
+    (5, 2),
+    (5, 3),
+    (6, 0),
+    (6, 1),
+    (6, 2),
+    (7, 0),
+    (7, 2),
+    (7, 5),
+    (8, 0),
+    (8, 6),
+    (8, 7),
+    (8, 9),
+    (9, 0),
+    (10, 0),
+    (10, 1),
+    (10, 3),
+    (11, 0),
+    (12, 0),
+    (12, 1),
 )
 
 # (first CUDA release, lowest arch, highest arch) for each toolkit generation,
@@ -140,13 +163,20 @@ FLEET = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
 def first_toolkit_for(arch: Arch) -> str | None:
     """The oldest CUDA release (MAJOR.MINOR) whose nvcc compiles ARCH, if any does."""
     for since, low, high in reversed(_TOOLKIT_RANGES):
-        if low <= (arch.major, arch.minor) <= high and (since < (13, 0) or (arch.major, arch.minor) not in _DROPPED_IN_13):
+        if low <= (arch.major, arch.minor) <= high and (
+            since < (13, 0) or (arch.major, arch.minor) not in _DROPPED_IN_13
+        ):
             return f"{since[0]}.{since[1]}"
     return None
 
 
-def check(archs: list[str] | str, cuda_version: str, allow_ptx_jit: bool = False,
-          opt_in: str | None = "--allow-ptx-jit", ptxas: str | None = None) -> list[str]:
+def check(
+    archs: list[str] | str,
+    cuda_version: str,
+    allow_ptx_jit: bool = False,
+    opt_in: str | None = "--allow-ptx-jit",
+    ptxas: str | None = None,
+) -> list[str]:
     """Return a problem line for each arch the toolkit cannot compile. With ALLOW_PTX_JIT
     an arch newer than the toolkit's newest is accepted: it runs the newest PTX by JIT.
     OPT_IN names the option that accepts it (None where there is none, e.g. a catalog)."""
@@ -195,8 +225,13 @@ def jit_only(archs: list[str] | str, cuda_version: str, ptxas: str | None = None
     return [a for a in archs if _parse_one(a) > newest and a not in by_ptxas]
 
 
-def resolve(spec: str | list, cuda_version: str, default: list[str] | None,
-            allow_ptx_jit: bool = False, ptxas: str | None = None) -> list[str] | str:
+def resolve(
+    spec: str | list,
+    cuda_version: str,
+    default: list[str] | None,
+    allow_ptx_jit: bool = False,
+    ptxas: str | None = None,
+) -> list[str] | str:
     """parse + check, raising one ArchError naming the supported range; with
     ALLOW_PTX_JIT, the list that gets machine code (compiled())."""
     archs = parse(spec, default)
@@ -267,7 +302,7 @@ def main(argv: list[str]) -> int:
     if "--ptxas" in argv[:-1]:  # --ptxas VERSION: the newer ptxas beside nvcc (assembled())
         at = argv.index("--ptxas")
         ptxas = argv[at + 1] or None
-        del argv[at:at + 2]
+        del argv[at : at + 2]
     try:
         if len(argv) >= 3 and argv[0] == "resolve":
             default = argv[3].split(",") if len(argv) > 3 and argv[3] else None
@@ -286,9 +321,11 @@ def main(argv: list[str]) -> int:
     except ArchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print("usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit] [--ptxas VERSION] | "
-          "gencode LIST [CUDA_VERSION] | assemble LIST CUDA_VERSION --ptxas VERSION | supported CUDA_VERSION",
-          file=sys.stderr)
+    print(
+        "usage: cuda_arch.py resolve LIST CUDA_VERSION [DEFAULT] [--allow-ptx-jit] [--ptxas VERSION] | "
+        "gencode LIST [CUDA_VERSION] | assemble LIST CUDA_VERSION --ptxas VERSION | supported CUDA_VERSION",
+        file=sys.stderr,
+    )
     return 2
 
 

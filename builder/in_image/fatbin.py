@@ -4,6 +4,7 @@ for which GPUs (SASS and PTX per architecture), and what that covers per GPU.
 Runs inside images next to image_report.py, which imports it (standard library only, like
 cuda_arch.py); the builder imports it from its package.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -98,7 +99,7 @@ def elf_sections(read, size: int | None = None) -> dict[str, tuple[int, int]] | 
     head = read(64, 0)
     if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return None
-    shoff, = struct.unpack_from("<Q", head, 0x28)
+    (shoff,) = struct.unpack_from("<Q", head, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
     if not shoff or shentsize < 64:
         return {}
@@ -120,7 +121,7 @@ def elf_sections(read, size: int | None = None) -> dict[str, tuple[int, int]] | 
     out: dict[str, tuple[int, int]] = {}
     for name, _type, _flags, _addr, offset, length in _section_headers(read, shoff, shentsize, shnum):
         end = names.find(b"\0", name)
-        out.setdefault(names[name:end if end >= 0 else len(names)].decode("latin-1"), (offset, length))
+        out.setdefault(names[name : end if end >= 0 else len(names)].decode("latin-1"), (offset, length))
     return out
 
 
@@ -130,7 +131,7 @@ def elf_soname(read, sections: dict[str, tuple[int, int]]) -> str:
         return ""
     offset, size = sections[".dynamic"]
     dynamic = read(min(size, 1 << 16), offset)
-    for tag, value in struct.iter_unpack("<qQ", dynamic[:len(dynamic) // 16 * 16]):
+    for tag, value in struct.iter_unpack("<qQ", dynamic[: len(dynamic) // 16 * 16]):
         if tag == 0:
             break
         if tag == DT_SONAME:
@@ -151,7 +152,7 @@ def fatbin_entries(read, start: int, size: int):
             chunk = read(min(end - pos, len(ZEROS)), pos)
             found = chunk.find(FATBIN_HEADER.pack(FATBIN_MAGIC, 0, 0, 0)[:4], 1)
             if found < 0:
-                if chunk != ZEROS[:len(chunk)]:  # a compare, not a strip: a hostile section is all zeros
+                if chunk != ZEROS[: len(chunk)]:  # a compare, not a strip: a hostile section is all zeros
                     raise FatbinError(f"no fatbin container at offset {pos:#x}")
                 pos += max(len(chunk) - 3, 1)
             else:
@@ -178,7 +179,7 @@ def _has_kernels(kind: int, flags: int, payload: bytes) -> bool:
     if kind == KIND_PTX:
         return b".entry" in payload
     try:
-        sections = elf_sections(lambda n, off: payload[off:off + n], len(payload))
+        sections = elf_sections(lambda n, off: payload[off : off + n], len(payload))
     except (struct.error, IndexError, ValueError):  # FatbinError is a ValueError
         return True
     return sections is None or any(name.startswith(".text.") for name in sections)
@@ -205,8 +206,7 @@ def device_code(path: str) -> dict | None:
     try:
         fsize = os.fstat(fd).st_size
         # every read within the file: sizes and offsets come from headers a corrupt file may fake
-        read = lambda n, offset: os.pread(fd, max(0, min(n, fsize - offset)), offset) \
-            if 0 <= offset < fsize else b""  # noqa: E731
+        read = lambda n, offset: os.pread(fd, max(0, min(n, fsize - offset)), offset) if 0 <= offset < fsize else b""  # noqa: E731
         sections = elf_sections(read, fsize)
         if not sections or FATBIN_SECTION not in sections:
             return None
@@ -218,7 +218,7 @@ def device_code(path: str) -> dict | None:
         _within(start, size, fsize, f"the {FATBIN_SECTION} section")
         whole = read(size, start) if size <= SMALL_FATBIN else None
         if whole is not None:
-            read = lambda n, offset: whole[offset - start:offset - start + n]  # noqa: E731
+            read = lambda n, offset: whole[offset - start : offset - start + n]  # noqa: E731
         sass: set[str] = set()
         ptx: set[str] = set()
         empty: set[int] = set()
@@ -265,8 +265,9 @@ def _open_regular(path: str) -> int | None:
 def _cuobjdump_listing(path: str) -> dict:
     """The slow way, for a .nv_fatbin the parser cannot walk: cuobjdump's listings of it,
     where the image has cuobjdump ("read_by" says so); none otherwise."""
-    tool = shutil.which("cuobjdump") or ("/usr/local/cuda/bin/cuobjdump"
-                                         if os.access("/usr/local/cuda/bin/cuobjdump", os.X_OK) else None)
+    tool = shutil.which("cuobjdump") or (
+        "/usr/local/cuda/bin/cuobjdump" if os.access("/usr/local/cuda/bin/cuobjdump", os.X_OK) else None
+    )
     if not tool:
         return {"sass": [], "ptx": []}
     out: dict = {"read_by": "cuobjdump"}
@@ -362,22 +363,54 @@ def _shared_objects(trees: list[str], flat: list[str]) -> dict[str, str]:
 # bundled libraries are its own: DALI's nvCOMP and CV-CUDA count as DALI), then by its
 # library name (an NVIDIA wheel's copy and the CUDA toolkit's alike), else its package or
 # library stem. describe/readback group the coverage by these ids, in this order.
-PACKAGE_COMPONENTS = ((r"tensorflow(?:_core)?/", "tensorflow"), (r"tfext/", "extension"), (r"horovod/", "horovod"),
-                      (r"nvidia/dali(?:_tf_plugin)?/", "dali"))
+PACKAGE_COMPONENTS = (
+    (r"tensorflow(?:_core)?/", "tensorflow"),
+    (r"tfext/", "extension"),
+    (r"horovod/", "horovod"),
+    (r"nvidia/dali(?:_tf_plugin)?/", "dali"),
+)
 LIBRARY_COMPONENTS = (
-    ("cudnn", r"libcudnn"), ("cublas", r"libcublas|libnvblas"), ("cufft", r"libcufft"),
-    ("cusparselt", r"libcusparseLt"), ("cusparse", r"libcusparse"), ("cusolver", r"libcusolver"),
-    ("curand", r"libcurand"), ("nccl", r"libnccl"), ("nvjitlink", r"libnvJitLink"), ("nvrtc", r"libnvrtc"),
-    ("cudart", r"libcudart"), ("cupti", r"libcupti|libnvperf|libaccinj|libpcsamplingutil|libcheckpoint"),
-    ("npp", r"libnpp"), ("nvjpeg", r"libnvjpeg"), ("cutensor", r"libcutensor"), ("cufile", r"libcufile"),
+    ("cudnn", r"libcudnn"),
+    ("cublas", r"libcublas|libnvblas"),
+    ("cufft", r"libcufft"),
+    ("cusparselt", r"libcusparseLt"),
+    ("cusparse", r"libcusparse"),
+    ("cusolver", r"libcusolver"),
+    ("curand", r"libcurand"),
+    ("nccl", r"libnccl"),
+    ("nvjitlink", r"libnvJitLink"),
+    ("nvrtc", r"libnvrtc"),
+    ("cudart", r"libcudart"),
+    ("cupti", r"libcupti|libnvperf|libaccinj|libpcsamplingutil|libcheckpoint"),
+    ("npp", r"libnpp"),
+    ("nvjpeg", r"libnvjpeg"),
+    ("cutensor", r"libcutensor"),
+    ("cufile", r"libcufile"),
     ("tensorrt", r"libnvinfer|libnvonnxparser|libnvparsers"),
 )
-COMPONENT_NAMES = {"tensorflow": "TensorFlow", "extension": "tfext", "horovod": "Horovod",
-                   "dali": "DALI", "cudnn": "cuDNN", "cublas": "cuBLAS", "cufft": "cuFFT",
-                   "cusparselt": "cuSPARSELt", "cusparse": "cuSPARSE", "cusolver": "cuSOLVER", "curand": "cuRAND",
-                   "nccl": "NCCL", "nvjitlink": "nvJitLink", "nvrtc": "NVRTC", "cudart": "the CUDA runtime",
-                   "cupti": "CUPTI", "npp": "NPP", "nvjpeg": "nvJPEG", "cutensor": "cuTENSOR", "cufile": "cuFile",
-                   "tensorrt": "TensorRT"}
+COMPONENT_NAMES = {
+    "tensorflow": "TensorFlow",
+    "extension": "tfext",
+    "horovod": "Horovod",
+    "dali": "DALI",
+    "cudnn": "cuDNN",
+    "cublas": "cuBLAS",
+    "cufft": "cuFFT",
+    "cusparselt": "cuSPARSELt",
+    "cusparse": "cuSPARSE",
+    "cusolver": "cuSOLVER",
+    "curand": "cuRAND",
+    "nccl": "NCCL",
+    "nvjitlink": "nvJitLink",
+    "nvrtc": "NVRTC",
+    "cudart": "the CUDA runtime",
+    "cupti": "CUPTI",
+    "npp": "NPP",
+    "nvjpeg": "nvJPEG",
+    "cutensor": "cuTENSOR",
+    "cufile": "cuFile",
+    "tensorrt": "TensorRT",
+}
 
 
 def component_of(path: str, root: str, trees: list[str]) -> str:

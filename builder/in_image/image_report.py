@@ -8,6 +8,7 @@ was requested, everything is probed.
 
     python3 image_report.py [--no-coverage] [--requested 7.0,8.6]
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,17 +32,34 @@ BUILD_INFO = "/opt/tensorflow/build-info.json"
 
 # Driver user-space libraries: the host's NVIDIA container toolkit injects them; an image
 # that carries its own shadows the host driver.
-DRIVER_LIBRARIES = ("libcuda.so*", "libnvidia-ml.so*", "libnvidia-ptxjitcompiler.so*",
-                    "libnvidia-fatbinaryloader.so*", "libcudadebugger.so*")
+DRIVER_LIBRARIES = (
+    "libcuda.so*",
+    "libnvidia-ml.so*",
+    "libnvidia-ptxjitcompiler.so*",
+    "libnvidia-fatbinaryloader.so*",
+    "libcudadebugger.so*",
+)
 
 # Shared-object names TensorFlow dlopens, by the CUDA major version it was built with.
 SONAMES = {
-    11: {"cudart": "libcudart.so.11.0", "cublas": "libcublas.so.11", "cublasLt": "libcublasLt.so.11",
-         "cufft": "libcufft.so.10", "curand": "libcurand.so.10", "cusolver": "libcusolver.so.11",
-         "cusparse": "libcusparse.so.11"},
-    12: {"cudart": "libcudart.so.12", "cublas": "libcublas.so.12", "cublasLt": "libcublasLt.so.12",
-         "cufft": "libcufft.so.11", "curand": "libcurand.so.10", "cusolver": "libcusolver.so.11",
-         "cusparse": "libcusparse.so.12"},
+    11: {
+        "cudart": "libcudart.so.11.0",
+        "cublas": "libcublas.so.11",
+        "cublasLt": "libcublasLt.so.11",
+        "cufft": "libcufft.so.10",
+        "curand": "libcurand.so.10",
+        "cusolver": "libcusolver.so.11",
+        "cusparse": "libcusparse.so.11",
+    },
+    12: {
+        "cudart": "libcudart.so.12",
+        "cublas": "libcublas.so.12",
+        "cublasLt": "libcublasLt.so.12",
+        "cufft": "libcufft.so.11",
+        "curand": "libcurand.so.10",
+        "cusolver": "libcusolver.so.11",
+        "cusparse": "libcusparse.so.12",
+    },
 }
 
 
@@ -72,15 +90,21 @@ def _property_version(lib: ctypes.CDLL, func: str) -> str | None:
 def _split_version(number: int | None, scheme: str) -> str | None:
     if not number:
         return None
-    if scheme == "cuda":     # 11020 -> 11.2
+    if scheme == "cuda":  # 11020 -> 11.2
         return f"{number // 1000}.{number % 1000 // 10}"
-    if scheme == "nccl":     # 21304 -> 2.13.4 (2.9+: major*10000 + minor*100 + patch)
-        return f"{number // 10000}.{number % 10000 // 100}.{number % 100}" if number >= 20900 \
+    if scheme == "nccl":  # 21304 -> 2.13.4 (2.9+: major*10000 + minor*100 + patch)
+        return (
+            f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+            if number >= 20900
             else f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
-    if scheme == "cudnn":    # 8500 -> 8.5.0 (8.x: major*1000 + minor*100 + patch)
-        return f"{number // 1000}.{number % 1000 // 100}.{number % 100}" if number < 90000 \
+        )
+    if scheme == "cudnn":  # 8500 -> 8.5.0 (8.x: major*1000 + minor*100 + patch)
+        return (
+            f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
+            if number < 90000
             else f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
-    if scheme == "trt":      # 7202 -> 7.2.2 (also cuFFT's and cuRAND's 10401 -> 10.4.1)
+        )
+    if scheme == "trt":  # 7202 -> 7.2.2 (also cuFFT's and cuRAND's 10401 -> 10.4.1)
         return f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
     return str(number)
 
@@ -100,8 +124,10 @@ def probe_library(name: str, soname: str) -> dict:
     if name == "cudart":
         version = _split_version(_int_out(lib, "cudaRuntimeGetVersion"), "cuda")
     elif name in ("cublas", "cusolver", "cusparse"):
-        version = _property_version(lib, {"cublas": "cublasGetProperty", "cusolver": "cusolverGetProperty",
-                                          "cusparse": "cusparseGetProperty"}[name])
+        version = _property_version(
+            lib,
+            {"cublas": "cublasGetProperty", "cusolver": "cusolverGetProperty", "cusparse": "cusparseGetProperty"}[name],
+        )
     elif name == "cublasLt":
         try:
             lib.cublasLtGetVersion.restype = ctypes.c_size_t
@@ -162,9 +188,15 @@ def tensorflow_report() -> dict:
     import tensorflow as tf
 
     info = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in dict(tf.sysconfig.get_build_info()).items()}
-    report = {"name": "TensorFlow", "version": tf.__version__, "git_version": tf.version.GIT_VERSION,
-              "compiler": tf.version.COMPILER_VERSION, "build_info": info,
-              "compile_flags": tf.sysconfig.get_compile_flags(), "path": os.path.dirname(tf.__file__)}
+    report = {
+        "name": "TensorFlow",
+        "version": tf.__version__,
+        "git_version": tf.version.GIT_VERSION,
+        "compiler": tf.version.COMPILER_VERSION,
+        "build_info": info,
+        "compile_flags": tf.sysconfig.get_compile_flags(),
+        "path": os.path.dirname(tf.__file__),
+    }
     try:
         from tensorflow.compiler.tf2tensorrt import _pywrap_py_utils as trt_utils
         from tensorflow.python.compiler.tensorrt import trt_convert  # noqa: F401
@@ -209,13 +241,23 @@ def xla_report() -> dict:
     named = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", flags)
     site = os.path.dirname(os.path.dirname(tf.__file__))
     roots = [named.group(1)] if named else []
-    roots += [os.path.join(site, "nvidia", "cuda_nvcc"), os.environ.get("CUDA_HOME") or "/usr/local/cuda", "/usr/local/cuda"]
+    roots += [
+        os.path.join(site, "nvidia", "cuda_nvcc"),
+        os.environ.get("CUDA_HOME") or "/usr/local/cuda",
+        "/usr/local/cuda",
+    ]
     roots = list(dict.fromkeys(roots))  # each once: CUDA_HOME is usually /usr/local/cuda
     ptxas = next((p for p in (os.path.join(r, "bin", "ptxas") for r in roots) if os.access(p, os.X_OK)), None)
-    libdevice = next((p for p in (os.path.join(r, "nvvm", "libdevice", "libdevice.10.bc") for r in roots)
-                      if os.path.isfile(p)), None)
-    out: dict[str, object] = {"xla_flags": flags, "data_dir_searched": roots, "ptxas": ptxas, "libdevice": libdevice,
-           "ptxas_version": ""}
+    libdevice = next(
+        (p for p in (os.path.join(r, "nvvm", "libdevice", "libdevice.10.bc") for r in roots) if os.path.isfile(p)), None
+    )
+    out: dict[str, object] = {
+        "xla_flags": flags,
+        "data_dir_searched": roots,
+        "ptxas": ptxas,
+        "libdevice": libdevice,
+        "ptxas_version": "",
+    }
     if ptxas:
         run = subprocess.run([ptxas, "--version"], capture_output=True, text=True)
         found = re.search(r"V(\d+\.\d+\.\d+)", run.stdout)
@@ -230,8 +272,7 @@ def xla_report() -> dict:
         with tf.device("/CPU:0"):
             got, want = float(jitted(x)), float(plain(x))
             hlo = jitted.experimental_get_compiler_ir(x)(stage="hlo")
-        out["cpu_jit_compile"] = {"ok": abs(got - want) < 1e-5 and "HloModule" in hlo, "result": got,
-                                  "expected": want}
+        out["cpu_jit_compile"] = {"ok": abs(got - want) < 1e-5 and "HloModule" in hlo, "result": got, "expected": want}
     except Exception as exc:  # no XLA in this build, or it failed: said, not hidden
         out["cpu_jit_compile"] = {"ok": False, "error": (str(exc).splitlines() or [type(exc).__name__])[0][:300]}
     return out
@@ -261,8 +302,11 @@ def horovod_report() -> dict | None:
                 report[name] = bool(fn())
             except Exception as exc:  # e.g. MPI not initialisable here
                 report[name] = f"error: {exc}"
-    report["patches"] = json.loads(os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON") or "null") \
-        if os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON") else _recorded_horovod_patches()
+    report["patches"] = (
+        json.loads(os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON") or "null")
+        if os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON")
+        else _recorded_horovod_patches()
+    )
     return report
 
 
@@ -278,8 +322,14 @@ def dali_report() -> dict | None:
     try:
         import nvidia.dali.plugin.tf  # noqa: F401  (loads the compiled op library)
 
-        report["plugin"] = next((d.version for d in metadata.distributions()
-                                 if (d.metadata["Name"] or "").startswith("nvidia-dali-tf-plugin")), "")
+        report["plugin"] = next(
+            (
+                d.version
+                for d in metadata.distributions()
+                if (d.metadata["Name"] or "").startswith("nvidia-dali-tf-plugin")
+            ),
+            "",
+        )
     except Exception as exc:  # ImportError, or the op library's NotFoundError
         report["plugin_error"] = f"{type(exc).__name__}: {exc}"[:300]
     try:
@@ -344,7 +394,8 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         "extension": ext,
         "horovod": hvd,
         "dali": dali_report(),
-        "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]") if ext is None
+        "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]")
+        if ext is None
         else ext.get("patches", []),
         "packages": packages(),
     }
@@ -353,8 +404,11 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         binaries = cuda_binaries(loaded)
         out["cuda_binaries"] = binaries
         # Capabilities only ('all' and 'local' are resolved by nvbuild.sh before it calls this).
-        wanted = [a for a in (requested or os.environ.get("TF_CUDA_COMPUTE_CAPABILITIES", "").split(","))
-                  if re.fullmatch(r"\d+\.\d", a.strip())]
+        wanted = [
+            a
+            for a in (requested or os.environ.get("TF_CUDA_COMPUTE_CAPABILITIES", "").split(","))
+            if re.fullmatch(r"\d+\.\d", a.strip())
+        ]
         out["coverage"] = coverage_table(binaries, wanted)
     return out
 

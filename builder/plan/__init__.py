@@ -8,6 +8,7 @@ and where --push sends each tag; `builder.run` carries plans out.
 
     catalog + options --plan_*()--> Plan --run.*(plan, engine)--> images, tags, pushes
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,15 +61,41 @@ from builder.render.job import Expectation, ImageJob, RenderedContext, requested
 
 # the plan's checks and build arguments, where callers have always found them
 __all__ = [
-    "BUILDER_ARGS", "PROXY_ARGS", "BackendAsks", "baked_ca", "check_backend", "check_build_args", "check_build_id",
-    "check_compile_cache", "check_password_env", "check_render_args", "chosen_backend", "declared_args",
-    "default_build_id", "parse_build_args", "parse_capabilities", "proxy_credentials",
-    "BaseDecision", "BaseOption", "BasePlan", "BuildArgs", "BuildPlan", "DerivePlan", "PushPlan", "VariantPlan",
-    "base_decision", "plan_base", "plan_build", "plan_derive", "plan_push", "push_ref",
+    "BUILDER_ARGS",
+    "PROXY_ARGS",
+    "BackendAsks",
+    "baked_ca",
+    "check_backend",
+    "check_build_args",
+    "check_build_id",
+    "check_compile_cache",
+    "check_password_env",
+    "check_render_args",
+    "chosen_backend",
+    "declared_args",
+    "default_build_id",
+    "parse_build_args",
+    "parse_capabilities",
+    "proxy_credentials",
+    "BaseDecision",
+    "BaseOption",
+    "BasePlan",
+    "BuildArgs",
+    "BuildPlan",
+    "DerivePlan",
+    "PushPlan",
+    "VariantPlan",
+    "base_decision",
+    "plan_base",
+    "plan_build",
+    "plan_derive",
+    "plan_push",
+    "push_ref",
 ]
 
 
 # --- build --------------------------------------------------------------------------------
+
 
 @keyword_only
 @dataclass(frozen=True)
@@ -90,21 +117,21 @@ class BuildArgs:
     tags: tuple[str, ...] = ()
     build_id: str | None = None
     framework_src: Path | None = None
-    platform: str = "linux/amd64"   # Docker's --platform: policy.why_not_platform says what is served
+    platform: str = "linux/amd64"  # Docker's --platform: policy.why_not_platform says what is served
     no_cache: bool = False
     compile_cache: str | None = None
-    push: bool = False               # --push: each built tag to the registry its reference names
-    registry: str | None = None      # --registry HOST[:PORT][/NS] (with --push): the tags pushed under it
-    push_to: str | None = None       # the library's shorthand for --push --registry PUSH_TO
+    push: bool = False  # --push: each built tag to the registry its reference names
+    registry: str | None = None  # --registry HOST[:PORT][/NS] (with --push): the tags pushed under it
+    push_to: str | None = None  # the library's shorthand for --push --registry PUSH_TO
     build_args: tuple[str, ...] = ()  # --build-arg NAME=VALUE, as given
     insecure_registry: bool = False
     baked_ca: tuple[str, ...] = ()  # PEM texts (--bake-ca with --ca-bundle)
-    builders: str | None = None     # --builders A,B: --all's variants spread over these
-    sbom: bool = False              # make each image's SBOM after it is tagged (the CLI's default)
-    sign: Path | None = None        # --sign KEY: sign what --push pushed
+    builders: str | None = None  # --builders A,B: --all's variants spread over these
+    sbom: bool = False  # make each image's SBOM after it is tagged (the CLI's default)
+    sign: Path | None = None  # --sign KEY: sign what --push pushed
     key_password_env: str = "COSIGN_PASSWORD"
-    runtime: bool = False           # --runtime: also the runtime image of each variant
-    runtime_only: bool = False      # --runtime-only: the runtime image, no devel image exported
+    runtime: bool = False  # --runtime: also the runtime image of each variant
+    runtime_only: bool = False  # --runtime-only: the runtime image, no devel image exported
     backend: BackendAsks = BackendAsks()  # --layer-cache, --builder, --compression
 
 
@@ -131,17 +158,27 @@ class BaseDecision:
 
 
 def base_decision(release: Release, base: str) -> BaseDecision:
-    offline = BaseOption("offline", BaseRecipe.for_release(release).tag, "build",
-                         f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})")
+    offline = BaseOption(
+        "offline",
+        BaseRecipe.for_release(release).tag,
+        "build",
+        f"offline base from Debian {release.offline.debian} (CUDA {release.offline.cuda})",
+    )
     upstream = BaseOption("upstream", release.upstream_ref, "pull", f"upstream base {release.upstream_ref}")
     if base in ("auto", "offline"):
         return BaseDecision((offline,), asked=f"--base {base}")
     if base == "upstream":
-        return BaseDecision((upstream,), f"upstream base {release.upstream_ref} is not present and cannot be pulled "
-                                         "(use --base offline on a machine without registry access)",
-                            asked="--base upstream")
-    return BaseDecision((BaseOption("custom", base, "pull", f"--base {base}"),),
-                        f"base image '{base}' does not exist locally and cannot be pulled", asked=f"--base {base}")
+        return BaseDecision(
+            (upstream,),
+            f"upstream base {release.upstream_ref} is not present and cannot be pulled "
+            "(use --base offline on a machine without registry access)",
+            asked="--base upstream",
+        )
+    return BaseDecision(
+        (BaseOption("custom", base, "pull", f"--base {base}"),),
+        f"base image '{base}' does not exist locally and cannot be pulled",
+        asked=f"--base {base}",
+    )
 
 
 def default_refs(image: str, bid: str) -> tuple[str, ...]:
@@ -153,8 +190,8 @@ def default_refs(image: str, bid: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class VariantPlan:
     variant: Variant
-    renders: dict[str, Rendered]   # base kind -> the variant rendered for that base
-    refs: tuple[str, ...]          # tagged on success, in this order
+    renders: dict[str, Rendered]  # base kind -> the variant rendered for that base
+    refs: tuple[str, ...]  # tagged on success, in this order
     # base kind -> the images built, in order: devel (unless --runtime-only), then runtime (--runtime)
     images: dict[str, tuple[ImageJob, ...]]
 
@@ -206,30 +243,58 @@ def has_extension(framework_src: Path | None) -> bool:
 
 def for_base(options: RenderOptions, release: Release, option: BaseOption) -> RenderOptions:
     """The render options for a variant standing on OPTION."""
-    return dataclasses.replace(options, base=option.kind if option.kind != "custom" else option.image,
-                               offline_base_image=BaseRecipe.for_release(release).tag)
+    return dataclasses.replace(
+        options,
+        base=option.kind if option.kind != "custom" else option.image,
+        offline_base_image=BaseRecipe.for_release(release).tag,
+    )
 
 
-def variant_jobs(release: Release, rendered: Rendered, refs: tuple[str, ...], args: BuildArgs,
-                 buildargs: dict[str, str]) -> tuple[ImageJob, ImageJob]:
+def variant_jobs(
+    release: Release, rendered: Rendered, refs: tuple[str, ...], args: BuildArgs, buildargs: dict[str, str]
+) -> tuple[ImageJob, ImageJob]:
     """The devel and runtime images' jobs of one render: built from the same context, read
     back against the same catalog entry; the runtime one reuses the devel build's cache
     (no --no-cache after it) and takes the devel stage from the devel image."""
     meta, name = rendered.meta, f"{release.name}-{rendered.variant}-{buildargs['BUILD_ID']}"
     variant = release.variant(rendered.variant)
     context = RenderedContext(rendered, args.framework_src)
-    expect = Expectation(release, variant, requested_of(meta["cuda_compute_capabilities"]), meta["toggles"],
-                         extension=has_extension(args.framework_src), base_image=meta["base_image"])
+    expect = Expectation(
+        release,
+        variant,
+        requested_of(meta["cuda_compute_capabilities"]),
+        meta["toggles"],
+        extension=has_extension(args.framework_src),
+        base_image=meta["base_image"],
+    )
     args_here = {"BASE_IMAGE": meta["base_image"], **buildargs, "COMPILE_CACHE": args.compile_cache or ""}
-    devel = ImageJob(f"{release.name}/{rendered.variant}", context, f"{name}.log", args_here, args.compile_cache,
-                     cache_key=f"{release.name}-{rendered.variant}", target=meta["target"], nocache=args.no_cache,
-                     expect=expect, refs=refs, dated=True)
+    devel = ImageJob(
+        f"{release.name}/{rendered.variant}",
+        context,
+        f"{name}.log",
+        args_here,
+        args.compile_cache,
+        cache_key=f"{release.name}-{rendered.variant}",
+        target=meta["target"],
+        nocache=args.no_cache,
+        expect=expect,
+        refs=refs,
+        dated=True,
+    )
     devel_image = None if args.runtime_only else refs[0]
-    runtime = ImageJob(f"{release.name}/{rendered.variant} runtime", context, f"{name}{runtime_image.SUFFIX}.log",
-                       {**args_here, "DEVEL_IMAGE": refs[0]}, args.compile_cache, target=runtime_image.STAGE,
-                       devel_image=devel_image, nocache=args.no_cache and args.runtime_only,
-                       expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image),
-                       refs=tuple(runtime_image.refs_for(refs)), dated=True)
+    runtime = ImageJob(
+        f"{release.name}/{rendered.variant} runtime",
+        context,
+        f"{name}{runtime_image.SUFFIX}.log",
+        {**args_here, "DEVEL_IMAGE": refs[0]},
+        args.compile_cache,
+        target=runtime_image.STAGE,
+        devel_image=devel_image,
+        nocache=args.no_cache and args.runtime_only,
+        expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image),
+        refs=tuple(runtime_image.refs_for(refs)),
+        dated=True,
+    )
     return devel, runtime
 
 
@@ -239,8 +304,10 @@ def jit_note(release: Release, variant: Variant, options: RenderOptions) -> str 
     built = resolve_cuda_cc(release, options) if jit else "none"  # the renders resolved it already
     if isinstance(built, str):
         return None
-    return (f"note: {variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
-            f"{built[-1].replace('.', '')} (--allow-ptx-jit); SASS for {', '.join(built)}")
+    return (
+        f"note: {variant.name}: {', '.join(jit)} will run by PTX JIT of compute_"
+        f"{built[-1].replace('.', '')} (--allow-ptx-jit); SASS for {', '.join(built)}"
+    )
 
 
 def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> BuildPlan:
@@ -253,19 +320,26 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         raise UserError("--tag names one image; it cannot go with --all")
     push, registry = args.push or bool(args.push_to), args.registry or args.push_to
     if registry and not push:
-        raise UserError("--registry says where --push pushes: give --push too (or push later with "
-                        "`builder push IMAGE --registry R`)")
+        raise UserError(
+            "--registry says where --push pushes: give --push too (or push later with "
+            "`builder push IMAGE --registry R`)"
+        )
     if args.sign and not push:
-        raise UserError("--sign signs what --push pushes: give --push too, or sign later with "
-                        "`builder push IMAGE --sign KEY`")
+        raise UserError(
+            "--sign signs what --push pushes: give --push too, or sign later with `builder push IMAGE --sign KEY`"
+        )
     if args.base not in ("auto", "offline", "upstream") and args.all_variants:
         check_base_option(args.base)
-        raise UserError(f"--base {grammar.printable(args.base)} with --all: a custom base makes images other than "
-                        "the release's, each needing its own tag: build one variant at a time (--variant V -t NAME:TAG)")
+        raise UserError(
+            f"--base {grammar.printable(args.base)} with --all: a custom base makes images other than "
+            "the release's, each needing its own tag: build one variant at a time (--variant V -t NAME:TAG)"
+        )
     if args.base not in ("auto", "offline", "upstream") and not args.tags:
         check_base_option(args.base)
-        raise UserError(f"--base {grammar.printable(args.base)}: a custom base makes a different image than the "
-                        "release's, so it needs its own tag: give -t/--tag NAME:TAG")
+        raise UserError(
+            f"--base {grammar.printable(args.base)}: a custom base makes a different image than the "
+            "release's, so it needs its own tag: give -t/--tag NAME:TAG"
+        )
     if args.runtime:
         why = policy.why_no_runtime_image(rel)
         if why:
@@ -294,13 +368,16 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         for v in variants:
             why = grammar.tag_problem(f"{v.tag}{suffix}-{bid}")
             if why:
-                raise UserError(f"the build-id tag {grammar.printable(f'{v.tag}{suffix}-{bid}')} {why}: "
-                                "give a shorter --build-id")
+                raise UserError(
+                    f"the build-id tag {grammar.printable(f'{v.tag}{suffix}-{bid}')} {why}: give a shorter --build-id"
+                )
     if args.framework_src is not None and not args.framework_src.is_dir():
         raise UserError(f"--framework-src {args.framework_src} is not a directory")
     buildcontext.check_tree(args.framework_src or paths.framework_src_dir())  # no host files in the image
     tree = args.framework_src or paths.framework_src_dir()
-    why = policy.why_not_platform(rel, args.platform, (tree / "configure.py").is_file() and (tree / "tensorflow").is_dir())
+    why = policy.why_not_platform(
+        rel, args.platform, (tree / "configure.py").is_file() and (tree / "tensorflow").is_dir()
+    )
     if why:
         raise UserError(why)
     check_base_option(args.base)
@@ -309,9 +386,19 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         target_ref("x:y", registry, None)  # the registry's grammar, before building
     user_args = parse_build_args(args.build_args)
     # --base auto is the offline base on every machine: rendered (and its notes made) for it
-    opts = render_options(rel, args.cuda_cc, args.xla, args.gcp, args.hdfs, args.env,
-                          "offline" if args.base == "auto" else args.base, args.repo,
-                          args.baked_ca, args.allow_ptx_jit, args.without)
+    opts = render_options(
+        rel,
+        args.cuda_cc,
+        args.xla,
+        args.gcp,
+        args.hdfs,
+        args.env,
+        "offline" if args.base == "auto" else args.base,
+        args.repo,
+        args.baked_ca,
+        args.allow_ptx_jit,
+        args.without,
+    )
     decision, recipe = base_decision(rel, args.base), BaseRecipe.for_release(rel)
     own_args = {"BUILD_ID": bid, "BUILD_REF": provenance.source_ref()}  # BUILD_DATE: when each build starts
     planned = []
@@ -324,23 +411,53 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         images = {}
         for kind, rendered in renders.items():
             devel, runtime = variant_jobs(rel, rendered, refs, args, {**user_args, **own_args})
-            images[kind] = ((() if args.runtime_only else (devel,)) + ((runtime,) if args.runtime else ()))
+            images[kind] = (() if args.runtime_only else (devel,)) + ((runtime,) if args.runtime else ())
         planned.append(VariantPlan(v, renders, refs, images))
     password_env = check_password_env(args.key_password_env)
     notes = tuple(n for n in (jit_note(rel, vp.variant, opts) for vp in planned) if n)
-    pushes = {ref: PushPlan(ref, push_ref(ref, registry), 4, args.insecure_registry, args.sign, password_env)
-              for vp in planned for jobs in vp.images.values() for job in jobs for ref in job.refs} if push else {}
+    pushes = (
+        {
+            ref: PushPlan(ref, push_ref(ref, registry), 4, args.insecure_registry, args.sign, password_env)
+            for vp in planned
+            for jobs in vp.images.values()
+            for job in jobs
+            for ref in job.refs
+        }
+        if push
+        else {}
+    )
     base_job = recipe.job() if any(o.obtain == "build" for o in decision.options) else None
     if base_job is not None and user_args:  # the base's downloads go through the same proxy
         proxies = {k: v for k, v in user_args.items() if k in PROXY_ARGS}
         base_job = dataclasses.replace(base_job, buildargs={**proxies, **base_job.buildargs})
-    return BuildPlan(release=rel, variants=tuple(planned), skipped=tuple(skipped), options=opts, build_id=bid,
-                     base=args.base, base_decision=decision, framework_src=args.framework_src,
-                     no_cache=args.no_cache, compile_cache=args.compile_cache, push_to=registry,
-                     insecure_registry=args.insecure_registry, keep_going=args.all_variants, builders=spread,
-                     sbom=args.sbom, sign=args.sign, key_password_env=password_env, runtime=args.runtime,
-                     runtime_only=args.runtime_only, builder_args=own_args, user_build_args=user_args,
-                     push=push, recipe=recipe, base_job=base_job, pushes=pushes, notes=notes)
+    return BuildPlan(
+        release=rel,
+        variants=tuple(planned),
+        skipped=tuple(skipped),
+        options=opts,
+        build_id=bid,
+        base=args.base,
+        base_decision=decision,
+        framework_src=args.framework_src,
+        no_cache=args.no_cache,
+        compile_cache=args.compile_cache,
+        push_to=registry,
+        insecure_registry=args.insecure_registry,
+        keep_going=args.all_variants,
+        builders=spread,
+        sbom=args.sbom,
+        sign=args.sign,
+        key_password_env=password_env,
+        runtime=args.runtime,
+        runtime_only=args.runtime_only,
+        builder_args=own_args,
+        user_build_args=user_args,
+        push=push,
+        recipe=recipe,
+        base_job=base_job,
+        pushes=pushes,
+        notes=notes,
+    )
 
 
 def push_ref(ref: str, registry: str | None) -> str:
@@ -348,12 +465,15 @@ def push_ref(ref: str, registry: str | None) -> str:
     if registry:
         return target_ref(ref, registry, None)
     if parse_reference(ref).registry is None:
-        raise UserError(f"--push: {grammar.printable(ref)} names no registry host: tag it HOST[:PORT]/NAME:TAG "
-                        "with -t, or give --registry HOST[:PORT][/NS]")
+        raise UserError(
+            f"--push: {grammar.printable(ref)} names no registry host: tag it HOST[:PORT]/NAME:TAG "
+            "with -t, or give --registry HOST[:PORT][/NS]"
+        )
     return ref
 
 
 # --- derive -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DerivePlan:
@@ -372,18 +492,37 @@ class DerivePlan:
         return f"derive-{self.tag.replace('/', '_').replace(':', '_')}.log"
 
 
-def plan_derive(parent: str, tag: str, patches: Sequence[Path] = (), horovod_patches: Sequence[Path] = (),
-                apt: Sequence[str] = (), pip: Sequence[str] = (), nvbuild_args: str | None = None,
-                compile_cache: str | None = None, no_cache: bool = False, test: bool = True,
-                sbom: bool = False, backend: BackendAsks = BackendAsks(),
-                dali_patches: Sequence[Path] = (), build_args: tuple[str, ...] = (), push: bool = False,
-                registry: str | None = None, insecure_registry: bool = False) -> DerivePlan:
+def plan_derive(
+    parent: str,
+    tag: str,
+    patches: Sequence[Path] = (),
+    horovod_patches: Sequence[Path] = (),
+    apt: Sequence[str] = (),
+    pip: Sequence[str] = (),
+    nvbuild_args: str | None = None,
+    compile_cache: str | None = None,
+    no_cache: bool = False,
+    test: bool = True,
+    sbom: bool = False,
+    backend: BackendAsks = BackendAsks(),
+    dali_patches: Sequence[Path] = (),
+    build_args: tuple[str, ...] = (),
+    push: bool = False,
+    registry: str | None = None,
+    insecure_registry: bool = False,
+) -> DerivePlan:
     check_backend(backend)
     if registry and not push:
         raise UserError("--registry says where --push pushes: give --push too")
-    spec = DeriveSpec(parent=parent, patches=list(patches), horovod_patches=list(horovod_patches),
-                      dali_patches=list(dali_patches),
-                      apt=list(apt), pip=list(pip), nvbuild_args=parse_nvbuild_args(nvbuild_args))
+    spec = DeriveSpec(
+        parent=parent,
+        patches=list(patches),
+        horovod_patches=list(horovod_patches),
+        dali_patches=list(dali_patches),
+        apt=list(apt),
+        pip=list(pip),
+        nvbuild_args=parse_nvbuild_args(nvbuild_args),
+    )
     spec.validate()
     check_ref(parent, "--from", image_id=True)
     check_ref(tag, "--tag", tag=True)
@@ -397,18 +536,26 @@ def plan_derive(parent: str, tag: str, patches: Sequence[Path] = (), horovod_pat
 
 # --- push ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PushPlan:
     image: str
     ref: str  # where it goes: REGISTRY/NAME:TAG
     tries: int = 4
     insecure: bool = False
-    sign: Path | None = None             # --sign KEY: cosign private key
+    sign: Path | None = None  # --sign KEY: cosign private key
     key_password_env: str = "COSIGN_PASSWORD"
 
 
-def plan_push(image: str, registry: str | None, tag: str | None = None, tries: int = 4, insecure: bool = False,
-              sign: Path | None = None, key_password_env: str = "COSIGN_PASSWORD") -> PushPlan:
+def plan_push(
+    image: str,
+    registry: str | None,
+    tag: str | None = None,
+    tries: int = 4,
+    insecure: bool = False,
+    sign: Path | None = None,
+    key_password_env: str = "COSIGN_PASSWORD",
+) -> PushPlan:
     """IMAGE to REGISTRY (HOST[:PORT][/NS]), or without one to the registry IMAGE's own
     reference names (docker push's way)."""
     check_ref(image, "IMAGE", image_id=True)  # before the engine is asked for it
@@ -417,6 +564,7 @@ def plan_push(image: str, registry: str | None, tag: str | None = None, tries: i
 
 
 # --- base ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class BasePlan:

@@ -1,5 +1,6 @@
 """--build-arg: a user's build arguments, checked one by one and against the Dockerfile
 that will receive them; the builder's own arguments and Docker's proxy arguments."""
+
 from __future__ import annotations
 
 import re
@@ -9,14 +10,19 @@ from builder.core.errors import UserError, register_secret, userinfo
 
 # Docker's predefined build arguments: accepted by every Dockerfile and kept out of the
 # image's history, so a proxy (and any credentials in its URL) does not stay in the image.
-PROXY_ARGS = frozenset(n for name in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
-                       for n in (name, name.lower()))
+PROXY_ARGS = frozenset(
+    n for name in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY") for n in (name, name.lower())
+)
 # The build arguments the builder sets itself, and what sets each (a user's value would
 # make the image disagree with what its plan and read-back expect).
 BUILDER_ARGS = {
-    "BASE_IMAGE": "--base", "BUILD_ID": "--build-id", "BUILD_REF": "the builder (the source tree's revision)",
-    "BUILD_DATE": "the builder (when the build starts)", "COMPILE_CACHE": "--compile-cache",
-    "BUILD_SETTINGS": "the build settings (--apt-mirror, --pip-index, --ca-bundle)", "DEVEL_IMAGE": "--runtime",
+    "BASE_IMAGE": "--base",
+    "BUILD_ID": "--build-id",
+    "BUILD_REF": "the builder (the source tree's revision)",
+    "BUILD_DATE": "the builder (when the build starts)",
+    "COMPILE_CACHE": "--compile-cache",
+    "BUILD_SETTINGS": "the build settings (--apt-mirror, --pip-index, --ca-bundle)",
+    "DEVEL_IMAGE": "--runtime",
     "ROOTFS_IMAGE": "the offline base's recipe",
 }
 ARG_LINE = re.compile(r"^[ \t]*ARG[ \t]+(.*)$", re.M | re.I)
@@ -32,8 +38,10 @@ def parse_build_args(given: tuple[str, ...] | list[str], setters: dict[str, str]
         if not sep:
             raise UserError(f"--build-arg {grammar.printable(item)} is not NAME=VALUE")
         if not grammar.matches(grammar.ENV_NAME, name):
-            raise UserError(f"--build-arg {grammar.printable(name)}: not a build argument name (letters, digits "
-                            "and '_', not starting with a digit)")
+            raise UserError(
+                f"--build-arg {grammar.printable(name)}: not a build argument name (letters, digits "
+                "and '_', not starting with a digit)"
+            )
         if not grammar.TEXT.fullmatch(value):
             raise UserError(f"--build-arg {name}: the value holds a control character (newline, CR, NUL, ...)")
         if name in setters:
@@ -65,5 +73,7 @@ def check_build_args(given: dict[str, str], dockerfile: str) -> None:
     accepted = (declared_args(dockerfile) - set(BUILDER_ARGS)) | PROXY_ARGS
     for name in given:
         if name not in accepted:
-            raise UserError(f"--build-arg {name}: the Dockerfile declares no such build argument; accepted: "
-                            f"{', '.join(sorted(accepted, key=lambda n: (n.lower(), n)))}")
+            raise UserError(
+                f"--build-arg {name}: the Dockerfile declares no such build argument; accepted: "
+                f"{', '.join(sorted(accepted, key=lambda n: (n.lower(), n)))}"
+            )

@@ -2,6 +2,7 @@
 rebuilt by the parent's own nvbuild.sh, and/or extra packages. Patches are tried on the
 parent's source in a throwaway container before anything is built.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,17 +39,18 @@ class DeriveSpec:
     nvbuild_args: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        if not (self.patches or self.horovod_patches or self.dali_patches or self.apt or self.pip
-                or self.nvbuild_args):
-            raise UserError("nothing to derive: give --patch, --horovod-patch, --dali-patch, --apt, --pip or "
-                            "--nvbuild-args")
+        if not (self.patches or self.horovod_patches or self.dali_patches or self.apt or self.pip or self.nvbuild_args):
+            raise UserError(
+                "nothing to derive: give --patch, --horovod-patch, --dali-patch, --apt, --pip or --nvbuild-args"
+            )
         names: set[str] = set()
         for option, patches in (("--horovod-patch", self.horovod_patches), ("--dali-patch", self.dali_patches)):
             for p in patches:  # joined to a directory nvbuild.sh applies *.patch from, in name order
                 _refuse_empty(p, option)  # read (and so checked) first: no such file, a fifo, too big
                 if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
-                    raise UserError(f"{option} {shown(p)}: name it NAME.patch with letters, digits, '.', '_', "
-                                    "'+' and '-'")
+                    raise UserError(
+                        f"{option} {shown(p)}: name it NAME.patch with letters, digits, '.', '_', '+' and '-'"
+                    )
         for p in self.patches:
             _refuse_empty(p, "--patch")
             if p.name in names:
@@ -64,7 +66,9 @@ class DeriveSpec:
                 raise UserError(f"--pip {grammar.printable(pkg)} is not a pip requirement (name[extras][==version])")
         for arg in self.nvbuild_args:
             if not grammar.TEXT.fullmatch(arg):
-                raise UserError(f"--nvbuild-args: {grammar.printable(arg)} holds a control character or undecodable bytes")
+                raise UserError(
+                    f"--nvbuild-args: {grammar.printable(arg)} holds a control character or undecodable bytes"
+                )
         check_nvbuild_args(self.nvbuild_args)
 
     @property
@@ -100,8 +104,10 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
         if arg in ("--configonly", "-h", "--help"):
             raise UserError(f"--nvbuild-args: {arg!r} would not build the framework")
         if name == "--cache":
-            raise UserError("--nvbuild-args: give the compile cache as --compile-cache URL "
-                            "(an URL in --nvbuild-args would be kept in the image's history)")
+            raise UserError(
+                "--nvbuild-args: give the compile cache as --compile-cache URL "
+                "(an URL in --nvbuild-args would be kept in the image's history)"
+            )
         if name in NVBUILD_VALUE_OPTIONS:
             if not eq:
                 if i + 1 >= len(args):
@@ -109,8 +115,9 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
                 i += 1
                 value = args[i]
             out.append((name, value))
-        elif arg in NVBUILD_FLAGS or (arg.startswith("--python")
-                                        and grammar.PYTHON_VERSION.fullmatch(arg[len("--python"):])):
+        elif arg in NVBUILD_FLAGS or (
+            arg.startswith("--python") and grammar.PYTHON_VERSION.fullmatch(arg[len("--python") :])
+        ):
             out.append((arg, ""))
         else:
             known = ", ".join(NVBUILD_VALUE_OPTIONS + NVBUILD_FLAGS + ("--python3.X",))
@@ -131,8 +138,9 @@ def check_nvbuild_args(args: list[str]) -> None:
             known = {f"{m}.{n}" for m, n in cuda_arch.KNOWN_ARCHS}
             unknown = [a for a in archs if a not in known]
             if unknown:
-                raise UserError(f"--nvbuild-args --sm: compute capability {', '.join(unknown)} "
-                                "is not a GPU architecture")
+                raise UserError(
+                    f"--nvbuild-args --sm: compute capability {', '.join(unknown)} is not a GPU architecture"
+                )
 
 
 def parent_cuda(info: dict) -> str | None:
@@ -151,8 +159,9 @@ def check_parent_is_devel(parent: str, labels: dict) -> None:
     in it. Derived images start from the devel image it was copied from."""
     devel = labels.get(Label.RUNTIME_OF)
     if devel:
-        raise UserError(f"--from {parent} is a runtime image (no compiler, no CUDA toolkit): "
-                        f"derive from its devel image, {devel}")
+        raise UserError(
+            f"--from {parent} is a runtime image (no compiler, no CUDA toolkit): derive from its devel image, {devel}"
+        )
 
 
 def parent_ptxas(labels: dict) -> str | None:
@@ -170,8 +179,7 @@ def check_capabilities(spec: DeriveSpec, parent: str, info: dict) -> None:
     if not sm or sm in ("all", "local") or not cuda:
         return
     ptxas = parent_ptxas(dict(info.get("Config", {}).get("Labels") or {}))
-    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args,
-                               ptxas=ptxas)
+    problems = cuda_arch.check(cuda_arch.parse(sm), cuda, "--allow-ptx-jit" in spec.nvbuild_args, ptxas=ptxas)
     if problems:
         raise UserError(f"--nvbuild-args --sm: {problems[0]} (the CUDA of {parent})")
 
@@ -187,21 +195,30 @@ def patch_records(patches: list[Path]) -> list[dict]:
     return [{"name": p.name, "sha256": hashlib.sha256(read_patch(p)).hexdigest()} for p in patches]
 
 
-def check_patches(engine: Runs, parent: str, patches: list[Path],
-                  source: str = InImage.SOURCE, setup: str = "", shown: str | None = None) -> None:
+def check_patches(
+    engine: Runs,
+    parent: str,
+    patches: list[Path],
+    source: str = InImage.SOURCE,
+    setup: str = "",
+    shown: str | None = None,
+) -> None:
     """Apply the patches, in order, to the parent's source in a throwaway container."""
     if not patches:
         return
     with tempfile.TemporaryDirectory(prefix="builder-patches-") as tmp:
         for p in patches:
             (Path(tmp) / p.name).write_bytes(read_patch(p))
-        script = (f"{setup}cd {source} || exit 3; for p in \"$@\"; do "
-                  "out=$(patch -p1 --forward --batch < \"/patches/$p\" 2>&1); rc=$?; "
-                  "if [ $rc != 0 ]; then echo \"FAILED $p\"; echo \"$out\"; "
-                  "for r in $(find . -name '*.rej'); do echo \"--- rejected hunks in ${r%.rej}:\"; cat \"$r\"; done; "
-                  "exit 10; fi; done; echo ALL-APPLIED")
-        code, output = engine.run_capture(parent, ["bash", "-c", script, "check", *[p.name for p in patches]],
-                                          binds={tmp: "/patches"})
+        script = (
+            f'{setup}cd {source} || exit 3; for p in "$@"; do '
+            'out=$(patch -p1 --forward --batch < "/patches/$p" 2>&1); rc=$?; '
+            'if [ $rc != 0 ]; then echo "FAILED $p"; echo "$out"; '
+            'for r in $(find . -name \'*.rej\'); do echo "--- rejected hunks in ${r%.rej}:"; cat "$r"; done; '
+            "exit 10; fi; done; echo ALL-APPLIED"
+        )
+        code, output = engine.run_capture(
+            parent, ["bash", "-c", script, "check", *[p.name for p in patches]], binds={tmp: "/patches"}
+        )
     if code == 3:
         raise UserError(f"{parent} has no {shown or source} to patch")
     if code != 0 or "ALL-APPLIED" not in output:
@@ -209,12 +226,13 @@ def check_patches(engine: Runs, parent: str, patches: list[Path],
         name = m.group(1) if m else "a patch"
         hunks = re.findall(r"Hunk #\d+ FAILED at \d+", output)
         detail = output.split("\n", 1)[1] if m else output
-        raise PatchError(f"patch {name} does not apply to the source in {parent}"
-                         + (f": {', '.join(hunks)}" if hunks else ""), detail.strip())
+        raise PatchError(
+            f"patch {name} does not apply to the source in {parent}" + (f": {', '.join(hunks)}" if hunks else ""),
+            detail.strip(),
+        )
 
 
-def resolve_pip(engine: Runs, spec: DeriveSpec, parent: str, labels: dict,
-                index_url: str | None) -> tuple[str, str]:
+def resolve_pip(engine: Runs, spec: DeriveSpec, parent: str, labels: dict, index_url: str | None) -> tuple[str, str]:
     """--pip resolved against the parent's pins (its PIP_CONSTRAINT file) before anything is
     built: (the hashed requirements the derived image installs, the parent's pins), or a
     one-line refusal."""
@@ -222,13 +240,16 @@ def resolve_pip(engine: Runs, spec: DeriveSpec, parent: str, labels: dict,
         return "", ""
     code, constraints = engine.run_capture(parent, ["cat", InImage.PIP_CONSTRAINT], stdout_only=True)
     if code != 0:
-        raise UserError(f"--pip: {parent} has no {InImage.PIP_CONSTRAINT} (built before images pinned their "
-                        "packages): rebuild it with this builder")
+        raise UserError(
+            f"--pip: {parent} has no {InImage.PIP_CONSTRAINT} (built before images pinned their "
+            "packages): rebuild it with this builder"
+        )
     python = ".".join((labels.get(Label.PYTHON) or "").split(".")[:2])
     if not re.fullmatch(r"3\.[0-9]+", python):
         raise UserError(f"--pip: {parent} has no {Label.PYTHON} label: derive from an image the builder built")
-    return lock.resolve_beside(spec.pip, python, constraints,
-                               f"--pip {' '.join(spec.pip)} beside the pins of {parent}", index_url), constraints
+    return lock.resolve_beside(
+        spec.pip, python, constraints, f"--pip {' '.join(spec.pip)} beside the pins of {parent}", index_url
+    ), constraints
 
 
 def new_pins(resolved: str, constraints: str) -> list[str]:
@@ -241,9 +262,11 @@ def new_pins(resolved: str, constraints: str) -> list[str]:
 def check_patches_on_top(engine: Runs, parent: str, patches: list[Path], source: str, shipped: str) -> None:
     """Patches to a pristine sdist nvbuild.sh patches (Horovod, DALI's plugin) apply on top
     of the ones the parent already ships there, as in nvbuild.sh."""
-    setup = (f"[ -d {source} ] || exit 3; cp -r {source} /tmp/sdist-check "
-             f"&& for s in {shipped}/*.patch; do [ -e \"$s\" ] || continue; "
-             "(cd /tmp/sdist-check && patch -p1 --forward --batch -s < \"$s\") || exit 4; done; ")
+    setup = (
+        f"[ -d {source} ] || exit 3; cp -r {source} /tmp/sdist-check "
+        f'&& for s in {shipped}/*.patch; do [ -e "$s" ] || continue; '
+        '(cd /tmp/sdist-check && patch -p1 --forward --batch -s < "$s") || exit 4; done; '
+    )
     check_patches(engine, parent, patches, source="/tmp/sdist-check", setup=setup, shown=source)
 
 
@@ -284,8 +307,9 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
         Label.PARENT_ID: parent_id,
         Label.PATCHES: json.dumps(previous + records, separators=(",", ":")),
         Label.HOROVOD_PATCHES: json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
-        Label.DALI_PATCHES: json.dumps(json.loads(parent_labels.get(Label.DALI_PATCHES) or "[]") + dali_records,
-                                       separators=(",", ":")),
+        Label.DALI_PATCHES: json.dumps(
+            json.loads(parent_labels.get(Label.DALI_PATCHES) or "[]") + dali_records, separators=(",", ":")
+        ),
         Label.APT_PACKAGES: " ".join(spec.apt),
         Label.PIP_PACKAGES: " ".join(spec.pip),
         Label.PIP_ADDED: " ".join(added),
@@ -293,17 +317,34 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     }
     if cuda_cc:
         labels[Label.CUDA_COMPUTE_CAPABILITIES] = cuda_cc
-    d = SimpleNamespace(parent_ref=parent_ref, patches=records, horovod_patches=hvd_records,
-                        dali_patches=dali_records,
-                        rebuild=bool(spec.patches or spec.horovod_patches or spec.dali_patches or spec.nvbuild_args),
-                        nvbuild_args=spec.nvbuild_args, cuda_cc=cuda_cc,
-                        apt=spec.apt, pip=spec.pip, labels=labels)
+    d = SimpleNamespace(
+        parent_ref=parent_ref,
+        patches=records,
+        horovod_patches=hvd_records,
+        dali_patches=dali_records,
+        rebuild=bool(spec.patches or spec.horovod_patches or spec.dali_patches or spec.nvbuild_args),
+        nvbuild_args=spec.nvbuild_args,
+        cuda_cc=cuda_cc,
+        apt=spec.apt,
+        pip=spec.pip,
+        labels=labels,
+    )
     return template_env().get_template("derived/Dockerfile.j2").render(d=d)
 
 
-def job(spec: DeriveSpec, parent_ref: str, info: dict, catalog, tag: str, log_name: str,
-        compile_cache: str | None, no_cache: bool, test: bool = True, resolved: str = "",
-        constraints: str = "") -> ImageJob:
+def job(
+    spec: DeriveSpec,
+    parent_ref: str,
+    info: dict,
+    catalog,
+    tag: str,
+    log_name: str,
+    compile_cache: str | None,
+    no_cache: bool,
+    test: bool = True,
+    resolved: str = "",
+    constraints: str = "",
+) -> ImageJob:
     """The derived image's job: its Dockerfile rendered from the spec and what the parent
     (INFO, its engine's inspect) says; the read-back expects what the parent's labels say it
     was built with, with this derive's own --sm where it gives one."""
@@ -313,18 +354,36 @@ def job(spec: DeriveSpec, parent_ref: str, info: dict, catalog, tag: str, log_na
         release = catalog.get(labels[Label.RELEASE])
         variant = release.variant(labels[Label.VARIANT])
     except KeyError:
-        raise UserError(f"--from {parent_ref} has no release and variant labels: derive from an image the "
-                        "builder built") from None
+        raise UserError(
+            f"--from {parent_ref} has no release and variant labels: derive from an image the builder built"
+        ) from None
     caps = _label_capabilities(spec, labels) or labels.get(Label.CUDA_COMPUTE_CAPABILITIES, "")
-    expect = Expectation(release, variant, () if caps in ("", "local") else tuple(a for a in caps.split(",") if a),
-                         {t: labels.get(key) == "1" for t, key in (("xla", Label.XLA), ("gcp", Label.GCP),
-                                                                   ("hdfs", Label.HDFS))},
-                         extension=bool(labels.get(Label.EXTENSION)), conformance=test)
-    blobs = {f"{folder}/{p.name}": read_patch(p, option)
-             for folder, option, patches in (("patches", "--patch", spec.patches),
-                                             ("horovod-patches", "--horovod-patch", spec.horovod_patches),
-                                             ("dali-patches", "--dali-patch", spec.dali_patches)) for p in patches}
+    expect = Expectation(
+        release,
+        variant,
+        () if caps in ("", "local") else tuple(a for a in caps.split(",") if a),
+        {t: labels.get(key) == "1" for t, key in (("xla", Label.XLA), ("gcp", Label.GCP), ("hdfs", Label.HDFS))},
+        extension=bool(labels.get(Label.EXTENSION)),
+        conformance=test,
+    )
+    blobs = {
+        f"{folder}/{p.name}": read_patch(p, option)
+        for folder, option, patches in (
+            ("patches", "--patch", spec.patches),
+            ("horovod-patches", "--horovod-patch", spec.horovod_patches),
+            ("dali-patches", "--dali-patch", spec.dali_patches),
+        )
+        for p in patches
+    }
     texts = {"Dockerfile": dockerfile, **({"pip-requirements.txt": resolved} if resolved else {})}
-    return ImageJob("derive", FilesContext(texts, blobs=blobs), log_name,
-                    {"BASE_IMAGE": parent_ref, "COMPILE_CACHE": compile_cache or ""}, compile_cache,
-                    cache_key=log_name.removesuffix(".log"), nocache=no_cache, expect=expect, refs=(tag,))
+    return ImageJob(
+        "derive",
+        FilesContext(texts, blobs=blobs),
+        log_name,
+        {"BASE_IMAGE": parent_ref, "COMPILE_CACHE": compile_cache or ""},
+        compile_cache,
+        cache_key=log_name.removesuffix(".log"),
+        nocache=no_cache,
+        expect=expect,
+        refs=(tag,),
+    )

@@ -1,5 +1,6 @@
 """Wide records built by keyword only: with twenty fields, a positional call that skips
 or swaps one still type-checks and silently means something else."""
+
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,6 @@
 """The checks of single options that several plans share (and the CLI's render and --bake-ca
 options): each refuses a bad value with one line before anything is planned or built."""
+
 from __future__ import annotations
 
 import time
@@ -18,15 +19,21 @@ def default_build_id(now: float | None = None) -> str:
 
 def check_build_id(bid: str) -> None:
     if not grammar.BUILD_ID.fullmatch(bid):
-        raise UserError(f"--build-id {grammar.printable(bid)} may hold only letters, digits, '_', '.' and '-' "
-                        "(64 at most, not starting with '.' or '-')")
+        raise UserError(
+            f"--build-id {grammar.printable(bid)} may hold only letters, digits, '_', '.' and '-' "
+            "(64 at most, not starting with '.' or '-')"
+        )
 
 
 def check_compile_cache(url: str | None) -> None:
     if url:  # it is a build arg: credentials in it would land in docker history and the log
-        urls.check_url(url, "--compile-cache", "and a compile-cache URL is a build argument, so they would also land "
-                       "in docker history and the build log: builds on the cache's own machine write without "
-                       "credentials (see `builder cache serve --help`)")
+        urls.check_url(
+            url,
+            "--compile-cache",
+            "and a compile-cache URL is a build argument, so they would also land "
+            "in docker history and the build log: builds on the cache's own machine write without "
+            "credentials (see `builder cache serve --help`)",
+        )
 
 
 def check_password_env(name: str) -> str:
@@ -36,6 +43,7 @@ def check_password_env(name: str) -> str:
 
 
 # --- the build backend --------------------------------------------------------------------
+
 
 def chosen_backend() -> tuple[str, str]:
     """The backend builds will use, as buildkit_engine.connect() chooses it but without the
@@ -52,9 +60,12 @@ def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
     """Options the legacy builder cannot honour are refused here, in the plan, so that
     --dry-run and --print refuse them too and nothing (a base pulled, the settings server
     started) happens first. BUILDERS: --builders, one bake each (the legacy builder has no bake)."""
-    only_buildkit = {"--layer-cache": asks.layer_cache, "--builder": asks.builder,
-                     f"--compression {asks.compression}": asks.compression in set(COMPRESSIONS) - {"gzip"},
-                     "--builders": builders}
+    only_buildkit = {
+        "--layer-cache": asks.layer_cache,
+        "--builder": asks.builder,
+        f"--compression {asks.compression}": asks.compression in set(COMPRESSIONS) - {"gzip"},
+        "--builders": builders,
+    }
     asked = [option for option, wanted in only_buildkit.items() if wanted]
     if asks.builder and builders:
         raise UserError("--builder and --builders exclude each other: give the builders with --builders A,B")
@@ -62,11 +73,14 @@ def check_backend(asks: BackendAsks, builders: str | None = None) -> None:
         return
     backend, why = chosen_backend()
     if backend != "buildkit":
-        raise UserError(f"{asked[0]} needs the BuildKit backend (docker buildx); builds here use the legacy "
-                        f"builder ({why}; `builder doctor` says more)")
+        raise UserError(
+            f"{asked[0]} needs the BuildKit backend (docker buildx); builds here use the legacy "
+            f"builder ({why}; `builder doctor` says more)"
+        )
 
 
 # --- the command line's own options -------------------------------------------------------
+
 
 def check_render_args(release: str | None, variant: str | None, render: dict, all_: bool, check: bool) -> dict:
     """`builder render`: --all renders the catalog as it is; anything else names a release.

@@ -17,6 +17,7 @@ Credentials come from the Docker config (and its credential helpers), from envir
 variables the user names, or from standard input: never from the command line, and
 they are never printed or logged.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,18 +46,46 @@ from builder.registry.transport import (
     session,
 )
 
-__all__ = ["MAX_PASSWORD_LINE", "config_credentials", "credentials_from", "MANIFEST_TYPES", "layer_compression",
-           "manifest_digest", "served_manifest", "own_ref", "registry_host", "remote_reference", "target_ref",
-           "MAX_MANIFEST", "PROBE_DEADLINE", "Transport", "_request", "_send", "check_token_service",
-           "credentials_refused", "probe", "session", "PushResult", "Pusher", "allowed_credentials",
-           "check_before_build", "check_tries", "backoff_wait", "write_report"]
+__all__ = [
+    "MAX_PASSWORD_LINE",
+    "config_credentials",
+    "credentials_from",
+    "MANIFEST_TYPES",
+    "layer_compression",
+    "manifest_digest",
+    "served_manifest",
+    "own_ref",
+    "registry_host",
+    "remote_reference",
+    "target_ref",
+    "MAX_MANIFEST",
+    "PROBE_DEADLINE",
+    "Transport",
+    "_request",
+    "_send",
+    "check_token_service",
+    "credentials_refused",
+    "probe",
+    "session",
+    "PushResult",
+    "Pusher",
+    "allowed_credentials",
+    "check_before_build",
+    "check_tries",
+    "backoff_wait",
+    "write_report",
+]
 
-TRANSIENT = re.compile(r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
-                       r"(?<![\w:.])50[0234](?!\d)|service unavailable|bad gateway|no such host|server gave HTTP response",
-                       re.IGNORECASE)
-AUTH = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied|insufficient_scope|"
-                  r"authorization failed|(?<![\w:.])40[13](?!\d)",
-                  re.IGNORECASE)  # a status code, never part of a port or address (127.0.0.1:40113)
+TRANSIENT = re.compile(
+    r"connection refused|connection reset|broken pipe|\bEOF\b|i/o timeout|timeout|"
+    r"(?<![\w:.])50[0234](?!\d)|service unavailable|bad gateway|no such host|server gave HTTP response",
+    re.IGNORECASE,
+)
+AUTH = re.compile(
+    r"unauthorized|authentication required|no basic auth credentials|denied|insufficient_scope|"
+    r"authorization failed|(?<![\w:.])40[13](?!\d)",
+    re.IGNORECASE,
+)  # a status code, never part of a port or address (127.0.0.1:40113)
 # The engine on the containerd image store fetches registry tokens trusting the system CA
 # bundle only, not certs.d: a token service with a private CA fails there alone.
 TOKEN_TLS = re.compile(r"fetch (?:oauth|anonymous) token.*(?:x509|certificate)", re.IGNORECASE | re.S)
@@ -84,7 +113,6 @@ class PushResult:
         return f"{self.ref}@{self.digest}"
 
 
-
 def allowed_credentials(transport: Transport, creds: Credentials | None) -> Credentials | None:
     """The credentials that may travel over TRANSPORT: none unless TLS is verified, and
     none to a registry whose token service would get them in clear (check_token_service).
@@ -96,9 +124,11 @@ def allowed_credentials(transport: Transport, creds: Credentials | None) -> Cred
             check_token_service(transport)
         return creds
     if creds is not None:
-        raise UserError(f"credentials are only sent over TLS the engine trusts, and {transport.host} is "
-                        f"reached {'over plain HTTP' if transport.scheme == 'http' else 'without verifying its certificate'}: "
-                        f"trust its CA in {CERTS_D / transport.host / 'ca.crt'} instead of --insecure-registry")
+        raise UserError(
+            f"credentials are only sent over TLS the engine trusts, and {transport.host} is "
+            f"reached {'over plain HTTP' if transport.scheme == 'http' else 'without verifying its certificate'}: "
+            f"trust its CA in {CERTS_D / transport.host / 'ca.crt'} instead of --insecure-registry"
+        )
     return None
 
 
@@ -114,8 +144,10 @@ def check_before_build(host: str, creds: Credentials | None, insecure: bool) -> 
 def check_tries(tries: int) -> int:
     """`--tries`: 1 to MAX_TRIES."""
     if not 1 <= tries <= MAX_TRIES:
-        raise UserError(f"--tries {tries}: at most {MAX_TRIES} and at least 1 (the waits between tries double "
-                        f"from {BACKOFF:.0f} s up to {BACKOFF_CAP:.0f} s)")
+        raise UserError(
+            f"--tries {tries}: at most {MAX_TRIES} and at least 1 (the waits between tries double "
+            f"from {BACKOFF:.0f} s up to {BACKOFF_CAP:.0f} s)"
+        )
     return tries
 
 
@@ -125,8 +157,9 @@ def backoff_wait(attempt: int, backoff: float = BACKOFF) -> float:
 
 
 class Pusher:
-    def __init__(self, engine: Engine, tries: int = 4, backoff: float = BACKOFF,
-                 progress: ProgressMode = ProgressMode.AUTO):
+    def __init__(
+        self, engine: Engine, tries: int = 4, backoff: float = BACKOFF, progress: ProgressMode = ProgressMode.AUTO
+    ):
         self.engine, self.tries, self.backoff, self.progress = engine, check_tries(tries), backoff, progress
 
     def login(self, host: str, creds: Credentials, transport: Transport | None = None) -> None:
@@ -156,13 +189,16 @@ class Pusher:
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("error") or chunk.get("errorDetail", {}).get("message") or "").strip()
                     if TOKEN_TLS.search(message):
-                        raise UserError(f"the engine could not verify the certificate of {registry_host(ref)}'s token "
-                                        "service: on the containerd image store dockerd trusts only the system CA "
-                                        "bundle for tokens (not certs.d): add the CA to it (update-ca-certificates) "
-                                        "and restart dockerd")
+                        raise UserError(
+                            f"the engine could not verify the certificate of {registry_host(ref)}'s token "
+                            "service: on the containerd image store dockerd trusts only the system CA "
+                            "bundle for tokens (not certs.d): add the CA to it (update-ca-certificates) "
+                            "and restart dockerd"
+                        )
                     if AUTH.search(message):
-                        raise UserError(f"registry {registry_host(ref)} refused the push of {ref}: "
-                                        f"{message.splitlines()[0]}")
+                        raise UserError(
+                            f"registry {registry_host(ref)} refused the push of {ref}: {message.splitlines()[0]}"
+                        )
                     raise PushError(message, transient=bool(TRANSIENT.search(message)))
                 status, layer = chunk.get("status", ""), chunk.get("id", "")
                 aux = chunk.get("aux")
@@ -181,8 +217,9 @@ class Pusher:
                 elif status in ("Pushed", "Layer already exists", "Mounted from"):
                     entry["state"] = status
                     if not progress.silent:
-                        progress.on_step(len([e for e in layers.values() if e["state"]]), len(layers),
-                                         f"{layer}: {status.lower()}")
+                        progress.on_step(
+                            len([e for e in layers.values() if e["state"]]), len(layers), f"{layer}: {status.lower()}"
+                        )
                 elif status.startswith("Mounted from"):
                     entry["state"] = "Layer already exists"
         except (UserError, PushError):
@@ -193,8 +230,9 @@ class Pusher:
             raise PushError(f"the engine reported no digest for {ref}")
         pushed = [e for e in layers.values() if e["state"] == "Pushed"]
         skipped = [e for e in layers.values() if e["state"] == "Layer already exists"]
-        return PushResult(ref, digest, sum(max(e["bytes"], e.get("total", 0)) for e in pushed), len(pushed),
-                          len(skipped))
+        return PushResult(
+            ref, digest, sum(max(e["bytes"], e.get("total", 0)) for e in pushed), len(pushed), len(skipped)
+        )
 
     def push(self, image: str, ref: str, creds: Credentials | None, insecure: bool = False) -> PushResult:
         """Probe the registry (no credentials), log in, tag, push, read the digest back.
@@ -229,15 +267,17 @@ class Pusher:
                             tries = f" after {attempt} tries" if attempt > 1 else ""
                             raise PushError(f"push of {ref} failed{tries}: {str(exc).splitlines()[0]}") from None
                         wait = backoff_wait(attempt, self.backoff)
-                        say(f"push: attempt {attempt} failed ({(str(exc).splitlines() or [''])[0]}); "
-                            f"retrying in {wait:.0f}s")
+                        say(
+                            f"push: attempt {attempt} failed ({(str(exc).splitlines() or [''])[0]}); "
+                            f"retrying in {wait:.0f}s"
+                        )
                         time.sleep(wait)
                 result.attempts, result.layers_mounted = attempt, mounted
                 served, manifest = self._read_back(result, creds, transport)
                 if served != result.digest:
                     raise PushError(f"the registry serves {served} for {ref}, but the engine pushed {result.digest}")
                 result.compression = layer_compression(manifest)
-                push_mounts.record(host, split_ref(ref[len(host) + 1:])[0], manifest, diff_ids)
+                push_mounts.record(host, split_ref(ref[len(host) + 1 :])[0], manifest, diff_ids)
         except Unverified:
             raise  # published: the registry tag stays what the engine pushed, and so does ours
         except BaseException:
@@ -245,10 +285,13 @@ class Pusher:
                 self._restore(ref, previous)
             raise
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(result.compression.items()))
-        progress.done(f"pushed {result.layers_pushed} layers ({result.bytes_uploaded / 1e6:.1f} MB), "
-                      f"{result.layers_skipped} already there"
-                      + (f" ({result.layers_mounted} mounted from other repositories)" if result.layers_mounted else "")
-                      + "; digest verified" + (f"; layers: {kinds}" if kinds else ""))
+        progress.done(
+            f"pushed {result.layers_pushed} layers ({result.bytes_uploaded / 1e6:.1f} MB), "
+            f"{result.layers_skipped} already there"
+            + (f" ({result.layers_mounted} mounted from other repositories)" if result.layers_mounted else "")
+            + "; digest verified"
+            + (f"; layers: {kinds}" if kinds else "")
+        )
         return result
 
     @staticmethod
@@ -258,15 +301,17 @@ class Pusher:
         try:
             return served_manifest(result.ref, creds, transport)
         except (UserError, PushError) as exc:
-            raise Unverified(f"published {result.pinned} (the engine's digest), but could not read it back "
-                             f"to verify it: {str(exc).splitlines()[0]}") from None
+            raise Unverified(
+                f"published {result.pinned} (the engine's digest), but could not read it back "
+                f"to verify it: {str(exc).splitlines()[0]}"
+            ) from None
 
     @staticmethod
     def _mount_known_layers(ref: str, diff_ids: list[str], creds: Credentials | None, transport: Transport) -> int:
         """Mount into REF's repository the layers earlier pushes left in other repositories
         of its registry (the containerd store would upload them again); how many."""
         host = registry_host(ref)
-        repo = split_ref(ref[len(host) + 1:])[0]
+        repo = split_ref(ref[len(host) + 1 :])[0]
         blobs = push_mounts.sources(host, repo, diff_ids)
         if not blobs:
             return 0
@@ -283,7 +328,15 @@ class Pusher:
 
 
 def write_report(result: PushResult) -> str:
-    return json.dumps({"ref": result.ref, "digest": result.digest, "bytes_uploaded": result.bytes_uploaded,
-                       "layers_pushed": result.layers_pushed, "layers_skipped": result.layers_skipped,
-                       "layers_mounted": result.layers_mounted, "attempts": result.attempts,
-                       "layer_compression": result.compression})
+    return json.dumps(
+        {
+            "ref": result.ref,
+            "digest": result.digest,
+            "bytes_uploaded": result.bytes_uploaded,
+            "layers_pushed": result.layers_pushed,
+            "layers_skipped": result.layers_skipped,
+            "layers_mounted": result.layers_mounted,
+            "attempts": result.attempts,
+            "layer_compression": result.compression,
+        }
+    )

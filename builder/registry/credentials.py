@@ -1,6 +1,7 @@
 """Registry credentials: from environment variables the user names or standard input
 (credentials_from), or from the user's Docker config (config_credentials); never from
 the command line. Each secret is registered, so it is never printed or logged."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,9 @@ from builder.registry.registry_auth import Credentials
 MAX_PASSWORD_LINE = 64 * 1024  # a password (or a registry token) is far shorter
 
 
-def credentials_from(username: str | None, username_env: str | None, password_env: str | None,
-                     password_stdin: bool) -> Credentials | None:
+def credentials_from(
+    username: str | None, username_env: str | None, password_env: str | None, password_stdin: bool
+) -> Credentials | None:
     if password_stdin and password_env:
         raise UserError("--password-stdin and --password-env exclude each other")
     user = username or (os.environ.get(username_env) if username_env else None)
@@ -27,8 +29,10 @@ def credentials_from(username: str | None, username_env: str | None, password_en
     elif password_stdin:
         line = sys.stdin.readline(MAX_PASSWORD_LINE + 1)  # bounded: a device on stdin is never read to the end
         if len(line) > MAX_PASSWORD_LINE:
-            raise UserError(f"--password-stdin: the first line is longer than {MAX_PASSWORD_LINE} characters; "
-                            "give the password alone on one line")
+            raise UserError(
+                f"--password-stdin: the first line is longer than {MAX_PASSWORD_LINE} characters; "
+                "give the password alone on one line"
+            )
         password = line.rstrip("\r\n")
         if not password:
             raise UserError("--password-stdin: nothing on standard input")

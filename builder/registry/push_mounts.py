@@ -13,6 +13,7 @@ then finds it there and skips it. Mounting is an optimisation: an answer other t
 (a registry that declines, a blob since deleted) leaves that layer to the push, and an
 upload the registry opened instead is cancelled.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -75,7 +76,7 @@ def _record(host: str, repo: str, manifest: bytes, diff_ids: list[str], path: Pa
     entries = _lines(path)
     if len(entries) >= KEEP_LINES:  # rewrite: keep the newest
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text("".join(json.dumps(e) + "\n" for e in entries[-(KEEP_LINES // 2):]) + line + "\n")
+        tmp.write_text("".join(json.dumps(e) + "\n" for e in entries[-(KEEP_LINES // 2) :]) + line + "\n")
         tmp.replace(path)
     else:
         with open(path, "a", encoding="utf-8") as f:  # one short append: concurrent pushes do not interleave

@@ -1,5 +1,6 @@
 """Image references as the registry sees them: where a push goes (target_ref, own_ref)
 and a reference to an image in a registry, checked before the registry is asked."""
+
 from __future__ import annotations
 
 from builder.core import contract, grammar
@@ -27,11 +28,12 @@ def own_ref(image: str, tag: str | None) -> str:
     given, instead of its tag): host:5000/team/tf:1 -> host:5000/team/tf:TAG."""
     parsed = None if contract.reference_problem(image) else contract.parse_reference(image)
     if parsed is not None and parsed.digest and not tag:
-        raise UserError(f"{grammar.printable(image)} is a digest reference: it has no tag to push under; "
-                        "give -t TAG")
+        raise UserError(f"{grammar.printable(image)} is a digest reference: it has no tag to push under; give -t TAG")
     if parsed is None or parsed.registry is None:
-        raise UserError(f"{grammar.printable(image)} names no registry host: give --registry HOST[:PORT][/NS], "
-                        "or tag the image HOST[:PORT]/NAME:TAG first")
+        raise UserError(
+            f"{grammar.printable(image)} names no registry host: give --registry HOST[:PORT][/NS], "
+            "or tag the image HOST[:PORT]/NAME:TAG first"
+        )
     final_tag = tag or parsed.tag or contract.DEFAULT_TAG
     why = contract.tag_problem(final_tag)
     if why:

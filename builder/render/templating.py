@@ -1,6 +1,7 @@
 """The one Jinja2 environment every template is rendered with (release Dockerfiles, the
 offline base's recipe, derived Dockerfiles): StrictUndefined, and the writers of
 builder/core/quoting.py as filters, so nothing is pasted into a Dockerfile unchecked."""
+
 from __future__ import annotations
 
 import functools
@@ -28,6 +29,7 @@ def _template_env(directory: str) -> jinja2.Environment:
     env.filters.update(quoting.FILTERS)
     # The image contract (builder/core/contract.py): templates name label keys and in-image
     # paths through these instead of spelling them.
-    env.globals.update(label=Label, image=InImage, settings_mounts=settings_mounts,
-                       compile_cache_mount=compile_cache_mount)
+    env.globals.update(
+        label=Label, image=InImage, settings_mounts=settings_mounts, compile_cache_mount=compile_cache_mount
+    )
     return env

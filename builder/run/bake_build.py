@@ -10,6 +10,7 @@ The variants are built one by one instead (and the caller says why) where a bake
 do what the build asks: the legacy builder has no bake, buildx 0.13's bake has no
 `network` option (so no compile cache or settings server on loopback), and BuildKit cannot
 resolve a base given as an image id."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,8 +40,14 @@ class Baked:
     error: BuildError | None = None  # its bake's failure (the other builders' variants go on)
 
 
-def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings: buildsettings.BuildSettings,
-                  progress: ProgressMode, say: Callable[[str], None]) -> dict[str, Baked] | None:
+def bake_variants(
+    plan: BuildPlan,
+    engine: Engine,
+    choice: BaseChoice,
+    settings: buildsettings.BuildSettings,
+    progress: ProgressMode,
+    say: Callable[[str], None],
+) -> dict[str, Baked] | None:
     """--all: every variant (and the base, when it must be built) in one bake, or None
     (said why) where the variants must be built one by one."""
     why = why_not(plan, engine, choice)
@@ -50,7 +57,9 @@ def bake_variants(plan: BuildPlan, engine: Engine, choice: BaseChoice, settings:
         say(f"--all: building the variants one by one: {why}")
         return None
     if len(plan.builders) > 1:
-        base.prepare(engine, choice, plan.recipe, plan.base_job, settings, progress)  # once, here: every builder starts FROM it
+        base.prepare(
+            engine, choice, plan.recipe, plan.base_job, settings, progress
+        )  # once, here: every builder starts FROM it
         choice = dataclasses.replace(choice, needs_build=False)
         say(f"--all: {len(plan.variants)} variant(s) spread over {len(plan.builders)} builders, one bake each")
     else:
@@ -69,8 +78,9 @@ def why_not(plan: BuildPlan, engine: Engine, choice: BaseChoice) -> str | None:
     return None
 
 
-def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsettings.BuildSettings,
-             progress: ProgressMode) -> dict[str, Baked]:
+def bake_all(
+    engine, plan: BuildPlan, choice: BaseChoice, settings: buildsettings.BuildSettings, progress: ProgressMode
+) -> dict[str, Baked]:
     """Bake every variant of PLAN (and its base, when it must be built); variant -> image."""
     release, recipe = plan.release, plan.recipe
     rendered_all = [vp.renders[choice.kind] for vp in plan.variants]  # rendered by the plan for this base
@@ -86,19 +96,34 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
             image.write_files(base_job.context, layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
             # a compile cache off loopback is reached over the default network, as a single build reaches it
-            args = {"BUILD_REF": plan.builder_args["BUILD_REF"], "BUILD_DATE": provenance.build_date()}  # BUILD_ID: the definition's
+            args = {
+                "BUILD_REF": plan.builder_args["BUILD_REF"],
+                "BUILD_DATE": provenance.build_date(),
+            }  # BUILD_ID: the definition's
             args.update({"COMPILE_CACHE": plan.compile_cache} if plan.compile_cache else {})
-            run = bake.RunInputs(delivery.secrets, settings.layer_cache, {**plan.user_build_args, **args}, plan.no_cache,
-                                 settings.compression)
-            definition = with_base_args(bake.definition(release, rendered_all, layout, plan.build_id, run,
-                                                        with_base=choice.needs_build),
-                                        release, dict(plan.base_job.buildargs) if plan.base_job else {})
+            run = bake.RunInputs(
+                delivery.secrets,
+                settings.layer_cache,
+                {**plan.user_build_args, **args},
+                plan.no_cache,
+                settings.compression,
+            )
+            definition = with_base_args(
+                bake.definition(release, rendered_all, layout, plan.build_id, run, with_base=choice.needs_build),
+                release,
+                dict(plan.base_job.buildargs) if plan.base_job else {},
+            )
             variants = definition["group"]["default"]["targets"]
             spread = builders.assign(variants, plan.builders or (settings.builder or builders.HERE,))
-            jobs = [BakeJob(definition, targets + ([bake.base_target(release)] if choice.needs_build else []),
-                            log_name(release.name, plan.build_id, b if len(spread) > 1 else None),
-                            None if b == builders.HERE else b)
-                    for b, targets in spread.items()]
+            jobs = [
+                BakeJob(
+                    definition,
+                    targets + ([bake.base_target(release)] if choice.needs_build else []),
+                    log_name(release.name, plan.build_id, b if len(spread) > 1 else None),
+                    None if b == builders.HERE else b,
+                )
+                for b, targets in spread.items()
+            ]
             outcomes = engine.bake(jobs, Progress(f"{release.name}/all", mode=progress))
     if base_job is not None and not isinstance(outcomes[0], BuildError):
         image.finish(engine, base_job, outcomes[0][bake.base_target(release)])
@@ -111,8 +136,9 @@ def bake_all(engine, plan: BuildPlan, choice: BaseChoice, settings: buildsetting
                 job = vp.images[choice.kind][0]
                 if bake_job.log_path is not None:  # the bake's log is the variant's
                     job = dataclasses.replace(job, log_name=bake_job.log_path.name)
-                baked[vp.variant.name] = (Baked("", job, outcome) if isinstance(outcome, BuildError)
-                                          else Baked(outcome[name], job))
+                baked[vp.variant.name] = (
+                    Baked("", job, outcome) if isinstance(outcome, BuildError) else Baked(outcome[name], job)
+                )
     return baked
 
 

@@ -3,6 +3,7 @@ debootstrap the Debian suite, import it, then build the recipe's CUDA layer from
 Debian's own archive. The tag is derived from the recipe, so asking again is a no-op.
 Also where a build's base decision (plan.BaseDecision) meets the engine: `choose`.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,11 +42,15 @@ def make_rootfs(engine: Engine, recipe: BaseRecipe, mirror: str | None, workdir:
     log(f"base: debootstrap {suite} (minbase) from {mirror or DEFAULT_MIRROR}")
     result = subprocess.run(
         ["debootstrap", "--variant=minbase", suite, str(target), mirror or DEFAULT_MIRROR],
-        capture_output=True, text=True)
+        capture_output=True,
+        text=True,
+    )
     unmount_under(workdir)  # before the tree is read or packed: a /proc mounted there is the host's
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
-        raise UserError(f"debootstrap {suite} failed (exit {result.returncode}): {tail.splitlines()[-1] if tail else ''}")
+        raise UserError(
+            f"debootstrap {suite} failed (exit {result.returncode}): {tail.splitlines()[-1] if tail else ''}"
+        )
     # Forget where the packages came from: the recipe writes its own sources.list.
     (target / "etc/apt/sources.list").write_text(f"deb {DEFAULT_MIRROR} {suite} main\n")
     for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
@@ -160,9 +165,14 @@ def write_context(recipe: BaseRecipe, dest: Path, root: Path | None = None) -> P
     return image.write_files(context, dest, root, {"base": recipe.tag})
 
 
-def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.BuildSettings,
-                rebuild: bool = False, progress: ProgressMode = ProgressMode.AUTO,
-                job: ImageJob | None = None) -> tuple[str, bool]:
+def ensure_base(
+    engine: Engine,
+    recipe: BaseRecipe,
+    settings: buildsettings.BuildSettings,
+    rebuild: bool = False,
+    progress: ProgressMode = ProgressMode.AUTO,
+    job: ImageJob | None = None,
+) -> tuple[str, bool]:
     """Return (tag, built_now). An existing tag is reused unless `rebuild`. JOB: the
     recipe's job as the plan made it (else made here)."""
     job = job or recipe.job()
@@ -184,7 +194,7 @@ def ensure_base(engine: Engine, recipe: BaseRecipe, settings: buildsettings.Buil
 
 @dataclass(frozen=True)
 class BaseChoice:
-    kind: str      # upstream | offline | custom
+    kind: str  # upstream | offline | custom
     image: str
     reason: str
     needs_build: bool = False
@@ -197,13 +207,21 @@ def choose(engine: ImageStore | None, decision: BaseDecision, dry_run: bool) -> 
     without one): the first option, its presence unknown."""
     if engine is None:
         first = decision.options[0]
-        return BaseChoice(first.kind, first.image, f"{decision.asked}: {first.description}, presence not checked",
-                          needs_build=first.obtain == "build")
+        return BaseChoice(
+            first.kind,
+            first.image,
+            f"{decision.asked}: {first.description}, presence not checked",
+            needs_build=first.obtain == "build",
+        )
     for option in decision.options:
         if option.obtain == "build":
             present = engine.image_id(option.image) is not None
-            return BaseChoice(option.kind, option.image, f"{decision.asked}: {option.description}"
-                              + ("" if present else ", to be built"), needs_build=not present)
+            return BaseChoice(
+                option.kind,
+                option.image,
+                f"{decision.asked}: {option.description}" + ("" if present else ", to be built"),
+                needs_build=not present,
+            )
         if engine.image_id(option.image):
             return BaseChoice(option.kind, option.image, f"{decision.asked}: present locally")
         if not dry_run and engine.pull(option.image):
@@ -213,8 +231,14 @@ def choose(engine: ImageStore | None, decision: BaseDecision, dry_run: bool) -> 
     raise UserError(decision.refusal)
 
 
-def prepare(engine: Engine, choice: BaseChoice, recipe: BaseRecipe, job: ImageJob | None,
-            settings: buildsettings.BuildSettings, progress: ProgressMode) -> None:
+def prepare(
+    engine: Engine,
+    choice: BaseChoice,
+    recipe: BaseRecipe,
+    job: ImageJob | None,
+    settings: buildsettings.BuildSettings,
+    progress: ProgressMode,
+) -> None:
     """Build the offline base (RECIPE, as JOB) when CHOICE needs it."""
     if choice.needs_build:
         log(f"base: building {choice.image}")

@@ -1,5 +1,6 @@
 """The runs that need no engine: `builder lock`, `builder render` (one release, or
 `--all` into dockerfiles/) and `builder bake` (a bake definition and its contexts)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,9 @@ from builder.render.base_recipe import BaseRecipe
 from builder.run import base
 
 
-def run_lock(catalog, release: str | None, variant: str | None, check: bool, upgrade: bool, *,
-             out: Output | None = None) -> bool:
+def run_lock(
+    catalog, release: str | None, variant: str | None, check: bool, upgrade: bool, *, out: Output | None = None
+) -> bool:
     """Write (or, with CHECK, compare) the hash-locked requirements; False when CHECK found
     the committed locks differ from the catalog."""
     out = out or Output()
@@ -27,8 +29,10 @@ def run_lock(catalog, release: str | None, variant: str | None, check: bool, upg
         raise UserError("--check and --upgrade exclude each other")
     root = lock.locks_dir()
     if not check and not os.environ.get("BUILDER_CATALOG"):  # the shipped locks live in the package
-        paths.require_checkout("`builder lock` rewrites the shipped builder/locks/",
-                               "lock a private catalog (BUILDER_CATALOG=DIR writes DIR/locks)")
+        paths.require_checkout(
+            "`builder lock` rewrites the shipped builder/locks/",
+            "lock a private catalog (BUILDER_CATALOG=DIR writes DIR/locks)",
+        )
     plan = lock.plan(catalog, release, variant)
     for reason in plan.skipped:
         out.say(f"skipped {reason}")
@@ -36,7 +40,9 @@ def run_lock(catalog, release: str | None, variant: str | None, check: bool, upg
     if check:
         problems = lock.check(plan, root)
         if problems:
-            out.say("\n".join([f"{where} differs from the catalog (run `builder lock`):", *(f"  {p}" for p in problems)]))
+            out.say(
+                "\n".join([f"{where} differs from the catalog (run `builder lock`):", *(f"  {p}" for p in problems)])
+            )
             return False
         out.result(f"{where} matches the catalog ({len(plan.targets)} locks, {len(plan.horovod)} Horovod locks)")
         return True
@@ -45,13 +51,16 @@ def run_lock(catalog, release: str | None, variant: str | None, check: bool, upg
         out.result(f"wrote {lock.display_path(path)}")
     for path in removed:
         out.result(f"removed {lock.display_path(path)} (stray)")
-    out.say(f"locks: {len(written)} written, {current} up to date, {len(removed)} removed, "
-            f"{len(plan.skipped)} variants skipped")
+    out.say(
+        f"locks: {len(written)} written, {current} up to date, {len(removed)} removed, "
+        f"{len(plan.skipped)} variants skipped"
+    )
     return True
 
 
-def run_render(rel: Release, variant: str | None, render: dict, output: Path | None, *,
-               out: Output | None = None) -> str | None:
+def run_render(
+    rel: Release, variant: str | None, render: dict, output: Path | None, *, out: Output | None = None
+) -> str | None:
     """Render one release's variant (or every buildable one), all checked before any write.
     Without OUTPUT: return the one Dockerfile to print; with it, write each build context."""
     out = out or Output()
@@ -59,8 +68,10 @@ def run_render(rel: Release, variant: str | None, render: dict, output: Path | N
     rendered_all = dockerfiles.render_release(rel, variant, render_options(rel, **options), out.say)
     if output is None:
         if len(rendered_all) > 1:
-            raise UserError(f"release {rel.name} has {len(rendered_all)} variants: "
-                            "give --variant to print one, or -o DIR to write them all")
+            raise UserError(
+                f"release {rel.name} has {len(rendered_all)} variants: "
+                "give --variant to print one, or -o DIR to write them all"
+            )
         return rendered_all[0].dockerfile
     for rendered, path in zip(rendered_all, dockerfiles.write_contexts(rendered_all, output, render["framework_src"])):
         out.say(f"wrote {escape(str(path))} ({rendered.meta['image']})")
@@ -68,8 +79,9 @@ def run_render(rel: Release, variant: str | None, render: dict, output: Path | N
     return None
 
 
-def run_bake(rel: Release, variant: str | None, render: dict, output: Path, build_id: str | None, *,
-             out: Output | None = None) -> tuple[Path, str]:
+def run_bake(
+    rel: Release, variant: str | None, render: dict, output: Path, build_id: str | None, *, out: Output | None = None
+) -> tuple[Path, str]:
     """`builder bake`: every buildable variant's context (or VARIANT's), the offline base's
     recipe, and OUTPUT/docker-bake.json binding them; returns the file and its text. A
     bake resolves the base inside BuildKit, so `--base auto` means the offline base here."""
@@ -108,14 +120,25 @@ def run_render_all(catalog, output: Path | None, check: bool, *, out: Output | N
     context under OUTPUT; False when CHECK found drift. Writers of dockerfiles/ take turns."""
     out = out or Output()
     # dockerfiles/ (written, or checked) is the checkout's; build contexts (-o) need none
-    root = paths.project_root() if output is not None else paths.require_checkout(
-        "`render --all` writes (--check: compares) the checkout's dockerfiles/", "give -o DIR for build contexts")
+    root = (
+        paths.project_root()
+        if output is not None
+        else paths.require_checkout(
+            "`render --all` writes (--check: compares) the checkout's dockerfiles/", "give -o DIR for build contexts"
+        )
+    )
     writing = output is None and not check
     with outputdir.locked(root / "dockerfiles") if writing else contextlib.nullcontext():
         result = dockerfiles.sync_all(catalog, root, output, check)
     if result.drift:
-        out.say("\n".join(["dockerfiles/ differs from a fresh render (run `builder render --all`):",
-                           *(f"  {d}" for d in result.drift)]))
+        out.say(
+            "\n".join(
+                [
+                    "dockerfiles/ differs from a fresh render (run `builder render --all`):",
+                    *(f"  {d}" for d in result.drift),
+                ]
+            )
+        )
         return False
     out.result(result.summary(check, output))
     return True

@@ -9,6 +9,7 @@ sbom.py, provenance.py and signing.py).
 - `verify(ref, key, ...)`: the signature, then both attestations, then what they say:
   the SBOM lists the framework at the version the catalog names for the image's
   release and variant, and the provenance names its base by digest."""
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ def provenance_of(engine, image: str) -> dict:
     code, out = sbom.run_in(engine, image, ["sh", "-c", f"sha256sum {LOCKS}/*"], f"read {LOCKS}")
     files = dict((path, sha) for sha, path in re.findall(r"^([0-9a-f]{64})\s+(\S+)$", out, re.M)) if code == 0 else {}
     build_info = sbom.read_build_info(engine, image)
-    patches = [*((build_info.get("extension") or {}).get("patches") or []),
-               *((build_info.get("horovod") or {}).get("patches") or [])]
+    patches = [
+        *((build_info.get("extension") or {}).get("patches") or []),
+        *((build_info.get("horovod") or {}).get("patches") or []),
+    ]
     return provenance.predicate(engine.image_labels(image), files, patches)
 
 
@@ -129,20 +132,26 @@ def verify(ref: str, key: Path, creds, insecure: bool, catalog) -> list[str]:
     try:
         wanted = catalog.get(release).variant(variant)
     except UserError:
-        raise VerifyError(f"{pinned}: the provenance names release {release!r} variant {variant!r}, "
-                          "which the catalog does not have") from None
+        raise VerifyError(
+            f"{pinned}: the provenance names release {release!r} variant {variant!r}, which the catalog does not have"
+        ) from None
     package = wanted.package or wanted.framework_name.lower()
     found = sbom.versions(doc, package)
     if wanted.framework_version not in found:
-        raise VerifyError(f"{pinned}: the SBOM lists {package} {', '.join(found) or 'not at all'}, "
-                          f"the catalog's {release} {variant} is {wanted.framework_version}")
-    lines.append(f"sbom: signed, {len(doc.get('components') or [])} components, {package} "
-                 f"{wanted.framework_version} as the catalog's {release} {variant}")
+        raise VerifyError(
+            f"{pinned}: the SBOM lists {package} {', '.join(found) or 'not at all'}, "
+            f"the catalog's {release} {variant} is {wanted.framework_version}"
+        )
+    lines.append(
+        f"sbom: signed, {len(doc.get('components') or [])} components, {package} "
+        f"{wanted.framework_version} as the catalog's {release} {variant}"
+    )
     base, base_digest = provenance.base_of(prov)
     if not base_digest:
         raise VerifyError(f"{pinned}: the provenance names no digest for its base image {base or '(none)'}")
-    lines.append(f"provenance: signed, built by {(prov.get('builder') or {}).get('id', '?')} "
-                 f"from {base}@sha256:{base_digest}")
+    lines.append(
+        f"provenance: signed, built by {(prov.get('builder') or {}).get('id', '?')} from {base}@sha256:{base_digest}"
+    )
     return lines
 
 
@@ -157,5 +166,7 @@ def verified_text(lines: list[str], ref: str, as_json: bool) -> str:
     one object keyed by what each line checked."""
     if not as_json:
         return "\n".join(lines)
-    return json.dumps({"ref": ref, "verified": True,
-                       **{k: v.strip() for k, _, v in (line.partition(":") for line in lines)}}, indent=2)
+    return json.dumps(
+        {"ref": ref, "verified": True, **{k: v.strip() for k, _, v in (line.partition(":") for line in lines)}},
+        indent=2,
+    )

@@ -10,6 +10,7 @@ and locks, and added as components with `dev.tfbuilder:*` properties.
 `merge()` is pure (tests hold it); `make()` does the I/O. syft's scan is the slow part
 (15-20 s for a release image): it is kept by the image's layers and name, so an image
 that differs only in its labels (a no-op rebuild: a new date) reuses it."""
+
 from __future__ import annotations
 
 import datetime
@@ -37,26 +38,48 @@ def compiled_components(build_info: dict, horovod_lock: str) -> list[dict]:
     components = []
     ext = build_info.get("extension")
     if ext:
-        props = [("source-sha256", ext.get("source_digest", "")), ("built-against", f"tensorflow {ext.get('tensorflow_version', '')}"),
-                 ("cuda", ext.get("cuda_version", "")), ("cuda-architectures", ",".join(ext.get("cuda_compute_capabilities") or [])),
-                 ("path", ext.get("library", ""))]
-        props += [("patch", f"{p['name']} sha256:{p['sha256']}") for p in ext.get("patches") or [] if isinstance(p, dict)]
+        props = [
+            ("source-sha256", ext.get("source_digest", "")),
+            ("built-against", f"tensorflow {ext.get('tensorflow_version', '')}"),
+            ("cuda", ext.get("cuda_version", "")),
+            ("cuda-architectures", ",".join(ext.get("cuda_compute_capabilities") or [])),
+            ("path", ext.get("library", "")),
+        ]
+        props += [
+            ("patch", f"{p['name']} sha256:{p['sha256']}") for p in ext.get("patches") or [] if isinstance(p, dict)
+        ]
         components.append(_component("extension", ext.get("framework_name", "tfext"), ext.get("version", ""), props))
     hvd = build_info.get("horovod")
     if hvd:
         sdist = re.search(r"^horovod==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", horovod_lock, re.M)
         props = [("source-sha256", h) for h in re.findall(r"sha256:([0-9a-f]{64})", sdist.group(2))] if sdist else []
-        props += [("frameworks", ",".join(k[:-6] for k in ("mpi_built", "gloo_built", "nccl_built", "cuda_built")
-                                          if hvd.get(k))), ("path", hvd.get("path", ""))]
-        props += [("patch", f"{p['name']} sha256:{p['sha256']}") for p in hvd.get("patches") or [] if isinstance(p, dict)]
-        components.append(_component("horovod", "horovod", hvd.get("version", ""), props, purl=f"pkg:pypi/horovod@{hvd.get('version', '')}"))
+        props += [
+            (
+                "frameworks",
+                ",".join(k[:-6] for k in ("mpi_built", "gloo_built", "nccl_built", "cuda_built") if hvd.get(k)),
+            ),
+            ("path", hvd.get("path", "")),
+        ]
+        props += [
+            ("patch", f"{p['name']} sha256:{p['sha256']}") for p in hvd.get("patches") or [] if isinstance(p, dict)
+        ]
+        components.append(
+            _component(
+                "horovod", "horovod", hvd.get("version", ""), props, purl=f"pkg:pypi/horovod@{hvd.get('version', '')}"
+            )
+        )
     return components
 
 
 def _component(ref: str, name: str, version: str, props: list[tuple[str, str]], purl: str | None = None) -> dict:
-    c = {"bom-ref": f"tfbuilder:{ref}", "type": "library", "name": name, "version": version,
-         "description": "compiled in the image by nvbuild.sh",
-         "properties": [{"name": PROPERTY + k, "value": v} for k, v in props if v]}
+    c = {
+        "bom-ref": f"tfbuilder:{ref}",
+        "type": "library",
+        "name": name,
+        "version": version,
+        "description": "compiled in the image by nvbuild.sh",
+        "properties": [{"name": PROPERTY + k, "value": v} for k, v in props if v],
+    }
     if purl:
         c["purl"] = purl
     return c
@@ -71,9 +94,18 @@ def merge(syft_doc: dict, compiled: list[dict], labels: dict[str, str]) -> dict:
     doc["components"] = kept + compiled
     meta = dict(doc.get("metadata") or {})
     props = [p for p in meta.get("properties") or [] if not str(p.get("name", "")).startswith(PROPERTY)]
-    props += [{"name": PROPERTY + k.removeprefix("dev.tfbuilder."), "value": v} for k, v in sorted(labels.items())
-              if k in ("dev.tfbuilder.release", "dev.tfbuilder.variant", "dev.tfbuilder.framework",
-                       "dev.tfbuilder.framework-version") and v]
+    props += [
+        {"name": PROPERTY + k.removeprefix("dev.tfbuilder."), "value": v}
+        for k, v in sorted(labels.items())
+        if k
+        in (
+            "dev.tfbuilder.release",
+            "dev.tfbuilder.variant",
+            "dev.tfbuilder.framework",
+            "dev.tfbuilder.framework-version",
+        )
+        and v
+    ]
     meta["properties"] = props
     doc["metadata"] = meta
     return doc
@@ -81,7 +113,9 @@ def merge(syft_doc: dict, compiled: list[dict], labels: dict[str, str]) -> dict:
 
 def versions(doc: dict, name: str) -> list[str]:
     """The versions an SBOM lists for a component NAME (case-insensitive)."""
-    return sorted({c.get("version", "") for c in doc.get("components") or [] if str(c.get("name", "")).lower() == name.lower()})
+    return sorted(
+        {c.get("version", "") for c in doc.get("components") or [] if str(c.get("name", "")).lower() == name.lower()}
+    )
 
 
 def syft_dir() -> str:
@@ -101,16 +135,21 @@ def syft_command(source_name: str) -> list[str]:
     (a directory scan would also list the lock files' pins as declared packages)."""
     excluded = " ".join(f"--exclude {shlex.quote(f'.{d}/**')}" for d in ("/proc", "/sys", "/dev", SYFT_MOUNT))
     # the document goes to a file, so that stdout holds either it or syft's error
-    return ["sh", "-c", f"SYFT_CHECK_FOR_APP_UPDATE=false {SYFT_MOUNT}/syft scan dir:/ "
-                        f"--override-default-catalogers image {excluded} --source-name {shlex.quote(source_name)} "
-                        f"-o cyclonedx-json={SYFT_OUT} -q 2>&1 && cat {SYFT_OUT}"]
+    return [
+        "sh",
+        "-c",
+        f"SYFT_CHECK_FOR_APP_UPDATE=false {SYFT_MOUNT}/syft scan dir:/ "
+        f"--override-default-catalogers image {excluded} --source-name {shlex.quote(source_name)} "
+        f"-o cyclonedx-json={SYFT_OUT} -q 2>&1 && cat {SYFT_OUT}",
+    ]
 
 
 def syft_scan(engine, image: str, source_name: str) -> dict:
     """syft's CycloneDX document of IMAGE, scanned in a throwaway container of it (the
     binary mounted read-only): no `docker save` of the whole image, no unpacking."""
-    code, out = engine.run_capture(image, syft_command(source_name), binds={syft_dir(): SYFT_MOUNT},
-                                   stdout_only=True, timeout=SYFT_TIMEOUT)
+    code, out = engine.run_capture(
+        image, syft_command(source_name), binds={syft_dir(): SYFT_MOUNT}, stdout_only=True, timeout=SYFT_TIMEOUT
+    )
     if code != 0:
         raise UserError(f"syft could not scan {source_name}: {(out.strip().splitlines() or [f'exit {code}'])[-1]}")
     try:
@@ -182,6 +221,10 @@ def make(engine, image: str, name: str | None = None, scans: Path | None = None)
     # its own, even from a kept scan: its own serial number and time.
     doc["serialNumber"] = f"urn:uuid:{uuid.uuid4()}"
     doc["metadata"]["timestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    doc["metadata"]["component"] = {"bom-ref": "tfbuilder:image", "type": "container", "name": name or image,
-                                    "version": engine.image_id(image) or image}
+    doc["metadata"]["component"] = {
+        "bom-ref": "tfbuilder:image",
+        "type": "container",
+        "name": name or image,
+        "version": engine.image_id(image) or image,
+    }
     return doc

@@ -11,6 +11,7 @@ it is key pairs with no transparency log (`--tlog-upload=false` when signing,
 Secrets never reach argv, logs or layers: the key's password goes to cosign in
 COSIGN_PASSWORD (read from the variable the user names), registry credentials in a
 private, temporary Docker config (DOCKER_CONFIG)."""
+
 from __future__ import annotations
 
 import base64
@@ -37,6 +38,7 @@ TIMEOUT = 600
 
 class VerifyError(UserError):
     """A signature, SBOM or provenance that does not check out (exit 1: not bad input)."""
+
     exit_code = 1
 
 
@@ -45,6 +47,7 @@ class Access:
     """How cosign reaches the registry: plain HTTP (the test registry on loopback, or
     --insecure-registry) and the credentials, if any (cosign speaks the registry's token
     protocol itself, given them in a Docker config of its own)."""
+
     plain_http: bool = False
     username: str | None = None
     password: str | None = field(default=None, repr=False)
@@ -54,8 +57,13 @@ class Access:
     @classmethod
     def to(cls, transport, creds) -> Access:
         """Access to the registry behind TRANSPORT (registry.probe) with CREDS (allowed over it)."""
-        return cls(transport.scheme == "http", creds.username if creds else None, creds.password if creds else None,
-                   transport.host, creds.identity_token if creds else None)
+        return cls(
+            transport.scheme == "http",
+            creds.username if creds else None,
+            creds.password if creds else None,
+            transport.host,
+            creds.identity_token if creds else None,
+        )
 
     def docker_config(self) -> dict | None:
         if self.identity_token:
@@ -102,8 +110,11 @@ def _run(args: list[str], env: dict[str, str], what: str, error=UserError) -> st
     except subprocess.TimeoutExpired:
         raise error(f"{what}: cosign did not answer in {TIMEOUT}s") from None
     if out.returncode != 0:
-        lines = [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Error:", "error"))] or \
-            out.stderr.strip().splitlines() or ["no output"]
+        lines = (
+            [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Error:", "error"))]
+            or out.stderr.strip().splitlines()
+            or ["no output"]
+        )
         raise error(f"{what}: {redact(lines[0]).removeprefix('Error: ')}")
     return out.stdout
 
@@ -147,7 +158,7 @@ def _der_element(data: bytes, pos: int) -> tuple[int, int, int] | None:
         size = length & 0x7F
         if not 0 < size <= 4 or pos + size > len(data):
             return None
-        length, pos = int.from_bytes(data[pos:pos + size], "big"), pos + size
+        length, pos = int.from_bytes(data[pos : pos + size], "big"), pos + size
     return (tag, pos, pos + length) if pos + length <= len(data) else None
 
 
@@ -177,8 +188,10 @@ def check_key(key: Path, password_env: str) -> str:
         raise
     password = os.environ.get(password_env)
     if password is None:
-        raise UserError(f"--sign: the key's password is read from ${password_env}, which is not set "
-                        "(set it, or name another variable with --key-password-env)")
+        raise UserError(
+            f"--sign: the key's password is read from ${password_env}, which is not set "
+            "(set it, or name another variable with --key-password-env)"
+        )
     return password
 
 
@@ -191,30 +204,58 @@ def unlock(key: Path, password_env: str) -> str:
     return password
 
 
-def sign_and_attest(ref_at_digest: str, key: Path, password: str, access: Access,
-                    sbom: Path, provenance: Path) -> None:
+def sign_and_attest(ref_at_digest: str, key: Path, password: str, access: Access, sbom: Path, provenance: Path) -> None:
     """Sign the digest, then attach the SBOM and the provenance as signed attestations."""
     with _environment(access, password) as env:
         base = ["--key", str(key), "--tlog-upload=false", *_http_flag(access, verify=False)]
         _run(["sign", *base, ref_at_digest], env, f"signing {ref_at_digest}")
         for kind, path in ((SBOM_TYPE, sbom), (PROVENANCE_TYPE, provenance)):
-            _run(["attest", *base, "--type", kind, "--predicate", str(path), ref_at_digest], env,
-                 f"attaching the {kind} attestation to {ref_at_digest}")
+            _run(
+                ["attest", *base, "--type", kind, "--predicate", str(path), ref_at_digest],
+                env,
+                f"attaching the {kind} attestation to {ref_at_digest}",
+            )
 
 
 def verify_signature(ref: str, pub: Path, access: Access) -> list[dict]:
     """cosign's verified signature payloads for REF (its digest as the registry serves it)."""
     with _environment(access) as env:
-        out = _run(["verify", "--key", str(pub), "--insecure-ignore-tlog=true", *_http_flag(access, verify=True),
-                    "--output", "json", ref], env, f"{ref}: signature", VerifyError)
+        out = _run(
+            [
+                "verify",
+                "--key",
+                str(pub),
+                "--insecure-ignore-tlog=true",
+                *_http_flag(access, verify=True),
+                "--output",
+                "json",
+                ref,
+            ],
+            env,
+            f"{ref}: signature",
+            VerifyError,
+        )
     return json.loads(out)
 
 
 def verify_attestation(ref: str, pub: Path, kind: str, access: Access) -> list[dict]:
     """The predicates of REF's attestations of KIND that PUB's key signed."""
     with _environment(access) as env:
-        out = _run(["verify-attestation", "--key", str(pub), "--insecure-ignore-tlog=true", "--type", kind,
-                    *_http_flag(access, verify=True), ref], env, f"{ref}: {kind} attestation", VerifyError)
+        out = _run(
+            [
+                "verify-attestation",
+                "--key",
+                str(pub),
+                "--insecure-ignore-tlog=true",
+                "--type",
+                kind,
+                *_http_flag(access, verify=True),
+                ref,
+            ],
+            env,
+            f"{ref}: {kind} attestation",
+            VerifyError,
+        )
     predicates = []
     for line in out.splitlines():
         if line.strip():

@@ -7,6 +7,7 @@ through a fatbinary options file, beside sm_75 SASS) and runs the harness's CPU 
 scripts/test.sh runs this directory with the unit tests, so CI's log shows the skip and its
 reason.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,8 +22,7 @@ TIMEOUT_S = 300  # the check takes about a minute; the compile-only run half tha
 
 
 def run_check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
 def passed_or_skip(proc: subprocess.CompletedProcess[str]) -> None:
@@ -30,8 +30,7 @@ def passed_or_skip(proc: subprocess.CompletedProcess[str]) -> None:
     if proc.returncode == SKIPPED:
         lines = proc.stdout.strip().splitlines() or ["run_gpu_check.sh skipped"]
         pytest.skip(next((line for line in lines if line.startswith("SKIP:")), lines[-1]))
-    assert proc.returncode == 0, (
-        f"run_gpu_check.sh exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    assert proc.returncode == 0, f"run_gpu_check.sh exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
 
 
 @pytest.mark.gpu
@@ -50,7 +49,12 @@ def test_harness_compiles() -> None:
     # without a ptxas beside its nvcc skips that mode, saying why.
     if "assembled mode skipped: no ptxas" in proc.stdout:
         pytest.skip(next(line for line in proc.stdout.splitlines() if line.startswith("assembled mode skipped")))
-    assert re.search(r"^  kernel_check_assembled +SASS sm_90 via ptxas\+fatbinary options file "
-                     r"\(from compute_\d+ PTX", proc.stdout, re.M), proc.stdout
-    assert re.search(r"^kernels: the injected sm_90 cubins define the \d+ that nvcc's sm_\d+ code",
-                     proc.stdout, re.M), proc.stdout
+    assert re.search(
+        r"^  kernel_check_assembled +SASS sm_90 via ptxas\+fatbinary options file "
+        r"\(from compute_\d+ PTX",
+        proc.stdout,
+        re.M,
+    ), proc.stdout
+    assert re.search(
+        r"^kernels: the injected sm_90 cubins define the \d+ that nvcc's sm_\d+ code", proc.stdout, re.M
+    ), proc.stdout

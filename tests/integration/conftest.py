@@ -3,6 +3,7 @@
 These tests need the engine (scripts/setup.sh starts it); without one they fail rather
 than skip, so a CI machine that lost its engine cannot pass silently.
 """
+
 import json
 import os
 import re
@@ -43,15 +44,18 @@ def coverage_cells(text: str) -> dict[str, dict[str, str]]:
     """`builder inspect --coverage`'s table: {row (a component with its version, "cuDNN 8.5.0",
     or one of its binaries' file names): {capability: cell ("sm_86", "compute_80 (278/279)", "none")}}."""
     lines = text.splitlines()
-    table = lines[:lines.index("")] if "" in lines else lines
+    table = lines[: lines.index("")] if "" in lines else lines
     header = re.split(r"\s{2,}", table[0].strip())
-    return {cells[0]: dict(zip(header[1:], cells[1:])) for cells in (re.split(r"\s{2,}", line.strip()) for line in table[1:])}
+    return {
+        cells[0]: dict(zip(header[1:], cells[1:]))
+        for cells in (re.split(r"\s{2,}", line.strip()) for line in table[1:])
+    }
 
 
 def coverage_verdicts(text: str) -> dict[str, str]:
     """`builder inspect --coverage`'s verdict lines, one per capability (wrapped lines joined)."""
     lines = text.rstrip().splitlines()
-    block = lines[len(lines) - lines[::-1].index(""):]
+    block = lines[len(lines) - lines[::-1].index("") :]
     out: dict[str, str] = {}
     for line in block:
         if line[:1].isdigit():
@@ -112,12 +116,18 @@ def machine_can_run():
     for path in ("/var/lib/docker", "/tmp"):
         free = shutil.disk_usage(path).free
         if free < MIN_FREE_DISK:
-            pytest.fail(f"only {free / 1e9:.1f} GB free on {path}: the engine cannot build or push "
-                        "(free some space; `docker system df` shows what the engine holds)", pytrace=False)
+            pytest.fail(
+                f"only {free / 1e9:.1f} GB free on {path}: the engine cannot build or push "
+                "(free some space; `docker system df` shows what the engine holds)",
+                pytrace=False,
+            )
     rss = dockerd_rss()
     if rss and rss > MAX_ENGINE_MEMORY:
-        pytest.fail(f"dockerd holds {rss / 2**30:.1f} GiB of memory: the engine is stalling the machine "
-                    "(stop it and run `bash scripts/setup.sh` to start it again)", pytrace=False)
+        pytest.fail(
+            f"dockerd holds {rss / 2**30:.1f} GiB of memory: the engine is stalling the machine "
+            "(stop it and run `bash scripts/setup.sh` to start it again)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -140,8 +150,12 @@ def start_offline_base() -> None:
 
         # files, not pipes: nobody reads them until it ends, and a full pipe would stall it
         _base_build["out"] = [tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")]
-        _base_build["proc"] = subprocess.Popen(["builder", "base", "--release", "21.08", "-q"], text=True,
-                                               stdout=_base_build["out"][0], stderr=_base_build["out"][1])
+        _base_build["proc"] = subprocess.Popen(
+            ["builder", "base", "--release", "21.08", "-q"],
+            text=True,
+            stdout=_base_build["out"][0],
+            stderr=_base_build["out"][1],
+        )
 
 
 def wait_offline_base(timeout: float = 3600) -> subprocess.CompletedProcess | None:
@@ -189,8 +203,17 @@ def cache_server(tmp_path_factory):
     # their layers with every other build and bake of the run (a loopback server would put
     # them on the host network, whose RUN steps BuildKit keys apart: a second copy of
     # each image's layers, 7 GB for the release image).
-    out = builder("cache", "serve", "--detach", "--dir", str(directory), "--port", str(free_port()),
-                  "--listen", docker_bridge_address())
+    out = builder(
+        "cache",
+        "serve",
+        "--detach",
+        "--dir",
+        str(directory),
+        "--port",
+        str(free_port()),
+        "--listen",
+        docker_bridge_address(),
+    )
     assert out.returncode == 0, out.stderr
     yield out.stdout.strip(), directory
     builder("cache", "stop", "--dir", str(directory))
@@ -212,8 +235,20 @@ def release_image(offline_base, compile_cache):
     """The 21.08 tf2 image, built the way README's first command builds it (plus the
     run's compile cache, which it seeds): built once per run, every other test image
     derives from it or reuses its layers."""
-    out = builder("build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO,
-                  "--build-id", BUILD_ID, "--compile-cache", compile_cache, "-q")
+    out = builder(
+        "build",
+        "--release",
+        "21.08",
+        "--variant",
+        "tf2-py3",
+        "--repo",
+        REPO,
+        "--build-id",
+        BUILD_ID,
+        "--compile-cache",
+        compile_cache,
+        "-q",
+    )
     assert out.returncode == 0, out.stderr
     refs = out.stdout.split()
     assert refs == [f"{REPO}:21.08-tf2-py3", f"{REPO}:21.08-tf2-py3-{BUILD_ID}"]
@@ -231,5 +266,8 @@ def scratch_tag():
 def build_containers():
     """Containers the legacy builder creates (they run image ids, not tags)."""
     out = docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}}")
-    return {line.split()[0] for line in out.stdout.splitlines()
-            if len(line.split()) > 1 and (line.split()[1].startswith("sha256:") or len(line.split()[1]) in (12, 64))}
+    return {
+        line.split()[0]
+        for line in out.stdout.splitlines()
+        if len(line.split()) > 1 and (line.split()[1].startswith("sha256:") or len(line.split()[1]) in (12, 64))
+    }

@@ -6,6 +6,7 @@ and its own daemon.json (never the machine's /etc/docker/daemon.json). Stopped b
 on this machine's loopback, as the main engine does) with a bridge of its own on TEST-NET-2,
 no iptables rules and no masquerading: its containers reach no network, and the host's
 docker0 is never touched (checked on the way out)."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def _answers(env: dict) -> bool:
 
 
 @contextmanager
-def second_engine(config: dict, start_timeout: float = 60, in_host_netns: bool = False,
-                  daemon_env: dict[str, str] | None = None):
+def second_engine(
+    config: dict, start_timeout: float = 60, in_host_netns: bool = False, daemon_env: dict[str, str] | None = None
+):
     """Yields the environment (DOCKER_HOST) of a fresh dockerd configured with CONFIG
     (DAEMON_ENV: more of dockerd's own environment, e.g. SSL_CERT_FILE)."""
     root = Path(tempfile.mkdtemp(prefix="tfb-e2-", dir="/tmp"))  # short: unix socket paths are limited
@@ -47,11 +49,25 @@ def second_engine(config: dict, start_timeout: float = 60, in_host_netns: bool =
     (root / "daemon.json").write_text(json.dumps(config))
     env = {**os.environ, "DOCKER_HOST": f"unix://{root}/d.sock"}
     log = open(root / "dockerd.log", "w")
-    proc = subprocess.Popen([*enter, "dockerd",
-                             "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
-                             "--exec-root", str(root / "x"), "--pidfile", str(root / "pid"),
-                             "-H", env["DOCKER_HOST"]], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(daemon_env or {})})
+    proc = subprocess.Popen(
+        [
+            *enter,
+            "dockerd",
+            "--config-file",
+            str(root / "daemon.json"),
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "x"),
+            "--pidfile",
+            str(root / "pid"),
+            "-H",
+            env["DOCKER_HOST"],
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(daemon_env or {})},
+    )
     try:
         deadline = time.monotonic() + start_timeout
         while not _answers(env):
@@ -75,5 +91,6 @@ def second_engine(config: dict, start_timeout: float = 60, in_host_netns: bool =
             subprocess.run(["ip", "netns", "del", netns], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
         if in_host_netns:
-            assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0, \
+            assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0, (
                 "the second engine took the main engine's docker0 with it"
+            )

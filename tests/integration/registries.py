@@ -1,6 +1,7 @@
 """Docker's registry (Debian's docker-registry) run by the tests on loopback: plain HTTP,
 or htpasswd authentication over TLS from a CA the tests create, which the engine trusts
 through /etc/docker/certs.d."""
+
 from __future__ import annotations
 
 import shutil
@@ -28,19 +29,67 @@ def free_port() -> int:
 
 def make_ca_and_cert(d: Path) -> tuple[Path, Path, Path]:
     run = lambda *a: subprocess.run(a, check=True, capture_output=True)  # noqa: E731
-    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=itest registry CA",
-        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
+    run(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=itest registry CA",
+        "-keyout",
+        str(d / "ca.key"),
+        "-out",
+        str(d / "ca.crt"),
+    )
     (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
-    run("openssl", "x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
-        "-CAcreateserial", "-days", "2", "-extfile", str(d / "san.cnf"), "-out", str(d / "server.crt"))
+    run(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(d / "server.key"),
+        "-out",
+        str(d / "server.csr"),
+    )
+    run(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        str(d / "server.csr"),
+        "-CA",
+        str(d / "ca.crt"),
+        "-CAkey",
+        str(d / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(d / "san.cnf"),
+        "-out",
+        str(d / "server.crt"),
+    )
     return d / "ca.crt", d / "server.crt", d / "server.key"
 
 
 class Registry:
-    def __init__(self, root: Path, tls: bool = False, user: str | None = None, password: str | None = None,
-                 storage: Path | None = None, token: dict | None = None):
+    def __init__(
+        self,
+        root: Path,
+        tls: bool = False,
+        user: str | None = None,
+        password: str | None = None,
+        storage: Path | None = None,
+        token: dict | None = None,
+    ):
         """`storage` shared between two Registry objects makes them two front ends of one
         registry (say a plain in-cluster endpoint and an authenticated TLS one). `token`:
         the registry in token mode, with a token service of the tests (token_service.py)
@@ -50,8 +99,15 @@ class Registry:
         self.host = f"127.0.0.1:{self.port}"
         self.storage = storage or root / "storage"
         self.proc: subprocess.Popen | None = None
-        lines = ["version: 0.1", "log: {level: warn}", "storage:", f"  filesystem: {{rootdirectory: {self.storage}}}",
-                 "  delete: {enabled: true}", "http:", f"  addr: {self.host}"]
+        lines = [
+            "version: 0.1",
+            "log: {level: warn}",
+            "storage:",
+            f"  filesystem: {{rootdirectory: {self.storage}}}",
+            "  delete: {enabled: true}",
+            "http:",
+            f"  addr: {self.host}",
+        ]
         if tls:
             self.ca, cert, key = make_ca_and_cert(root)
             lines += ["  tls:", f"    certificate: {cert}", f"    key: {key}"]
@@ -71,8 +127,11 @@ class Registry:
         (root / "config.yml").write_text("\n".join(lines) + "\n")
 
     def start(self) -> Registry:
-        self.proc = subprocess.Popen([REGISTRY, "serve", str(self.root / "config.yml")],
-                                     stdout=open(self.root / "registry.log", "ab"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [REGISTRY, "serve", str(self.root / "config.yml")],
+            stdout=open(self.root / "registry.log", "ab"),
+            stderr=subprocess.STDOUT,
+        )
         scheme = "https" if self.tls else "http"
         context = ssl.create_default_context(cafile=str(self.ca)) if self.tls else None
         for _ in range(100):
@@ -99,8 +158,9 @@ class Registry:
             self.token_service.stop()
         shutil.rmtree(CERTS_D / self.host, ignore_errors=True)
         shutil.rmtree(self.storage, ignore_errors=True)  # shared storage: whichever front end stops first
-        listed = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
-                                capture_output=True, text=True)
+        listed = subprocess.run(
+            ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True, text=True
+        )
         tags = [t for t in listed.stdout.split() if t.startswith(f"{self.host}/")]
         if tags:
             subprocess.run(["docker", "rmi", *tags], capture_output=True)
@@ -136,8 +196,14 @@ def running(root: Path, **kw) -> Iterator[Registry]:
         reg.cleanup()
 
 
-def api(reg: Registry, path: str, scope: str = "", accept: str = "application/json", method: str = "GET",
-        headers: dict[str, str] | None = None):
+def api(
+    reg: Registry,
+    path: str,
+    scope: str = "",
+    accept: str = "application/json",
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+):
     """GET (or METHOD) /v2/PATH of a plain-HTTP registry, as a client of its own would:
     with an anonymous token for SCOPE where it is in token mode. The response (a context)."""
     import json
@@ -157,6 +223,12 @@ def registry_manifest(reg: Registry, name: str, tag: str) -> dict:
     """The manifest a plain-HTTP registry serves (Docker's or OCI's types), read through its API."""
     import json
 
-    with api(reg, f"{name}/manifests/{tag}", f"repository:{name}:pull", ", ".join([
-            "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])) as r:
+    with api(
+        reg,
+        f"{name}/manifests/{tag}",
+        f"repository:{name}:pull",
+        ", ".join(
+            ["application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"]
+        ),
+    ) as r:
         return json.load(r)

@@ -2,6 +2,7 @@
 offline base, built without a tag, its steps and logs streamed; a failing step named with
 its output; an interrupt that leaves no build running; every layer in the compression
 asked for, even after a build of the same steps in another."""
+
 import json
 import signal
 import subprocess
@@ -36,10 +37,13 @@ def context(tmp_path, base: str, run: str):
 def test_builds_untagged_with_steps_and_logs(offline_base, tmp_path):
     nonce = uuid.uuid4().hex[:12]
     before, events = tags(), []
-    result = buildx.build(context(tmp_path, offline_base, f"echo {nonce} > /marker && echo built-{nonce}"),
-                          on_event=events.append, known=known)
+    result = buildx.build(
+        context(tmp_path, offline_base, f"echo {nonce} > /marker && echo built-{nonce}"),
+        on_event=events.append,
+        known=known,
+    )
     assert docker("run", "--rm", "--entrypoint", "cat", result.image_id, "/marker").stdout.strip() == nonce
-    assert tags() == before                                   # buildx was given no tag
+    assert tags() == before  # buildx was given no tag
     steps = [e.step for e in events if e.kind == "step"]
     assert f"[2/2] RUN echo {nonce} > /marker && echo built-{nonce}" in steps
     assert any(e.kind == "log" and f"built-{nonce}" in e.text for e in events)
@@ -60,7 +64,7 @@ def test_a_failing_step_is_named_with_its_output(offline_base, tmp_path):
 
 def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
     nonce = uuid.uuid4().hex[:12]
-    secs = 3000 + uuid.uuid4().int % 999                      # the step's process: `sleep SECS`, unique
+    secs = 3000 + uuid.uuid4().int % 999  # the step's process: `sleep SECS`, unique
     context(tmp_path, offline_base, f"echo started-{nonce} && sleep {secs}")
     child = textwrap.dedent(f"""
         import sys
@@ -81,7 +85,7 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
 
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
     try:
-        for line in proc.stdout:                              # the RUN step is running in the engine
+        for line in proc.stdout:  # the RUN step is running in the engine
             if f"started-{nonce}" in line:
                 break
         for _ in range(20):
@@ -92,14 +96,15 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
             pytest.fail(f"the step never ran (builder exit {proc.poll()})")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130
-        for _ in range(30):                                   # BuildKit cancels the step's process
+        for _ in range(30):  # BuildKit cancels the step's process
             if not step_running():
                 break
             time.sleep(1)
         else:
             pytest.fail("the interrupted step still runs in the engine")
-        assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).returncode != 0, \
+        assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).returncode != 0, (
             "buildx left running"
+        )
     finally:  # a failed assertion above must not leave a build running
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -107,15 +112,17 @@ def test_an_interrupt_stops_the_build_in_the_engine(offline_base, tmp_path):
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        subprocess.run(["pkill", "-f", str(tmp_path)], capture_output=True)   # buildx, in its own session
+        subprocess.run(["pkill", "-f", str(tmp_path)], capture_output=True)  # buildx, in its own session
         subprocess.run(["pkill", "-f", f"sleep {secs}"], capture_output=True)
 
 
 def layer_types(archive) -> list[str]:
     """The media types of the layers of the one image in ARCHIVE (an OCI layout tar)."""
     with tarfile.open(archive) as tar:
+
         def blob(digest: str) -> dict:
             return json.load(tar.extractfile(image_archive.blob_path(digest)))
+
         manifest = blob(json.load(tar.extractfile("index.json"))["manifests"][0]["digest"])
     return [layer["mediaType"] for layer in manifest["layers"]]
 
@@ -137,5 +144,7 @@ def test_a_gzip_image_of_steps_a_zstd_build_made_is_all_gzip(tmp_path):
         buildx.build(buildx.BuildxRequest(ctx, output_file=archive, compression=compression))
         types[compression] = layer_types(archive)
         assert image_archive.problems(archive) == [], compression
-    assert types == {"zstd": ["application/vnd.oci.image.layer.v1.tar+zstd"] * 2,
-                     "gzip": ["application/vnd.docker.image.rootfs.diff.tar.gzip"] * 2}
+    assert types == {
+        "zstd": ["application/vnd.oci.image.layer.v1.tar+zstd"] * 2,
+        "gzip": ["application/vnd.docker.image.rootfs.diff.tar.gzip"] * 2,
+    }

@@ -3,6 +3,7 @@ fatbin headers of each binary's .nv_fatbin. On the 21.08 release image (its CUDA
 toolkit has cuobjdump) the parser must list exactly what cuobjdump lists, entry for entry,
 for every binary it finds: TensorFlow's, ours, DALI's, cuDNN's, cuBLAS's, NCCL's and the
 toolkit's libraries."""
+
 import json
 
 from .conftest import docker
@@ -51,11 +52,13 @@ def test_the_fatbin_parser_lists_what_cuobjdump_lists(release_image):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     binaries = result["binaries"]
-    assert {"tensorflow", "extension", "horovod", "dali", "cudnn", "cublas", "nccl"} <= {b["component"] for b in binaries}
+    assert {"tensorflow", "extension", "horovod", "dali", "cudnn", "cublas", "nccl"} <= {
+        b["component"] for b in binaries
+    }
     for b in binaries:
-        assert b["our_entries"] == b["cuobjdump_entries"], b          # every ELF and PTX entry, no more
-        if b["no_kernels"]:                                            # an empty module only: listed, not counted
+        assert b["our_entries"] == b["cuobjdump_entries"], b  # every ELF and PTX entry, no more
+        if b["no_kernels"]:  # an empty module only: listed, not counted
             assert b["ours"] == [[], []] and b["cuobjdump"][0], b
         else:
             assert b["ours"] == b["cuobjdump"], b
-    assert result["took"] < 30, result["took"]                        # headers only: seconds, where cuobjdump takes minutes
+    assert result["took"] < 30, result["took"]  # headers only: seconds, where cuobjdump takes minutes

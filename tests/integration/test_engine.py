@@ -2,6 +2,7 @@
 so that only the engine's three packages come from Debian 13, and `builder doctor`
 reporting what that engine's BuildKit can do, each answer from a real probe build; and
 the bake definition `builder bake` writes, as buildx reads it."""
+
 import re
 import shutil
 import subprocess
@@ -30,7 +31,7 @@ def installed_from(policy: str) -> dict[str, set[str]]:
         elif line.startswith(" *** "):
             in_installed = True
             found[pkg] = set()
-        elif re.match(r"^ {5}\S", line):           # another version of the same package
+        elif re.match(r"^ {5}\S", line):  # another version of the same package
             in_installed = False
         elif in_installed:
             m = re.search(r" (\S+?)/\S+ \S+ Packages$", line)  # "... trixie/main amd64 Packages"
@@ -43,14 +44,14 @@ def installed_from(policy: str) -> dict[str, set[str]]:
 def test_only_the_engines_packages_come_from_trixie():
     """Every installed package whose installed version only trixie's archive has is one of
     the engine's three or cosign (the pin lets nothing else in, not even as a dependency)."""
-    names = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n"],
-                           capture_output=True, text=True, check=True).stdout
+    names = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n"], capture_output=True, text=True, check=True
+    ).stdout
     installed = [line.split()[-1] for line in names.splitlines() if line.startswith("ii")]
     policy = subprocess.run(["apt-cache", "policy", *installed], capture_output=True, text=True, timeout=300).stdout
     suites = installed_from(policy)
     assert suites.get("docker.io"), policy[:2000]
-    from_trixie = {pkg for pkg, where in suites.items()
-                   if where and all(s.startswith("trixie") for s in where)}
+    from_trixie = {pkg for pkg, where in suites.items() if where and all(s.startswith("trixie") for s in where)}
     assert from_trixie == TRIXIE_PACKAGES, {p: suites[p] for p in from_trixie}
 
 
@@ -74,7 +75,7 @@ def test_doctor_reports_the_image_store_and_buildkit_features():
     lines = {}
     for line in out.stdout.splitlines():
         if line[:4] in ("ok  ", "FAIL", "--  "):
-            lines[line[5:5 + NAME_WIDTH].strip()] = (line[:4], line[6 + NAME_WIDTH:])
+            lines[line[5 : 5 + NAME_WIDTH].strip()] = (line[:4], line[6 + NAME_WIDTH :])
     store = lines["image store"][1]
     features = {name: lines[name] for name in ("cache export", "OCI output", "multi-platform", "bake contexts")}
     # The default (docker) driver exports caches and OCI archives exactly when the engine
@@ -97,7 +98,7 @@ def test_doctor_on_a_containerd_store_engine_finds_every_feature():
     with second_engine({"features": {"containerd-snapshotter": True}}) as env:
         out = builder("doctor", env=env, timeout=300)
     only_disk_may_fail(out)
-    rows = {line[5:5 + NAME_WIDTH].strip(): line for line in out.stdout.splitlines()}
+    rows = {line[5 : 5 + NAME_WIDTH].strip(): line for line in out.stdout.splitlines()}
     assert rows["image store"].endswith("containerd (overlayfs snapshotter)"), out.stdout
     for feature in ("cache export", "OCI output", "multi-platform", "bake contexts"):
         assert rows[feature].startswith("ok  ") and rows[feature].endswith(" works"), out.stdout

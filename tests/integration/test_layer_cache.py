@@ -13,6 +13,7 @@ layers. Every build below gets the same --compile-cache, as a CI runner would.
 The second engine keeps its images in containerd, in the host's network namespace with a
 bridge of its own and no route out (tests/integration/engines.py): if a step did run, it
 could not download anything, so the rebuild could not pass by building again."""
+
 import json
 import os
 import re
@@ -51,8 +52,22 @@ def written_cache(release_image, cache_registry, compile_cache):
     """`builder build --all` of 21.08 with --layer-cache (the base exists: the bake takes it
     from the image store): the registry then holds the cache; returns (repository, tag)."""
     repo = f"{cache_registry.host}/tf-cache"
-    out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
-                  "--layer-cache", repo, "--compile-cache", compile_cache, "-q")
+    out = builder(
+        "build",
+        "--no-sbom",
+        "--release",
+        "21.08",
+        "--all",
+        "--repo",
+        BAKED,
+        "--build-id",
+        BUILD_ID,
+        "--layer-cache",
+        repo,
+        "--compile-cache",
+        compile_cache,
+        "-q",
+    )
     assert out.returncode == 0, out.stderr
     assert "--all: one bake of 1 variant(s)" in out.stderr, out.stderr
     assert out.stdout.split() == [f"{BAKED}:21.08-tf2-py3", f"{BAKED}:21.08-tf2-py3-{BUILD_ID}"]
@@ -67,8 +82,15 @@ def test_the_baked_image_is_checked_and_labelled_like_a_single_build(written_cac
     _, tag = written_cache
     baked, single = labels(tag), labels(release_image)
     # what the read-back measured in the image: the same release, the same compiled parts
-    measured = ["dev.tfbuilder.framework-version", "dev.tfbuilder.coverage", "dev.tfbuilder.horovod",
-                "dev.tfbuilder.extension", "dev.tfbuilder.cudnn", "dev.tfbuilder.nccl", "dev.tfbuilder.python"]
+    measured = [
+        "dev.tfbuilder.framework-version",
+        "dev.tfbuilder.coverage",
+        "dev.tfbuilder.horovod",
+        "dev.tfbuilder.extension",
+        "dev.tfbuilder.cudnn",
+        "dev.tfbuilder.nccl",
+        "dev.tfbuilder.python",
+    ]
     assert {k: baked.get(k) for k in measured} == {k: single[k] for k in measured}
     assert baked["org.opencontainers.image.created"] != single["org.opencontainers.image.created"]
     # the same Dockerfile steps: the images differ only where the compile did
@@ -83,8 +105,11 @@ def layers(ref: str, env=None) -> list[str]:
 
 def test_the_cache_holds_every_steps_layers_under_the_images_tag(written_cache, cache_registry):
     assert CACHE_TAG in registry_json(cache_registry, "tf-cache/tags/list")["tags"]
-    index = registry_json(cache_registry, f"tf-cache/manifests/{CACHE_TAG}",
-                          "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json")
+    index = registry_json(
+        cache_registry,
+        f"tf-cache/manifests/{CACHE_TAG}",
+        "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json",
+    )
     entries = index.get("manifests") or index.get("layers") or []
     config = [m for m in entries if m["mediaType"] == "application/vnd.buildkit.cacheconfig.v0"]
     blobs = [m for m in entries if "layer" in m["mediaType"]]
@@ -94,7 +119,8 @@ def test_the_cache_holds_every_steps_layers_under_the_images_tag(written_cache, 
 
 
 def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for_this_one(
-        written_cache, cache_registry, offline_base, cache_dir, tmp_path, compile_cache, monkeypatch):
+    written_cache, cache_registry, offline_base, cache_dir, tmp_path, compile_cache, monkeypatch
+):
     repo, tag = written_cache
     base_in_registry = f"{cache_registry.host}/base/{offline_base.split('/', 1)[1]}"
     assert docker("tag", offline_base, base_in_registry).returncode == 0
@@ -106,8 +132,23 @@ def test_another_engine_bakes_the_release_from_the_registry_cache_and_builds_for
             out = docker(*args, env=env)
             assert out.returncode == 0, out.stderr
         # the same options (--repo too: the docker-examples name the image), as a CI runner has
-        out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--repo", BAKED, "--build-id", BUILD_ID,
-                      "--layer-cache", repo, "--compile-cache", compile_cache, "-q", env=env)
+        out = builder(
+            "build",
+            "--no-sbom",
+            "--release",
+            "21.08",
+            "--all",
+            "--repo",
+            BAKED,
+            "--build-id",
+            BUILD_ID,
+            "--layer-cache",
+            repo,
+            "--compile-cache",
+            compile_cache,
+            "-q",
+            env=env,
+        )
         assert out.returncode == 0, out.stderr
         log = (cache_dir / "logs" / f"21.08-all-{BUILD_ID}.log").read_text()
         runs = set(re.findall(r"^#builder-step (\d+)/\d+ at [\d.]+s: RUN ", log, re.M))
@@ -144,11 +185,12 @@ def build_on_the_other_engine(e2_env: dict, here: dict, tmp_path, monkeypatch) -
     (context / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nRUN echo {nonce} > /marker\n")
     monkeypatch.setenv("DOCKER_CONFIG", here["DOCKER_CONFIG"])
     log = tmp_path / "small.log"
-    result = BuildKitEngine().build(BuildRequest(context, {"BASE_IMAGE": rootfs}, log_path=log, progress=ProgressMode.QUIET,
-                                                 builder="tfb-e2"))
+    result = BuildKitEngine().build(
+        BuildRequest(context, {"BASE_IMAGE": rootfs}, log_path=log, progress=ProgressMode.QUIET, builder="tfb-e2")
+    )
     try:
         assert re.search(r"^#builder-note built by tfb-e2/", log.read_text(), re.M), log.read_text()[-2000:]
-        assert docker("image", "inspect", rootfs, env=e2_env).returncode == 0   # copied there first
+        assert docker("image", "inspect", rootfs, env=e2_env).returncode == 0  # copied there first
         shown = docker("run", "--rm", "--entrypoint", "cat", result.image_id, "/marker")
         assert shown.stdout.strip() == nonce, shown.stderr
         assert layers(result.image_id)[:-1] == layers(rootfs)
@@ -163,8 +205,9 @@ def ran_runs(log: str) -> list[str]:
     return [cmd for n, cmd in sorted(runs.items(), key=lambda kv: int(kv[0])) if n not in cached]
 
 
-def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: str, cache_dir, tmp_path,
-                             compile_cache: str) -> None:
+def spread_over_both_engines(
+    e2_env: dict, here: dict, repo: str, offline_base: str, cache_dir, tmp_path, compile_cache: str
+) -> None:
     """--builders tfb-e2,default: a release with two variants (a private catalog: the
     shipped releases have one buildable variant each) baked at once, one variant on each
     engine. The second engine has lost the base's name, so the builder copies the base
@@ -172,8 +215,25 @@ def spread_over_both_engines(e2_env: dict, here: dict, repo: str, offline_base: 
     assert docker("rmi", offline_base, env=e2_env).returncode == 0
     spread_env = {**here, "BUILDER_CATALOG": str(two_variants.write(tmp_path / "catalog"))}
     bid = f"{BUILD_ID}-sp"
-    out = builder("build", "--no-sbom", "--release", "21.08", "--all", "--builders", "tfb-e2,default", "--repo", "itest/spread",
-                  "--build-id", bid, "--layer-cache", repo, "--compile-cache", compile_cache, "-q", env=spread_env)
+    out = builder(
+        "build",
+        "--no-sbom",
+        "--release",
+        "21.08",
+        "--all",
+        "--builders",
+        "tfb-e2,default",
+        "--repo",
+        "itest/spread",
+        "--build-id",
+        bid,
+        "--layer-cache",
+        repo,
+        "--compile-cache",
+        compile_cache,
+        "-q",
+        env=spread_env,
+    )
     refs = out.stdout.split()
     try:
         assert out.returncode == 0, out.stderr

@@ -5,6 +5,7 @@ away mid-way, a round trip through a pull, and no secret in what was pushed.
 The plain and the TLS registry are two front ends of one storage, so the 7 GB parent is
 uploaded once per run (the first test); later pushes find their layers in place or mount
 them, as they would on a registry that already holds the release."""
+
 import json
 import os
 import re
@@ -38,8 +39,9 @@ def plain_registry(tmp_path_factory, storage):
 
 @pytest.fixture(scope="module")
 def secure_registry(tmp_path_factory, storage):
-    reg = Registry(tmp_path_factory.mktemp("registry-tls"), tls=True, user=USER, password=PASSWORD,
-                   storage=storage).start()
+    reg = Registry(
+        tmp_path_factory.mktemp("registry-tls"), tls=True, user=USER, password=PASSWORD, storage=storage
+    ).start()
     yield reg
     reg.cleanup()
 
@@ -53,10 +55,12 @@ def api_digest(reg: Registry, name: str, tag: str, auth: bool = False) -> str:
     if not reg.tls:  # the plain front end, in token mode: an anonymous token
         with api(reg, f"{name}/manifests/{tag}", f"repository:{name}:pull", accept, method="HEAD") as r:
             return r.headers["Docker-Content-Digest"]
-    req = urllib.request.Request(f"https://{reg.host}/v2/{name}/manifests/{tag}", method="HEAD", headers={
-        "Accept": accept})
+    req = urllib.request.Request(
+        f"https://{reg.host}/v2/{name}/manifests/{tag}", method="HEAD", headers={"Accept": accept}
+    )
     if auth:
         import base64
+
         req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
     with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=str(reg.ca)), timeout=30) as r:
         return r.headers["Docker-Content-Digest"]
@@ -73,8 +77,9 @@ def derived_small(release_image):
 
 
 def test_push_to_plain_registry_prints_the_verified_digest(release_image, plain_registry):
-    out = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
-                     "--json", "-q")
+    out = builder(
+        "push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "--json", "-q"
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     ref = f"{plain_registry.host}/ml/tensorflow:21.08-tf2-py3"
@@ -86,9 +91,14 @@ def test_push_to_plain_registry_prints_the_verified_digest(release_image, plain_
 def served_digest(reg: Registry, name: str, tag: str) -> str:
     """The digest a plain registry serves for NAME:TAG, whichever manifest type it holds
     (OCI's or Docker's, a manifest or an index)."""
-    accept = ", ".join(["application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
-                        "application/vnd.docker.distribution.manifest.list.v2+json",
-                        "application/vnd.docker.distribution.manifest.v2+json"])
+    accept = ", ".join(
+        [
+            "application/vnd.oci.image.index.v1+json",
+            "application/vnd.oci.image.manifest.v1+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        ]
+    )
     with api(reg, f"{name}/manifests/{tag}", f"repository:{name}:pull", accept, method="HEAD") as r:
         return r.headers["Docker-Content-Digest"]
 
@@ -122,14 +132,16 @@ def test_push_without_registry_goes_where_the_image_names(tmp_path):
 
 
 def test_derived_push_uploads_only_its_new_layers(release_image, derived_small, plain_registry):
-    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
-                     "--json", "-q")
+    parent = builder(
+        "push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "--json", "-q"
+    )
     assert parent.returncode == 0, parent.stderr
     # Into another repository (ml/derived-small): the containerd store would upload the
     # parent's layers again (it makes no cross-repository mounts); the builder mounts
     # them from ml/tensorflow first, where its push of the parent left them.
-    out = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
-                  "--json", "-q")
+    out = builder(
+        "push", derived_small, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "--json", "-q"
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     # Distinct layers: a registry holds a blob once (BuildKit's WORKDIR steps each add the
@@ -140,17 +152,27 @@ def test_derived_push_uploads_only_its_new_layers(release_image, derived_small, 
     assert report["layers_mounted"] == len(parent_layers), report
     assert report["layers_skipped"] == len(parent_layers), report
     assert report["layers_pushed"] == len(derived_layers - parent_layers)
-    assert report["bytes_uploaded"] < 50e6          # jq's layer, not the 4 GB parent
+    assert report["bytes_uploaded"] < 50e6  # jq's layer, not the 4 GB parent
     served = registry_manifest(plain_registry, "ml/derived-small", "jq")
     assert api_digest(plain_registry, "ml/derived-small", "jq") == report["digest"]
-    assert len(served["layers"]) == len(json.loads(docker("image", "inspect", derived_small).stdout)[0]
-                                        ["RootFS"]["Layers"])
+    assert len(served["layers"]) == len(
+        json.loads(docker("image", "inspect", derived_small).stdout)[0]["RootFS"]["Layers"]
+    )
 
 
 def test_wrong_password_is_one_line_and_exit_2(release_image, secure_registry):
     env = {**creds_env(), "REG_PASSWORD": "not-the-password"}
-    out = builder("push", release_image, "--registry", secure_registry.host, "--username-env", "REG_USER",
-                  "--password-env", "REG_PASSWORD", env=env)
+    out = builder(
+        "push",
+        release_image,
+        "--registry",
+        secure_registry.host,
+        "--username-env",
+        "REG_USER",
+        "--password-env",
+        "REG_PASSWORD",
+        env=env,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert lines == [f"error: registry {secure_registry.host} refused the credentials for user '{USER}'"]
@@ -160,9 +182,23 @@ def test_wrong_password_is_one_line_and_exit_2(release_image, secure_registry):
 def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_registry):
     # Into the namespace the plain front end filled: every request is still authenticated
     # over TLS, but the layers are in place (alone, this test uploads the whole image).
-    out = subprocess.run(["builder", "push", derived_small, "--registry", f"{secure_registry.host}/ml",
-                          "--username", USER, "--password-stdin", "-q"], input=PASSWORD + "\n",
-                         capture_output=True, text=True, timeout=3600)
+    out = subprocess.run(
+        [
+            "builder",
+            "push",
+            derived_small,
+            "--registry",
+            f"{secure_registry.host}/ml",
+            "--username",
+            USER,
+            "--password-stdin",
+            "-q",
+        ],
+        input=PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert out.returncode == 0, out.stderr
     ref, digest = out.stdout.strip().split("@")
     assert ref == f"{secure_registry.host}/ml/derived-small:jq"
@@ -171,8 +207,12 @@ def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_reg
     # Round trip: forget the pushed image locally, pull it back, same digest, still conforming.
     docker("rmi", ref)
     docker("rmi", derived_small)
-    login = subprocess.run(["docker", "login", secure_registry.host, "-u", USER, "--password-stdin"],
-                           input=PASSWORD, capture_output=True, text=True)
+    login = subprocess.run(
+        ["docker", "login", secure_registry.host, "-u", USER, "--password-stdin"],
+        input=PASSWORD,
+        capture_output=True,
+        text=True,
+    )
     assert login.returncode == 0, login.stderr
     try:
         pulled = docker("pull", ref)
@@ -181,8 +221,15 @@ def test_push_with_tls_and_credentials_then_round_trip(derived_small, secure_reg
         assert f"{secure_registry.host}/ml/derived-small@{digest}" in repo_digests
         # Same digest means the same bytes, so the conformance suite the parent passed holds;
         # one run shows the pulled image starts and holds its framework and its jq.
-        run = docker("run", "--rm", "--entrypoint", "bash", ref, "-c",
-                     "jq --version && python3 -c 'import tensorflow as tf; print(tf.__version__)'")
+        run = docker(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "bash",
+            ref,
+            "-c",
+            "jq --version && python3 -c 'import tensorflow as tf; print(tf.__version__)'",
+        )
         assert run.returncode == 0 and run.stdout.split()[-1] == "2.5.0", run.stdout + run.stderr
         # Credentials from the user's Docker config (written by `docker login`), none given here.
         again = builder("push", ref, "--registry", f"{secure_registry.host}/ml", "--tag", "from-config", "-q")
@@ -199,27 +246,50 @@ def test_registry_down_fails_after_retries_then_resumes(release_image, derived_s
     again. (The same repository as the parent: on the containerd image store, Docker 26
     mounts only some layers from another repository and uploads the rest, measured 1.23 of
     3.0 GB: docs/explanation/architecture.md, "Facts the BuildKit backend rests on".)"""
-    parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry",
-                     "--json", "-q")
+    parent = builder(
+        "push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "--json", "-q"
+    )
     assert parent.returncode == 0, parent.stderr
     plain_registry.stop()
     try:
-        down = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--tag", "after-outage",
-                       "--tries", "2", "--insecure-registry", "-q")
+        down = builder(
+            "push",
+            derived_small,
+            "--registry",
+            f"{plain_registry.host}/ml",
+            "--tag",
+            "after-outage",
+            "--tries",
+            "2",
+            "--insecure-registry",
+            "-q",
+        )
         assert down.returncode == 1
-        assert re.search(rf"error: push of {re.escape(plain_registry.host)}/ml/derived-small:after-outage "
-                         r"failed after 2 tries: ", down.stderr), down.stderr
+        assert re.search(
+            rf"error: push of {re.escape(plain_registry.host)}/ml/derived-small:after-outage "
+            r"failed after 2 tries: ",
+            down.stderr,
+        ), down.stderr
         assert "retrying in" in down.stderr
     finally:
         plain_registry.start()
-    again = builder("push", derived_small, "--registry", f"{plain_registry.host}/ml", "--tag", "after-outage",
-                    "--insecure-registry", "--json", "-q")
+    again = builder(
+        "push",
+        derived_small,
+        "--registry",
+        f"{plain_registry.host}/ml",
+        "--tag",
+        "after-outage",
+        "--insecure-registry",
+        "--json",
+        "-q",
+    )
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert api_digest(plain_registry, "ml/derived-small", "after-outage") == report["digest"]
     parent_layers = len(set(json.loads(docker("image", "inspect", release_image).stdout)[0]["RootFS"]["Layers"]))
     assert report["layers_skipped"] >= parent_layers, report  # distinct: the registry holds a blob once
-    assert report["bytes_uploaded"] < 50e6          # the parent was mounted, not uploaded again
+    assert report["bytes_uploaded"] < 50e6  # the parent was mounted, not uploaded again
 
 
 @pytest.mark.slow  # it scans what this module's pushes of the release image stored
@@ -255,9 +325,20 @@ def test_plain_registry_without_the_flag_is_refused_before_pushing(release_image
     out = builder("push", release_image, "--registry", f"{plain_registry.host}/refused")
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         f"error: registry {plain_registry.host} speaks plain HTTP, not TLS: pass --insecure-registry to push to it "
-        "(credentials are never sent over plain HTTP)"], out.stderr
+        "(credentials are never sent over plain HTTP)"
+    ], out.stderr
     assert image_id(ref) is None
-    out = builder("push", release_image, "--registry", f"{plain_registry.host}/refused", "--insecure-registry",
-                  "--username-env", "REG_USER", "--password-env", "REG_PASSWORD", env=creds_env())
+    out = builder(
+        "push",
+        release_image,
+        "--registry",
+        f"{plain_registry.host}/refused",
+        "--insecure-registry",
+        "--username-env",
+        "REG_USER",
+        "--password-env",
+        "REG_PASSWORD",
+        env=creds_env(),
+    )
     assert out.returncode == 2 and "credentials are only sent over TLS" in out.stderr, out.stderr
     assert PASSWORD not in out.stderr and image_id(ref) is None

@@ -6,6 +6,7 @@ for the catalog's capabilities, XLA's toolchain, the conformance suite, the Hopp
 Blackwell coverage rows, and the runtime image without a compiler. The module runs first
 (conftest) and at its end removes what it built (images, base, root file system): they
 are the largest of the run and no other test uses them."""
+
 from __future__ import annotations
 
 import json
@@ -58,15 +59,28 @@ def images(cache_dir):
 
     free = shutil.disk_usage("/var/lib/docker").free
     if free < NEEDS_DISK:
-        pytest.skip(f"26.11's devel and runtime images need {NEEDS_DISK / 1e9:.0f} GB of free disk to build; "
-                    f"this machine has {free / 1e9:.1f} GB (docs/PERFORMANCE.md has a run of this module)")
+        pytest.skip(
+            f"26.11's devel and runtime images need {NEEDS_DISK / 1e9:.0f} GB of free disk to build; "
+            f"this machine has {free / 1e9:.1f} GB (docs/PERFORMANCE.md has a run of this module)"
+        )
     recipe = BaseRecipe.for_release(catalog.load().get("26.11"))
     base = f"{REPO}:26.11-tf2-py3"
     refs = [base, f"{base}-{BUILD_ID}", f"{base}-runtime", f"{base}-{BUILD_ID}-runtime"]
     released = False
     try:
-        out = builder("build", "--release", "26.11", "--repo", REPO, "--build-id", BUILD_ID, "--runtime",
-                      *FAST_EXPORT, "--no-sbom", "-q")
+        out = builder(
+            "build",
+            "--release",
+            "26.11",
+            "--repo",
+            REPO,
+            "--build-id",
+            BUILD_ID,
+            "--runtime",
+            *FAST_EXPORT,
+            "--no-sbom",
+            "-q",
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.split() == refs
         docker("builder", "prune", "-af")
@@ -86,8 +100,11 @@ def run_py(image: str, code: str, timeout: int = 600) -> subprocess.CompletedPro
 
 def test_both_images_hold_tensorflow_2_21_on_python_3_13(images):
     for image in images:
-        out = run_py(image, "import sys, tensorflow as tf; print(tf.__version__, sys.version.split()[0], "
-                            "tf.sysconfig.get_build_info()['cuda_version'])")
+        out = run_py(
+            image,
+            "import sys, tensorflow as tf; print(tf.__version__, sys.version.split()[0], "
+            "tf.sysconfig.get_build_info()['cuda_version'])",
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         version, python, cuda = out.stdout.split()[-3:]
         assert (version, cuda) == ("2.21.0", "12.5.1") and python.startswith("3.13."), out.stdout
@@ -117,12 +134,12 @@ def test_coverage_answers_the_hopper_and_blackwell_rows(images):
     cells = coverage_cells(out.stdout)
     tf, ext = component_row(cells, "TensorFlow"), component_row(cells, "tfext")
     assert set(FLEET) <= set(tf)
-    assert tf["9.0"] == "sm_90"                                # Hopper: native
-    for blackwell in ("10.0", "12.0"):                         # TensorFlow's wheel stops at sm_90: its PTX, by JIT
+    assert tf["9.0"] == "sm_90"  # Hopper: native
+    for blackwell in ("10.0", "12.0"):  # TensorFlow's wheel stops at sm_90: its PTX, by JIT
         assert tf[blackwell].startswith("compute_90"), tf
-    for arch in catalog.load().get("26.11").cuda_cc:           # ours: SASS for each of the catalog's
+    for arch in catalog.load().get("26.11").cuda_cc:  # ours: SASS for each of the catalog's
         assert ext[arch] == f"sm_{arch.replace('.', '')}", ext
-    for name in ("cuDNN", "cuBLAS", "NCCL"):                   # NVIDIA's CUDA 12.9 wheels: rows of their own
+    for name in ("cuDNN", "cuBLAS", "NCCL"):  # NVIDIA's CUDA 12.9 wheels: rows of their own
         assert component_row(cells, name)["9.0"] != "none", name
     order = list(tf)
     assert order.index("9.0") < order.index("10.0") < order.index("12.0")
@@ -130,8 +147,11 @@ def test_coverage_answers_the_hopper_and_blackwell_rows(images):
 
 
 def test_xla_finds_ptxas_and_libdevice_in_nvidias_wheel_and_compiles_on_the_cpu(images):
-    out = run_py(images[0], "import json, sys; sys.path.insert(0, '/opt/tensorflow'); import image_report; "
-                            "print(json.dumps(image_report.xla_report()))")
+    out = run_py(
+        images[0],
+        "import json, sys; sys.path.insert(0, '/opt/tensorflow'); import image_report; "
+        "print(json.dumps(image_report.xla_report()))",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     xla = json.loads(out.stdout.splitlines()[-1])
     assert "/nvidia/cuda_nvcc/bin/ptxas" in xla["ptxas"] and xla["ptxas_version"].startswith("12.9"), xla
@@ -158,7 +178,7 @@ def test_the_runtime_image_is_the_devel_images_core_layer_for_layer(images):
     devel, runtime = layers(images[0]), layers(images[1])
     shared = next(i for i, (a, b) in enumerate(zip(devel, runtime)) if a != b)
     base = layers(BaseRecipe.for_release(catalog.load().get("26.11")).tag)
-    assert devel[:len(base)] == base and shared >= len(base) + 3  # the base, pip, the two wheel layers
+    assert devel[: len(base)] == base and shared >= len(base) + 3  # the base, pip, the two wheel layers
     # and the runtime image's own layers are small: what nvbuild.sh built, the examples
     assert len(runtime) - shared <= 6, runtime[shared:]
 
@@ -174,18 +194,43 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
     # the components run there too: DALI's plugin (compiled in devel, copied), JupyterLab, TensorBoard
     for key in ("dev.tfbuilder.dali", "dev.tfbuilder.tools"):
         assert labels(runtime)[key] == labels(devel)[key] and labels(devel)[key], key
-    parts = docker("run", "--rm", "--entrypoint", "python3", runtime, "-c",
-                   "import nvidia.dali.plugin.tf, jupyterlab, tensorboard; print('ok')")
+    parts = docker(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "python3",
+        runtime,
+        "-c",
+        "import nvidia.dali.plugin.tf, jupyterlab, tensorboard; print('ok')",
+    )
     assert parts.returncode == 0 and parts.stdout.split()[-1] == "ok", parts.stderr[-2000:]
-    out = docker("run", "--rm", runtime, "python3", "/workspace/nvidia-examples/cnn/cnn.py",
-                 "--model", "small_cnn", "--num_iter", "3", "--batch_size", "8", "--image_size", "64", timeout=900)
+    out = docker(
+        "run",
+        "--rm",
+        runtime,
+        "python3",
+        "/workspace/nvidia-examples/cnn/cnn.py",
+        "--model",
+        "small_cnn",
+        "--num_iter",
+        "3",
+        "--batch_size",
+        "8",
+        "--image_size",
+        "64",
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert re.search(r"final loss: [0-9.]+", out.stdout + out.stderr)
     sizes = {ref: int(docker("image", "inspect", "--format", "{{.Size}}", ref).stdout) for ref in images}
     assert sizes[runtime] < sizes[devel], sizes
     # inspect reads it like any image, and sends coverage questions to the devel image
     report = json.loads(builder("inspect", runtime, "--json").stdout)
-    assert report["framework"] == "TensorFlow 2.21.0" and report["runtime_of"] == devel and report["driver_libraries"] == []
+    assert (
+        report["framework"] == "TensorFlow 2.21.0"
+        and report["runtime_of"] == devel
+        and report["driver_libraries"] == []
+    )
     table = builder("inspect", runtime, "--coverage")
     assert table.returncode == 0 and f"builder inspect {devel} --coverage" in table.stdout
 
@@ -197,8 +242,15 @@ def test_blackwell_needs_no_opt_in_where_a_newer_ptxas_assembles_it(images):
     plan = builder("build", "--release", "26.11", "--cuda-cc", "12.0", "--dry-run")
     assert plan.returncode == 0 and "PTX JIT" not in plan.stderr, plan.stderr
     # the image's own nvbuild.sh finds that ptxas and says what it assembles
-    out = docker("run", "--rm", "--entrypoint", "bash", images[0], "-c",
-                 "cd /opt/tensorflow && ./nvbuild.sh --sm 9.0,12.0 --configonly --only extension 2>&1")
+    out = docker(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "bash",
+        images[0],
+        "-c",
+        "cd /opt/tensorflow && ./nvbuild.sh --sm 9.0,12.0 --configonly --only extension 2>&1",
+    )
     assert out.returncode == 0, out.stdout[-2000:]
     assert re.search(r"ptxas 12\.9 beside nvcc 12\.4: \S*/nvidia/cuda_nvcc/bin/ptxas", out.stdout), out.stdout[-2000:]
     assert "compute capabilities: 9.0,12.0 (sm_120 by ptxas 12.9 from compute_90)" in out.stdout, out.stdout[-2000:]

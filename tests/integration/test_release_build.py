@@ -1,5 +1,6 @@
 """`builder build` and friends on a real engine: the 21.08 tf2 image, its conformance,
 failures that move no tag, interrupts, toggled builds and in-image rebuilds."""
+
 import json
 import re
 import shutil
@@ -38,21 +39,36 @@ def test_offline_base_is_a_no_op_the_second_time(offline_base):
 
 
 def test_offline_base_layout(offline_base):
-    out = docker("run", "--rm", offline_base, "bash", "-c",
-                 "command -v nvcc cuobjdump && ls -d /usr/local/cuda/bin /usr/local/cuda/include /usr/local/cuda/lib64 "
-                 "&& python3 --version && printenv CUDA_VERSION NVIDIA_VISIBLE_DEVICES NVIDIA_DRIVER_CAPABILITIES "
-                 "NVIDIA_REQUIRE_CUDA")
+    out = docker(
+        "run",
+        "--rm",
+        offline_base,
+        "bash",
+        "-c",
+        "command -v nvcc cuobjdump && ls -d /usr/local/cuda/bin /usr/local/cuda/include /usr/local/cuda/lib64 "
+        "&& python3 --version && printenv CUDA_VERSION NVIDIA_VISIBLE_DEVICES NVIDIA_DRIVER_CAPABILITIES "
+        "NVIDIA_REQUIRE_CUDA",
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("/usr/local/cuda/bin/nvcc\n/usr/local/cuda/bin/cuobjdump\n") and "Python 3.9" in out.stdout
+    assert (
+        out.stdout.startswith("/usr/local/cuda/bin/nvcc\n/usr/local/cuda/bin/cuobjdump\n")
+        and "Python 3.9" in out.stdout
+    )
     assert out.stdout.split()[-4:] == ["11.2", "all", "compute,utility,video", "cuda>=11.2"]
 
 
 def test_offline_base_leaves_out_cuda_static_libraries_but_nvcc_links(offline_base):
     """dpkg leaves CUDA's static libraries out (1.5 GB); nvcc's default link still works."""
-    out = docker("run", "--rm", offline_base, "bash", "-c",
-                 "cd /tmp && ls /usr/lib/x86_64-linux-gnu/ | grep -E '_static.*\\.a$'; "
-                 "printf '__global__ void k(){}\\nint main(){k<<<1,1>>>(); return 0;}\\n' > t.cu "
-                 "&& nvcc -o t t.cu && echo linked && apt-get check >/dev/null && echo apt-consistent")
+    out = docker(
+        "run",
+        "--rm",
+        offline_base,
+        "bash",
+        "-c",
+        "cd /tmp && ls /usr/lib/x86_64-linux-gnu/ | grep -E '_static.*\\.a$'; "
+        "printf '__global__ void k(){}\\nint main(){k<<<1,1>>>(); return 0;}\\n' > t.cu "
+        "&& nvcc -o t t.cu && echo linked && apt-get check >/dev/null && echo apt-consistent",
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["libcudart_static.a", "linked", "apt-consistent"], out.stdout
 
@@ -60,11 +76,17 @@ def test_offline_base_leaves_out_cuda_static_libraries_but_nvcc_links(offline_ba
 def test_offline_base_has_no_driver_libraries_and_consistent_packages(offline_base):
     """Debian's toolkit depends on the driver's libraries; a placeholder package stands in
     for them, so the host's (injected by the NVIDIA container toolkit) are the only ones."""
-    out = docker("run", "--rm", offline_base, "bash", "-c",
-                 "ldconfig -p | grep -E 'libcuda\\.so\\.1|libnvidia-ml\\.so\\.1|libnvidia-ptxjitcompiler' ; "
-                 "find / -xdev \\( -name 'libcuda.so.*' -o -name 'libnvidia-ml.so.*' \\) -not -path '*/stubs/*'; "
-                 "dpkg-query -W -f '${Package} ${Status}\\n' host-provided-nvidia-driver libcuda1 libnvidia-ml1 2>&1; "
-                 "apt-get check >/dev/null && echo apt-consistent")
+    out = docker(
+        "run",
+        "--rm",
+        offline_base,
+        "bash",
+        "-c",
+        "ldconfig -p | grep -E 'libcuda\\.so\\.1|libnvidia-ml\\.so\\.1|libnvidia-ptxjitcompiler' ; "
+        "find / -xdev \\( -name 'libcuda.so.*' -o -name 'libnvidia-ml.so.*' \\) -not -path '*/stubs/*'; "
+        "dpkg-query -W -f '${Package} ${Status}\\n' host-provided-nvidia-driver libcuda1 libnvidia-ml1 2>&1; "
+        "apt-get check >/dev/null && echo apt-consistent",
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "host-provided-nvidia-driver install ok installed" in lines
@@ -90,10 +112,17 @@ def test_the_release_image_was_built_by_buildkit_with_a_step_log(release_image, 
     assert ours and all(line.startswith("buildkit.dockerfile.v0|") for line in ours), ours
     log = (cache_dir / "logs" / f"21.08-tf2-py3-{BUILD_ID}.log").read_text()
     assert re.search(r"^#builder-step \d+/\d+ at [\d.]+s: RUN \./nvbuild\.sh --only horovod", log, re.M)
-    assert "nvbuild.sh: horovod compile phase" in log      # the steps' own output is there too
+    assert "nvbuild.sh: horovod compile phase" in log  # the steps' own output is there too
     # No compile or pip cache in any layer (ccache's mount stays in BuildKit's cache).
-    held = docker("run", "--rm", "--entrypoint", "bash", release_image, "-c",
-                  "find /var/cache/nvbuild /root/.cache/pip /tmp/ccache -mindepth 1 2>/dev/null; true")
+    held = docker(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "bash",
+        release_image,
+        "-c",
+        "find /var/cache/nvbuild /root/.cache/pip /tmp/ccache -mindepth 1 2>/dev/null; true",
+    )
     assert held.returncode == 0 and held.stdout.strip() == "", held.stdout[:2000]
 
 
@@ -101,7 +130,9 @@ def test_release_image_tags_and_labels(release_image):
     assert image_id(release_image) == image_id(f"{release_image}-{BUILD_ID}")
     lab = labels(release_image)
     assert lab["dev.tfbuilder.release"] == "21.08" and lab["dev.tfbuilder.variant"] == "tf2-py3"
-    assert lab["dev.tfbuilder.base"] == "offline" and lab["dev.tfbuilder.base-image"].startswith("local/cuda-base:bullseye")
+    assert lab["dev.tfbuilder.base"] == "offline" and lab["dev.tfbuilder.base-image"].startswith(
+        "local/cuda-base:bullseye"
+    )
     assert lab["com.nvidia.build.id"] == BUILD_ID
     # Read back from the image, not copied from the request.
     assert lab["dev.tfbuilder.framework-version"] == "2.5.0"
@@ -122,8 +153,9 @@ def test_banner_and_shared_memory_note(release_image):
     plain = docker("run", "--rm", release_image)
     assert plain.returncode == 0
     # the catalog's vendor, not NVIDIA, is the image's maker (no NVIDIA copyright by default)
-    assert "tf-image-builder release 21.08-tf2 (build itest), built from the NGC TensorFlow 21.08 recipe" \
-        in plain.stdout
+    assert (
+        "tf-image-builder release 21.08-tf2 (build itest), built from the NGC TensorFlow 21.08 recipe" in plain.stdout
+    )
     assert "NVIDIA Release" not in plain.stdout and "NVIDIA CORPORATION" not in plain.stdout
     assert "Copyright 2017-2021 The TensorFlow Authors." in plain.stdout
     assert "TensorFlow Version 2.5.0" in plain.stdout
@@ -160,13 +192,13 @@ def test_inspect_coverage_table(release_image):
     cells = coverage_cells(out.stdout)
     tf, ext, hvd = (component_row(cells, n) for n in ("TensorFlow", "tfext", "Horovod"))
     assert set(tf) == {"5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
-    assert cells["_pywrap_tensorflow_internal.so"]["8.6"] == "sm_80"   # TensorFlow's wheel: sm_80 SASS runs on 8.6
-    assert ext["8.6"] == hvd["8.6"] == "sm_86"                          # the extension and Horovod: native code
-    for gpu in ("9.0", "10.0", "12.0"):                                 # Hopper and Blackwell: PTX JIT, from each binary's newest
+    assert cells["_pywrap_tensorflow_internal.so"]["8.6"] == "sm_80"  # TensorFlow's wheel: sm_80 SASS runs on 8.6
+    assert ext["8.6"] == hvd["8.6"] == "sm_86"  # the extension and Horovod: native code
+    for gpu in ("9.0", "10.0", "12.0"):  # Hopper and Blackwell: PTX JIT, from each binary's newest
         assert tf[gpu].startswith("compute_80") and ext[gpu] == hvd[gpu] == "compute_86", (tf, ext)
-    for name in ("cuDNN", "cuBLAS", "NCCL"):                            # NVIDIA's libraries have rows of their own
+    for name in ("cuDNN", "cuBLAS", "NCCL"):  # NVIDIA's libraries have rows of their own
         assert component_row(cells, name)["8.6"].startswith("sm_"), name
-    assert component_row(cells, "NCCL")["12.0"] == "none"               # NCCL 2.13 (CUDA 11): SASS up to sm_80, no PTX
+    assert component_row(cells, "NCCL")["12.0"] == "none"  # NCCL 2.13 (CUDA 11): SASS up to sm_80, no PTX
     assert "libcudnn_cnn_infer.so.8" in cells
     verdicts = coverage_verdicts(out.stdout)
     assert verdicts["8.6"].startswith("runs natively") and verdicts["12.0"].startswith("cannot run: NCCL")
@@ -180,19 +212,46 @@ def test_failed_build_keeps_the_previous_image_and_shows_the_failing_step(releas
     kernel = sorted((broken / "csrc").rglob("*.cc"))[0]
     kernel.write_text(kernel.read_text() + "\n#error broken on purpose\n")
     before = image_id(release_image)
-    out = builder("build", "--no-sbom", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", "broken",
-                  "--framework-src", str(broken), "--compile-cache", compile_cache)
+    out = builder(
+        "build",
+        "--no-sbom",
+        "--release",
+        "21.08",
+        "--variant",
+        "tf2-py3",
+        "--repo",
+        REPO,
+        "--build-id",
+        "broken",
+        "--framework-src",
+        str(broken),
+        "--compile-cache",
+        compile_cache,
+    )
     assert out.returncode == 1
     assert "failing step: step" in out.stderr and "RUN ./nvbuild.sh" in out.stderr
     assert "nvbuild.sh: compile phase failed" in out.stderr
-    assert kernel.name in out.stderr and "broken on purpose" in out.stderr      # the compiler's own message
+    assert kernel.name in out.stderr and "broken on purpose" in out.stderr  # the compiler's own message
     assert image_id(release_image) == before
     assert image_id(f"{REPO}:21.08-tf2-py3-broken") is None
 
 
 def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_tag, compile_cache):
-    out = builder("build", "--no-sbom", "--release", "21.08", "--cuda-cc", "7.0,8.0", "--no-xla", "--gcp",
-                  "--tag", scratch_tag, "--compile-cache", compile_cache, "-q")
+    out = builder(
+        "build",
+        "--no-sbom",
+        "--release",
+        "21.08",
+        "--cuda-cc",
+        "7.0,8.0",
+        "--no-xla",
+        "--gcp",
+        "--tag",
+        scratch_tag,
+        "--compile-cache",
+        compile_cache,
+        "-q",
+    )
     assert out.returncode == 0, out.stderr
     test = builder("test", scratch_tag)
     assert test.returncode == 0, test.stdout[-3000:]
@@ -209,14 +268,23 @@ def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_ta
 def test_nvbuild_rebuilds_inside_the_image(release_image, compile_cache):
     """nvbuild.sh run by hand in a container, with the run's compile cache (the release
     build's CPU units come from it; the sm_86 kernels are new)."""
-    out = docker("run", "--rm", "--network", "host", "--entrypoint", "bash", release_image, "-c",
-                 f"cd /opt/tensorflow && ./nvbuild.sh --only extension --sm 8.6 --noclean --cache {compile_cache} >/tmp/log 2>&1 "
-                 "|| { cat /tmp/log; exit 1; }; grep -c 'horovod' /tmp/log; "
-                 "cd / && python3 -c 'import tfext; print(tfext.sysconfig.get_build_info()[\"cuda_compute_capabilities\"])' "
-                 "&& ls /opt/tensorflow/tensorflow-source/build")
+    out = docker(
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--entrypoint",
+        "bash",
+        release_image,
+        "-c",
+        f"cd /opt/tensorflow && ./nvbuild.sh --only extension --sm 8.6 --noclean --cache {compile_cache} >/tmp/log 2>&1 "
+        "|| { cat /tmp/log; exit 1; }; grep -c 'horovod' /tmp/log; "
+        "cd / && python3 -c 'import tfext; print(tfext.sysconfig.get_build_info()[\"cuda_compute_capabilities\"])' "
+        "&& ls /opt/tensorflow/tensorflow-source/build",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "['sm_86', 'compute_86']" in out.stdout
-    assert out.stdout.split()[0] == "0"                # --only extension: Horovod untouched
+    assert out.stdout.split()[0] == "0"  # --only extension: Horovod untouched
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -230,9 +298,25 @@ def test_interrupt_moves_no_tag_and_leaves_no_build_container(release_image, sig
     # the run's cache: a loopback URL would put the build on the host network, whose steps
     # share no layer with the release image's (70 s and 5 GB more, before the interrupt).
     dead_cache = f"http://{docker_bridge_address()}:{free_port()}/ccache"
-    proc = subprocess.Popen(["builder", "build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO,
-                             "--build-id", f"int{code}", "--compile-cache", dead_cache],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "builder",
+            "build",
+            "--release",
+            "21.08",
+            "--variant",
+            "tf2-py3",
+            "--repo",
+            REPO,
+            "--build-id",
+            f"int{code}",
+            "--compile-cache",
+            dead_cache,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Wait until that RUN step is executing, then interrupt.
     deadline = time.monotonic() + 300
     seen = ""
@@ -258,8 +342,22 @@ def test_build_args_reach_the_build_but_never_the_image(release_image, compile_c
     prints the steps; `--json` says what was built; an argument the Dockerfile does not
     declare is refused in one line, building nothing."""
     secret = f"s3cret{uuid.uuid4().hex[:8]}"
-    common = ["build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", BUILD_ID,
-              "--compile-cache", compile_cache, "-t", scratch_tag, "--no-sbom"]
+    common = [
+        "build",
+        "--release",
+        "21.08",
+        "--variant",
+        "tf2-py3",
+        "--repo",
+        REPO,
+        "--build-id",
+        BUILD_ID,
+        "--compile-cache",
+        compile_cache,
+        "-t",
+        scratch_tag,
+        "--no-sbom",
+    ]
     out = builder(*common, "--build-arg", f"HTTP_PROXY=http://u:{secret}@127.0.0.1:9", "--progress", "plain", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout)  # JSON alone on stdout, the progress on stderr
@@ -277,13 +375,14 @@ def test_build_args_reach_the_build_but_never_the_image(release_image, compile_c
 
 def test_bad_inputs_change_nothing(release_image):
     before = image_id(release_image)
-    for args, text in ((["--cuda-cc", "9.9"], "9.9 is not a GPU architecture"),
-                       (["--base", "no/such-image:1", "-t", "itest/custom:1"],
-                        "does not exist locally and cannot be pulled"),
-                       (["--base", "no/such-image:1"], "a custom base makes a different image"),
-                       (["--framework-src", "/nonexistent"], "is not a directory"),
-                       (["--hdfs"], "needs libhdfs.so from a Hadoop client"),
-                       (["--variant", "tf1-py3"], "TensorFlow 1.15.5 has no wheel for Python")):
+    for args, text in (
+        (["--cuda-cc", "9.9"], "9.9 is not a GPU architecture"),
+        (["--base", "no/such-image:1", "-t", "itest/custom:1"], "does not exist locally and cannot be pulled"),
+        (["--base", "no/such-image:1"], "a custom base makes a different image"),
+        (["--framework-src", "/nonexistent"], "is not a directory"),
+        (["--hdfs"], "needs libhdfs.so from a Hadoop client"),
+        (["--variant", "tf1-py3"], "TensorFlow 1.15.5 has no wheel for Python"),
+    ):
         out = builder("build", "--no-sbom", "--release", "21.08", "--repo", REPO, *args)
         assert out.returncode == 2 and text in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1

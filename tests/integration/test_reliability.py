@@ -1,6 +1,7 @@
 """The fault battery: interrupts during a push, concurrent builds, an unreachable engine,
 conflicting options. (Interrupts during a build, registry faults, secrets and patch
 failures have their tests beside the features; docs/RELIABILITY.md lists them all.)"""
+
 import json
 import os
 import shutil
@@ -19,26 +20,36 @@ from .registries import Registry
 
 def test_unreachable_engine_is_one_line_exit_2(tmp_path):
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    for args in (["build", "--release", "21.08"], ["push", "x:y", "--registry", "localhost:5000"],
-                 ["test", "x:y"], ["base", "--release", "21.08"]):
+    for args in (
+        ["build", "--release", "21.08"],
+        ["push", "x:y", "--registry", "localhost:5000"],
+        ["test", "x:y"],
+        ["base", "--release", "21.08"],
+    ):
         out = builder(*args, env=env)
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr.strip().splitlines() == [
             f"error: cannot reach the Docker engine at unix://{tmp_path}/no-engine.sock (DockerException); "
-            "start it with `bash scripts/setup.sh`"], out.stderr
+            "start it with `bash scripts/setup.sh`"
+        ], out.stderr
     doctor = builder("doctor", env=env)
     assert doctor.returncode == 1 and "FAIL engine" in doctor.stdout
 
 
-@pytest.mark.parametrize("args,text", [
-    (["build", "--release", "21.08", "--all", "--variant", "tf2-py3"], "--all and --variant exclude each other"),
-    (["build", "--release", "21.08", "--all", "--tag", "a/b:c"], "--tag names one image"),
-    (["build", "--release", "21.08", "--bake-ca"], "--bake-ca needs at least one --ca-bundle"),
-    (["build", "--release", "21.08", "--env", "TF_ENABLE_XLA=0"], "TF_ENABLE_XLA is a build parameter"),
-    (["push", "a:b", "--registry", "localhost:5000", "--password-stdin", "--password-env", "X"],
-     "exclude each other"),
-    (["render", "--all", "--release", "21.08"], "--all renders the catalog as it is"),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (["build", "--release", "21.08", "--all", "--variant", "tf2-py3"], "--all and --variant exclude each other"),
+        (["build", "--release", "21.08", "--all", "--tag", "a/b:c"], "--tag names one image"),
+        (["build", "--release", "21.08", "--bake-ca"], "--bake-ca needs at least one --ca-bundle"),
+        (["build", "--release", "21.08", "--env", "TF_ENABLE_XLA=0"], "TF_ENABLE_XLA is a build parameter"),
+        (
+            ["push", "a:b", "--registry", "localhost:5000", "--password-stdin", "--password-env", "X"],
+            "exclude each other",
+        ),
+        (["render", "--all", "--release", "21.08"], "--all renders the catalog as it is"),
+    ],
+)
 def test_conflicting_options_change_nothing(args, text):
     images = lambda: set(docker("images", "-aq", "--no-trunc").stdout.split())  # noqa: E731 (order varies)
     before = images()
@@ -52,10 +63,14 @@ def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_
     reg = Registry(tmp_path_factory.mktemp(f"registry-int{code}")).start()
     ref = f"{reg.host}/tensorflow:21.08-tf2-py3"
     try:
-        proc = subprocess.Popen(["builder", "push", release_image, "--registry", reg.host, "--insecure-registry"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            ["builder", "push", release_image, "--registry", reg.host, "--insecure-registry"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:   # wait until layers are on their way
+        while time.monotonic() < deadline:  # wait until layers are on their way
             if any(reg.storage.rglob("data")) or list(reg.storage.rglob("_uploads")):
                 break
             time.sleep(0.2)
@@ -64,11 +79,11 @@ def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == code, err
         assert "no tag was moved" in err
-        assert image_id(ref) is None                      # the local registry tag was taken back
+        assert image_id(ref) is None  # the local registry tag was taken back
         req = urllib.request.Request(f"http://{reg.host}/v2/tensorflow/manifests/21.08-tf2-py3", method="HEAD")
         with pytest.raises(urllib.error.HTTPError) as exc:
             urllib.request.urlopen(req, timeout=10)
-        assert exc.value.code == 404                      # nothing was published under the tag
+        assert exc.value.code == 404  # nothing was published under the tag
     finally:
         reg.cleanup()
 
@@ -76,10 +91,30 @@ def test_interrupted_push_moves_no_tag_and_publishes_nothing(release_image, tmp_
 def test_two_builds_at_once_both_tag_correctly(release_image, compile_cache):
     """Two builds of different images run at once (they share every layer up to the
     environment defaults) and each tag names its own result."""
-    procs = [subprocess.Popen(["builder", "build", "--no-sbom", "--release", "21.08", "--repo", f"itest/concurrent-{i}",
-                               "--build-id", f"c-{i}", "--env", f"CONCURRENT_MARKER={i}",
-                               "--compile-cache", compile_cache, "-q"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [
+                "builder",
+                "build",
+                "--no-sbom",
+                "--release",
+                "21.08",
+                "--repo",
+                f"itest/concurrent-{i}",
+                "--build-id",
+                f"c-{i}",
+                "--env",
+                f"CONCURRENT_MARKER={i}",
+                "--compile-cache",
+                compile_cache,
+                "-q",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in (1, 2)
+    ]
     results = [p.communicate(timeout=1800) + (p.returncode,) for p in procs]
     for _out, err, rc in results:
         assert rc == 0, err
@@ -93,9 +128,30 @@ def test_two_builds_at_once_both_tag_correctly(release_image, compile_cache):
 
 
 def test_two_builds_of_the_same_tag_end_with_one_consistent_image(release_image, scratch_tag, compile_cache):
-    procs = [subprocess.Popen(["builder", "build", "--no-sbom", "--release", "21.08", "--tag", scratch_tag, "--build-id", f"same-{i}",
-                               "--env", f"RACE_MARKER={i}", "--compile-cache", compile_cache, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [
+                "builder",
+                "build",
+                "--no-sbom",
+                "--release",
+                "21.08",
+                "--tag",
+                scratch_tag,
+                "--build-id",
+                f"same-{i}",
+                "--env",
+                f"RACE_MARKER={i}",
+                "--compile-cache",
+                compile_cache,
+                "-q",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in (1, 2)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=1800)
         assert p.returncode == 0, err
@@ -134,9 +190,28 @@ def tiny_engine():
     # Its own (empty) daemon.json: the machine's turns on the containerd store, which
     # refuses --storage-driver and would keep a second copy of each layer in the tmpfs.
     Path(root, "daemon.json").write_text("{}")
-    proc = subprocess.Popen(["dockerd", "--config-file", f"{root}/daemon.json", "--data-root", f"{root}/data", "--exec-root", f"{root}/x", "--pidfile",
-                             f"{root}/pid", "-H", sock, "-b", BRIDGE, "--iptables=false", "--ip-masq=false",
-                             "--storage-driver=overlay2"], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            "dockerd",
+            "--config-file",
+            f"{root}/daemon.json",
+            "--data-root",
+            f"{root}/data",
+            "--exec-root",
+            f"{root}/x",
+            "--pidfile",
+            f"{root}/pid",
+            "-H",
+            sock,
+            "-b",
+            BRIDGE,
+            "--iptables=false",
+            "--ip-masq=false",
+            "--storage-driver=overlay2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     env = {**os.environ, "DOCKER_HOST": sock}
     try:
         for _ in range(100):
@@ -159,8 +234,9 @@ def tiny_engine():
         subprocess.run(["umount", "-l", root], capture_output=True)
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
-        assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0, \
+        assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0, (
             "the throwaway engine took the main engine's docker0 with it"
+        )
 
 
 def test_full_disk_reported_by_the_engine(offline_base, tiny_engine):
@@ -170,8 +246,18 @@ def test_full_disk_reported_by_the_engine(offline_base, tiny_engine):
     env, root = tiny_engine
     free = shutil.disk_usage(root).free
     subprocess.run(["fallocate", "-l", str(max(free - 256 * 1024, 0)), str(root / "filler")], check=True)
-    out = builder("build", "--no-sbom", "--release", "21.08", "--base", "local/debian-rootfs:bullseye", "--tag", "tiny/full:1",
-                  "-q", env=env)
+    out = builder(
+        "build",
+        "--no-sbom",
+        "--release",
+        "21.08",
+        "--base",
+        "local/debian-rootfs:bullseye",
+        "--tag",
+        "tiny/full:1",
+        "-q",
+        env=env,
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     assert "the engine ran out of disk space" in out.stderr and "no tag was moved" in out.stderr
     listed = subprocess.run(["docker", "images", "-q", "tiny/full:1"], env=env, capture_output=True, text=True)

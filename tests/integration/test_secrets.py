@@ -1,5 +1,6 @@
 """Corporate settings reach the build but never the image: not a layer, not the config,
 not the history; the CA and the pip credentials not even the build log."""
+
 import functools
 import io
 import json
@@ -15,15 +16,32 @@ from .conftest import builder, docker
 from .registries import Registry
 
 TOKEN = f"S3CRET-{uuid.uuid4().hex}"
-MIRROR = "http://deb.debian.org:80/debian"   # the real archive, spelled so it can be recognised
+MIRROR = "http://deb.debian.org:80/debian"  # the real archive, spelled so it can be recognised
 
 
 @pytest.fixture(scope="module")
 def test_ca(tmp_path_factory):
     d = tmp_path_factory.mktemp("ca")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", f"/CN=itest-corp-ca-{uuid.uuid4().hex[:8]}", "-keyout", str(d / "ca.key"),
-                    "-out", str(d / "ca.pem")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=itest-corp-ca-{uuid.uuid4().hex[:8]}",
+            "-keyout",
+            str(d / "ca.key"),
+            "-out",
+            str(d / "ca.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     pem = (d / "ca.pem").read_text()
     marker = pem.splitlines()[5]  # a line of the certificate body, unique to this CA
     return d / "ca.pem", marker
@@ -36,8 +54,8 @@ def image_meta(ref: str) -> dict:
 def new_layers(image: str, base: str) -> list[str]:
     """The layers IMAGE adds on top of BASE (diff ids, bottom first)."""
     ours, theirs = image_meta(image)["RootFS"]["Layers"], image_meta(base)["RootFS"]["Layers"]
-    assert ours[:len(theirs)] == theirs, f"{image} is not built on {base}"
-    return ours[len(theirs):]
+    assert ours[: len(theirs)] == theirs, f"{image} is not built on {base}"
+    return ours[len(theirs) :]
 
 
 def _entries(top: Path):
@@ -97,6 +115,7 @@ def layer_files_on_disk(image: str, count: int):
         for layer in layers:
             with open(content_blob(layer["digest"]), "rb") as f:
                 yield from _tar_entries(layer["digest"][:19], f)
+
     return walk()
 
 
@@ -166,18 +185,38 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
     ca, marker = test_ca
     # The pip credentials come from the environment (argv would show them in `ps`).
     # --no-cache: settings are not part of BuildKit's cache keys, so a cached step would not show them used
-    out = builder("derive", "--no-sbom", "--from", release_image, "--apt", "jq", "--tag", scratch_tag, "--no-test", "--no-cache",
-                  "--layer-cache", f"{cache_registry.host}/derived-cache",
-                  "--apt-mirror", MIRROR, "--pip-index", "https://pypi.invalid/simple",
-                  "--pip-index-credentials-env", "ITEST_PIP_CREDS", "--ca-bundle", str(ca), "-q",
-                  env={**os.environ, "ITEST_PIP_CREDS": f"itest:{TOKEN}"})
+    out = builder(
+        "derive",
+        "--no-sbom",
+        "--from",
+        release_image,
+        "--apt",
+        "jq",
+        "--tag",
+        scratch_tag,
+        "--no-test",
+        "--no-cache",
+        "--layer-cache",
+        f"{cache_registry.host}/derived-cache",
+        "--apt-mirror",
+        MIRROR,
+        "--pip-index",
+        "https://pypi.invalid/simple",
+        "--pip-index-credentials-env",
+        "ITEST_PIP_CREDS",
+        "--ca-bundle",
+        str(ca),
+        "-q",
+        env={**os.environ, "ITEST_PIP_CREDS": f"itest:{TOKEN}"},
+    )
     assert out.returncode == 0, out.stderr
     log = (cache_dir / "logs" / f"derive-{scratch_tag.replace('/', '_').replace(':', '_')}.log").read_text()
     assert "deb.debian.org:80" in log, "the apt mirror from the settings was not used"
     assert TOKEN not in log and marker not in log
     # jq's dpkg record is in the derived layers: the scan sees what a layer holds.
-    found = scan(scratch_tag, release_image, ["Package: jq\n", TOKEN, marker, "deb.debian.org:80", "pypi.invalid"],
-                 tmp_path)
+    found = scan(
+        scratch_tag, release_image, ["Package: jq\n", TOKEN, marker, "deb.debian.org:80", "pypi.invalid"], tmp_path
+    )
     assert [f for f in found if f.endswith("Package: jq\n")], "the scan did not see the derived layers"
     assert [f for f in found if not f.endswith("Package: jq\n")] == []
     # The exported cache: every blob but the parent's own layers (the image scan above
@@ -185,8 +224,9 @@ def test_settings_are_used_but_not_kept(release_image, test_ca, scratch_tag, tmp
     parent = stored_manifest(image_meta(release_image)["Id"])
     skip = {layer["digest"] for layer in (parent or {}).get("layers", [])}
     needles = ["Package: jq\n", TOKEN, marker, "deb.debian.org:80", "pypi.invalid"]
-    in_cache = [f"{where}: {n}" for where, data in cache_entries(cache_registry, skip)
-                for n in needles if n.encode() in data]
+    in_cache = [
+        f"{where}: {n}" for where, data in cache_entries(cache_registry, skip) for n in needles if n.encode() in data
+    ]
     assert [f for f in in_cache if f.endswith("Package: jq\n")], "the scan did not see the cache's new layers"
     assert [f for f in in_cache if not f.endswith("Package: jq\n")] == []
 
@@ -200,8 +240,20 @@ def test_bake_ca_puts_the_ca_in_the_trust_store(release_image, scratch_tag, comp
     new = [line for line in host.splitlines() if len(line) == 64 and line not in before]
     if not new:
         pytest.skip("this machine's CA bundle holds nothing Debian's does not")
-    out = builder("build", "--no-sbom", "--release", "21.08", "--tag", scratch_tag, "--ca-bundle", "/etc/ssl/certs/ca-certificates.crt",
-                  "--bake-ca", "--compile-cache", compile_cache, "-q")
+    out = builder(
+        "build",
+        "--no-sbom",
+        "--release",
+        "21.08",
+        "--tag",
+        scratch_tag,
+        "--ca-bundle",
+        "/etc/ssl/certs/ca-certificates.crt",
+        "--bake-ca",
+        "--compile-cache",
+        compile_cache,
+        "-q",
+    )
     assert out.returncode == 0, out.stderr
     bundle = docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/etc/ssl/certs/ca-certificates.crt")
     assert new[0] in bundle.stdout
@@ -213,8 +265,18 @@ def test_bake_ca_without_a_bundle_is_refused():
 
 
 def test_credentials_on_the_command_line_are_refused():
-    out = builder("derive", "--no-sbom", "--from", "x:y", "--apt", "jq", "--tag", "a/b:c",
-                  "--pip-index", f"https://itest:{TOKEN}@pypi.invalid/simple")
+    out = builder(
+        "derive",
+        "--no-sbom",
+        "--from",
+        "x:y",
+        "--apt",
+        "jq",
+        "--tag",
+        "a/b:c",
+        "--pip-index",
+        f"https://itest:{TOKEN}@pypi.invalid/simple",
+    )
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "--pip-index-credentials-file" in out.stderr and TOKEN not in out.stderr
 
@@ -234,8 +296,23 @@ def test_settings_server_answers_containers_only(release_image, tmp_path, monkey
     pip = f"https://itest:{TOKEN}@pypi.invalid/simple"
 
     def in_container(url):
-        return docker("run", "--rm", "--network", "host", "-v", f"{wrapper}:/w:ro", "-e", f"BUILD_SETTINGS={url}",
-                      "--entrypoint", "bash", release_image, "/w", "bash", "-c", 'printf "%s" "$PIP_INDEX_URL"')
+        return docker(
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            "-v",
+            f"{wrapper}:/w:ro",
+            "-e",
+            f"BUILD_SETTINGS={url}",
+            "--entrypoint",
+            "bash",
+            release_image,
+            "/w",
+            "bash",
+            "-c",
+            'printf "%s" "$PIP_INDEX_URL"',
+        )
 
     with settings_server.serve_settings(BuildSettings(pip_index=pip)) as url:
         with pytest.raises(urllib.error.HTTPError) as exc:

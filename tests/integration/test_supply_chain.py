@@ -3,6 +3,7 @@ builder compiled in it, `builder push --sign` (cosign, a key pair, no transparen
 to Debian's docker-registry on loopback, and `builder verify`: a good image passes, a
 retagged one and a wrong key fail in one line with exit 1, a missing key password stops
 the push before anything is uploaded."""
+
 import json
 import os
 import subprocess
@@ -29,8 +30,13 @@ def keys(tmp_path_factory):
     found = {}
     for who in ("ours", "theirs"):
         d = tmp_path_factory.mktemp(f"keys-{who}")
-        out = subprocess.run(["cosign", "generate-key-pair"], cwd=d, capture_output=True, text=True,
-                             env={**os.environ, "COSIGN_PASSWORD": PASSWORD})
+        out = subprocess.run(
+            ["cosign", "generate-key-pair"],
+            cwd=d,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COSIGN_PASSWORD": PASSWORD},
+        )
         assert out.returncode == 0, out.stderr
         found[who] = (d / "cosign.key", d / "cosign.pub")
     return found
@@ -49,31 +55,58 @@ def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(rele
     wanted = catalog.load().get("21.08").variant("tf2-py3").framework_version
     assert [c["version"] for c in by_name["tensorflow"]] == [wanted]
     assert "libc6" in by_name and "numpy" in by_name  # a Debian package, a Python one
-    info = json.loads(docker("run", "--rm", "--entrypoint", "cat", release_image,
-                             "/opt/tensorflow/build-info.json").stdout)
+    info = json.loads(
+        docker("run", "--rm", "--entrypoint", "cat", release_image, "/opt/tensorflow/build-info.json").stdout
+    )
     ext = {p["name"]: p["value"] for p in by_name["tfext"][0]["properties"]}
     assert ext["dev.tfbuilder:source-sha256"] == info["extension"]["source_digest"]  # measured in the image
     [hvd] = by_name["horovod"]
     assert hvd["version"] == info["horovod"]["version"]
     assert any(p["name"] == "dev.tfbuilder:source-sha256" for p in hvd["properties"])
-    assert doc["metadata"]["component"] == {"bom-ref": "tfbuilder:image", "type": "container",
-                                            "name": release_image, "version": image_id}
+    assert doc["metadata"]["component"] == {
+        "bom-ref": "tfbuilder:image",
+        "type": "container",
+        "name": release_image,
+        "version": image_id,
+    }
     assert json.loads(made.read_text()) == doc  # the build's, not made again
 
 
 def test_a_signed_push_verifies_and_a_retagged_image_or_another_key_does_not(
-        release_image, offline_base, signing_registry, keys, tmp_path):
+    release_image, offline_base, signing_registry, keys, tmp_path
+):
     (key, pub), (_, other_pub) = keys["ours"], keys["theirs"]
     host = signing_registry.host
     env = {**os.environ, "TFB_KEY_PW": PASSWORD}
     # no password for the key: refused before anything is uploaded
-    out = builder("push", release_image, "--registry", f"{host}/ml", "--insecure-registry", "--sign", str(key),
-                  "--key-password-env", "TFB_NO_SUCH_VAR", "-q")
+    out = builder(
+        "push",
+        release_image,
+        "--registry",
+        f"{host}/ml",
+        "--insecure-registry",
+        "--sign",
+        str(key),
+        "--key-password-env",
+        "TFB_NO_SUCH_VAR",
+        "-q",
+    )
     assert out.returncode == 2 and "TFB_NO_SUCH_VAR, which is not set" in out.stderr
     assert "ml/tensorflow" not in api(signing_registry, "_catalog", "registry:catalog:*").read().decode()
 
-    out = builder("push", release_image, "--registry", f"{host}/ml", "--insecure-registry", "--sign", str(key),
-                  "--key-password-env", "TFB_KEY_PW", "-q", env=env)
+    out = builder(
+        "push",
+        release_image,
+        "--registry",
+        f"{host}/ml",
+        "--insecure-registry",
+        "--sign",
+        str(key),
+        "--key-password-env",
+        "TFB_KEY_PW",
+        "-q",
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     pinned = out.stdout.strip()
     ref, digest = pinned.split("@")
@@ -107,7 +140,8 @@ def test_a_signed_push_verifies_and_a_retagged_image_or_another_key_does_not(
 
 
 def test_build_push_sign_checks_the_key_first_then_signs_what_it_pushed(
-        release_image, compile_cache, signing_registry, keys, cache_dir):
+    release_image, compile_cache, signing_registry, keys, cache_dir
+):
     from .conftest import BUILD_ID, REPO
 
     key, pub = keys["ours"]
@@ -115,9 +149,29 @@ def test_build_push_sign_checks_the_key_first_then_signs_what_it_pushed(
     # the release image's own options (every step cached), another tag naming the registry:
     # --push sends it there (buildx's way), signed
     tag = f"{host}/built/signed:21.08"
-    args = ["build", "--release", "21.08", "--variant", "tf2-py3", "--repo", REPO, "--build-id", BUILD_ID,
-            "--compile-cache", compile_cache, "-t", tag, "--no-sbom",
-            "--push", "--insecure-registry", "--sign", str(key), "--key-password-env", "TFB_KEY_PW", "-q"]
+    args = [
+        "build",
+        "--release",
+        "21.08",
+        "--variant",
+        "tf2-py3",
+        "--repo",
+        REPO,
+        "--build-id",
+        BUILD_ID,
+        "--compile-cache",
+        compile_cache,
+        "-t",
+        tag,
+        "--no-sbom",
+        "--push",
+        "--insecure-registry",
+        "--sign",
+        str(key),
+        "--key-password-env",
+        "TFB_KEY_PW",
+        "-q",
+    ]
     wrong = builder(*args, env={**os.environ, "TFB_KEY_PW": "not-the-password"})
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
     assert "the key does not open with $TFB_KEY_PW" in wrong.stderr and "base:" not in wrong.stderr  # nothing built
@@ -142,8 +196,20 @@ def test_a_zstd_image_reaches_the_registry_with_every_layer_in_zstd_and_smaller(
     parent = builder("push", release_image, "--registry", f"{plain_registry.host}/ml", "--insecure-registry", "-q")
     assert parent.returncode == 0, parent.stderr
     tag = "itest/derived-zstd:jq"
-    out = builder("derive", "--no-sbom", "--from", release_image, "--apt", "jq", "--tag", tag, "--no-test", "--compression", "zstd",
-                  "-q")
+    out = builder(
+        "derive",
+        "--no-sbom",
+        "--from",
+        release_image,
+        "--apt",
+        "jq",
+        "--tag",
+        tag,
+        "--no-test",
+        "--compression",
+        "zstd",
+        "-q",
+    )
     assert out.returncode == 0, out.stderr
     try:
         assert docker("run", "--rm", "--entrypoint", "jq", tag, "--version").stdout.startswith("jq-")  # it unpacks

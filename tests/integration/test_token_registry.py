@@ -10,6 +10,7 @@ tested is the conversation, not the bytes.
 
 The digest `builder push` prints is compared with what a separate client reads: curl,
 with a token it asked the token service for itself."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,13 @@ def policy(who: str | None, repo: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def token_reg(tmp_path_factory):
-    with token_registry(tmp_path_factory.mktemp("token-registry"), {"alice": PASSWORD, "brief": PASSWORD}, policy,
-                        refresh_tokens={IDENTITY_TOKEN: "alice"}, lifetimes={"brief": 2}) as (reg, service):
+    with token_registry(
+        tmp_path_factory.mktemp("token-registry"),
+        {"alice": PASSWORD, "brief": PASSWORD},
+        policy,
+        refresh_tokens={IDENTITY_TOKEN: "alice"},
+        lifetimes={"brief": 2},
+    ) as (reg, service):
         yield reg, service
 
 
@@ -67,10 +73,16 @@ def engine(token_reg, small_image, tmp_path_factory) -> dict[str, str]:
     reg, _ = token_reg
     bundle = tmp_path_factory.mktemp("ca-bundle") / "ca-certificates.crt"
     bundle.write_bytes(Path("/etc/ssl/certs/ca-certificates.crt").read_bytes() + b"\n" + reg.ca.read_bytes())
-    with second_engine({"features": {"containerd-snapshotter": True}}, in_host_netns=True,
-                       daemon_env={"SSL_CERT_FILE": str(bundle)}) as env:
-        moved = subprocess.run(f"docker save {small_image} | DOCKER_HOST={env['DOCKER_HOST']} docker load -q",
-                               shell=True, capture_output=True, text=True, timeout=600)
+    with second_engine(
+        {"features": {"containerd-snapshotter": True}}, in_host_netns=True, daemon_env={"SSL_CERT_FILE": str(bundle)}
+    ) as env:
+        moved = subprocess.run(
+            f"docker save {small_image} | DOCKER_HOST={env['DOCKER_HOST']} docker load -q",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert moved.returncode == 0, moved.stderr
         yield {"DOCKER_HOST": env["DOCKER_HOST"]}
 
@@ -87,8 +99,10 @@ def docker_config(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def env_with(docker_config, engine):
     """The environment of a command on the tests' engine with the test's Docker config."""
+
     def make(config: Path | None = None, **extra: str) -> dict[str, str]:
         return {**os.environ, **engine, "DOCKER_CONFIG": str(config or docker_config), **extra}
+
     return make
 
 
@@ -96,15 +110,42 @@ def curl_digest(reg, service, repo: str, tag: str, user: str | None = None) -> s
     """The manifest digest as curl reads it, with a token curl asked for itself."""
     ca = str(reg.ca)
     auth = ["-u", f"{user}:{PASSWORD}"] if user else []
-    got = subprocess.run(["curl", "-sf", "--cacert", ca, *auth, "-G", service.realm, "--data-urlencode",
-                          f"service={SERVICE}", "--data-urlencode", f"scope=repository:{repo}:pull"],
-                         capture_output=True, text=True, timeout=30)
+    got = subprocess.run(
+        [
+            "curl",
+            "-sf",
+            "--cacert",
+            ca,
+            *auth,
+            "-G",
+            service.realm,
+            "--data-urlencode",
+            f"service={SERVICE}",
+            "--data-urlencode",
+            f"scope=repository:{repo}:pull",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert got.returncode == 0, got.stderr
     token = json.loads(got.stdout)["token"]
-    head = subprocess.run(["curl", "-sfI", "--cacert", ca, "-H", f"Authorization: Bearer {token}",
-                           "-H", "Accept: application/vnd.docker.distribution.manifest.v2+json, "
-                                 "application/vnd.oci.image.manifest.v1+json",
-                           f"https://{reg.host}/v2/{repo}/manifests/{tag}"], capture_output=True, text=True, timeout=30)
+    head = subprocess.run(
+        [
+            "curl",
+            "-sfI",
+            "--cacert",
+            ca,
+            "-H",
+            f"Authorization: Bearer {token}",
+            "-H",
+            "Accept: application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
+            f"https://{reg.host}/v2/{repo}/manifests/{tag}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert head.returncode == 0, head.stderr
     return re.search(r"^docker-content-digest:\s*(\S+)", head.stdout, re.I | re.M).group(1)
 
@@ -136,8 +177,9 @@ class ArgvWatch:
         self._thread.join()
 
 
-def test_an_anonymous_push_the_registry_allows_is_read_back_with_an_anonymous_token(token_reg, small_image,
-                                                                                    docker_config, env_with):
+def test_an_anonymous_push_the_registry_allows_is_read_back_with_an_anonymous_token(
+    token_reg, small_image, docker_config, env_with
+):
     """First of the pushes: once the engine has pushed these layers to a repository an
     anonymous token cannot read, it asks to mount them from there, and the registry
     refuses the whole request for want of that scope (insufficient_scope)."""
@@ -148,11 +190,24 @@ def test_an_anonymous_push_the_registry_allows_is_read_back_with_an_anonymous_to
     assert any(i.who is None and i.grant == "anonymous" and i.granted for i in service.issued)
 
 
-def test_a_user_pushes_to_a_three_level_path_and_curl_reads_the_same_digest(token_reg, small_image, docker_config, env_with):
+def test_a_user_pushes_to_a_three_level_path_and_curl_reads_the_same_digest(
+    token_reg, small_image, docker_config, env_with
+):
     reg, service = token_reg
     with ArgvWatch(PASSWORD) as argv:
-        out = builder("push", small_image, "--registry", f"{reg.host}/team/ml", "--tag", "t1", "--username", "alice",
-                      "--password-env", "REG_PW", env=env_with(REG_PW=PASSWORD))
+        out = builder(
+            "push",
+            small_image,
+            "--registry",
+            f"{reg.host}/team/ml",
+            "--tag",
+            "t1",
+            "--username",
+            "alice",
+            "--password-env",
+            "REG_PW",
+            env=env_with(REG_PW=PASSWORD),
+        )
     assert out.returncode == 0, out.stderr
     ref, digest = out.stdout.strip().split("@")
     assert ref == f"{reg.host}/team/ml/debian-rootfs:t1"
@@ -163,44 +218,84 @@ def test_a_user_pushes_to_a_three_level_path_and_curl_reads_the_same_digest(toke
     assert ours and ours[-1].granted == [{"type": "repository", "name": "team/ml/debian-rootfs", "actions": ["pull"]}]
 
 
-def test_a_scope_that_allows_pull_but_not_push_is_refused_in_one_line_and_moves_no_tag(token_reg, small_image,
-                                                                                       docker_config, env_with):
+def test_a_scope_that_allows_pull_but_not_push_is_refused_in_one_line_and_moves_no_tag(
+    token_reg, small_image, docker_config, env_with
+):
     reg, _ = token_reg
-    out = builder("push", small_image, "--registry", f"{reg.host}/locked", "--tag", "l1", "--username", "alice",
-                  "--password-env", "REG_PW", env=env_with(REG_PW=PASSWORD))
+    out = builder(
+        "push",
+        small_image,
+        "--registry",
+        f"{reg.host}/locked",
+        "--tag",
+        "l1",
+        "--username",
+        "alice",
+        "--password-env",
+        "REG_PW",
+        env=env_with(REG_PW=PASSWORD),
+    )
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(
-        f"error: registry {reg.host} refused the push of {reg.host}/locked/debian-rootfs:l1"), out.stderr
+        f"error: registry {reg.host} refused the push of {reg.host}/locked/debian-rootfs:l1"
+    ), out.stderr
     assert docker("image", "inspect", f"{reg.host}/locked/debian-rootfs:l1", env=env_with()).returncode != 0
 
 
 def test_a_wrong_password_is_one_line_naming_the_user(token_reg, small_image, docker_config, env_with):
     reg, _ = token_reg
-    out = builder("push", small_image, "--registry", f"{reg.host}/team", "--tag", "w1", "--username", "alice",
-                  "--password-env", "REG_PW", env=env_with(REG_PW="not-her-password"))
+    out = builder(
+        "push",
+        small_image,
+        "--registry",
+        f"{reg.host}/team",
+        "--tag",
+        "w1",
+        "--username",
+        "alice",
+        "--password-env",
+        "REG_PW",
+        env=env_with(REG_PW="not-her-password"),
+    )
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "'alice'" in out.stderr and "not-her-password" not in out.stderr
 
 
-def test_tokens_that_live_two_seconds_are_fetched_again_as_they_run_out(token_reg, small_image, docker_config, env_with):
+def test_tokens_that_live_two_seconds_are_fetched_again_as_they_run_out(
+    token_reg, small_image, docker_config, env_with
+):
     reg, service = token_reg
-    out = builder("push", small_image, "--registry", f"{reg.host}/team/brief", "--tag", "b1", "--username", "brief",
-                  "--password-env", "REG_PW", env=env_with(REG_PW=PASSWORD))
+    out = builder(
+        "push",
+        small_image,
+        "--registry",
+        f"{reg.host}/team/brief",
+        "--tag",
+        "b1",
+        "--username",
+        "brief",
+        "--password-env",
+        "REG_PW",
+        env=env_with(REG_PW=PASSWORD),
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().split("@")[1] == curl_digest(reg, service, "team/brief/debian-rootfs", "b1", "brief")
     assert len([i for i in service.issued if i.who == "brief"]) >= 2
 
 
-def test_a_credential_helper_in_the_docker_config_is_used_and_no_secret_is_shown(token_reg, small_image,
-                                                                                  docker_config, env_with, tmp_path):
+def test_a_credential_helper_in_the_docker_config_is_used_and_no_secret_is_shown(
+    token_reg, small_image, docker_config, env_with, tmp_path
+):
     reg, service = token_reg
     bin_dir, calls = tmp_path / "bin", tmp_path / "helper-calls.log"
     bin_dir.mkdir()
     helper = bin_dir / "docker-credential-tfbtest"
-    helper.write_text("#!/bin/sh\n"
-                      f"read server\necho \"$1 $server\" >> {calls}\n"
-                      f"[ \"$1\" = get ] && printf '%s' '{{\"ServerURL\": \"'$server'\", \"Username\": \"alice\", "
-                      f"\"Secret\": \"{PASSWORD}\"}}'\n")
+    helper.write_text(
+        "#!/bin/sh\n"
+        f'read server\necho "$1 $server" >> {calls}\n'
+        f'[ "$1" = get ] && printf \'%s\' \'{{"ServerURL": "\'$server\'", "Username": "alice", '
+        f'"Secret": "{PASSWORD}"}}\'\n'
+    )
     helper.chmod(0o755)
     (docker_config / "config.json").write_text(json.dumps({"credHelpers": {reg.host: "tfbtest"}}))
     env = env_with(PATH=f"{bin_dir}:{os.environ['PATH']}")
@@ -227,8 +322,14 @@ def test_the_pushed_image_is_read_by_docker_from_the_token_registry(token_reg, s
     reg, _ = token_reg
     ref = f"{reg.host}/team/ml/debian-rootfs:t1"
     env = env_with()
-    login = subprocess.run(["docker", "login", "-u", "alice", "--password-stdin", reg.host], input=PASSWORD,
-                           capture_output=True, text=True, env=env, timeout=60)
+    login = subprocess.run(
+        ["docker", "login", "-u", "alice", "--password-stdin", reg.host],
+        input=PASSWORD,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert login.returncode == 0, login.stderr
     docker("rmi", ref, env=env)
     pulled = docker("pull", "-q", ref, env=env)
@@ -241,8 +342,19 @@ def test_the_main_engine_without_the_ca_in_its_bundle_is_told_what_to_do(token_r
     """What a user with a private CA in certs.d only meets on the containerd store: the
     engine cannot fetch a token; one line, exit 2, saying where the CA must go."""
     reg, _ = token_reg
-    out = builder("push", small_image, "--registry", f"{reg.host}/team", "--tag", "m1", "--username", "alice",
-                  "--password-env", "REG_PW", env={**os.environ, "DOCKER_CONFIG": str(docker_config), "REG_PW": PASSWORD})
+    out = builder(
+        "push",
+        small_image,
+        "--registry",
+        f"{reg.host}/team",
+        "--tag",
+        "m1",
+        "--username",
+        "alice",
+        "--password-env",
+        "REG_PW",
+        env={**os.environ, "DOCKER_CONFIG": str(docker_config), "REG_PW": PASSWORD},
+    )
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "token service" in out.stderr and "update-ca-certificates" in out.stderr, out.stderr
     assert image_id(f"{reg.host}/team/debian-rootfs:m1") is None

@@ -7,6 +7,7 @@ or refresh-token grant, the latter for identity tokens) answer with an RS256 JWT
 (`rootcertbundle`), granting what POLICY allows of the scopes asked. Served over TLS with a
 certificate from the registry's own CA, as the engine trusts a registry's token service
 through the registry's certs.d entry."""
+
 from __future__ import annotations
 
 import base64
@@ -43,11 +44,37 @@ def _b64url(data: bytes) -> str:
 def issue_server_cert(ca_dir: Path, name: str) -> tuple[Path, Path]:
     """A TLS certificate for 127.0.0.1 from the CA in CA_DIR (ca.crt, ca.key)."""
     (ca_dir / f"{name}.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-         "-keyout", str(ca_dir / f"{name}.key"), "-out", str(ca_dir / f"{name}.csr"))
-    _run("openssl", "x509", "-req", "-in", str(ca_dir / f"{name}.csr"), "-CA", str(ca_dir / "ca.crt"),
-         "-CAkey", str(ca_dir / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(ca_dir / f"{name}.cnf"),
-         "-out", str(ca_dir / f"{name}.crt"))
+    _run(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(ca_dir / f"{name}.key"),
+        "-out",
+        str(ca_dir / f"{name}.csr"),
+    )
+    _run(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        str(ca_dir / f"{name}.csr"),
+        "-CA",
+        str(ca_dir / "ca.crt"),
+        "-CAkey",
+        str(ca_dir / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(ca_dir / f"{name}.cnf"),
+        "-out",
+        str(ca_dir / f"{name}.crt"),
+    )
     return ca_dir / f"{name}.crt", ca_dir / f"{name}.key"
 
 
@@ -55,12 +82,51 @@ def make_signing_chain(d: Path) -> tuple[Path, Path, Path]:
     """The token CA (the registry's rootcertbundle) and a signing certificate it issued:
     (ca.crt, signer.crt, signer.key)."""
     d.mkdir(parents=True, exist_ok=True)
-    _run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=itest token CA",
-         "-keyout", str(d / "token-ca.key"), "-out", str(d / "token-ca.crt"))
-    _run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=itest token signer",
-         "-keyout", str(d / "signer.key"), "-out", str(d / "signer.csr"))
-    _run("openssl", "x509", "-req", "-in", str(d / "signer.csr"), "-CA", str(d / "token-ca.crt"),
-         "-CAkey", str(d / "token-ca.key"), "-CAcreateserial", "-days", "2", "-out", str(d / "signer.crt"))
+    _run(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=itest token CA",
+        "-keyout",
+        str(d / "token-ca.key"),
+        "-out",
+        str(d / "token-ca.crt"),
+    )
+    _run(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=itest token signer",
+        "-keyout",
+        str(d / "signer.key"),
+        "-out",
+        str(d / "signer.csr"),
+    )
+    _run(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        str(d / "signer.csr"),
+        "-CA",
+        str(d / "token-ca.crt"),
+        "-CAkey",
+        str(d / "token-ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        str(d / "signer.crt"),
+    )
     return d / "token-ca.crt", d / "signer.crt", d / "signer.key"
 
 
@@ -75,11 +141,11 @@ class Issued:
 @dataclass
 class TokenService:
     root: Path
-    ca_dir: Path                       # the registry's TLS CA (ca.crt, ca.key)
-    users: dict[str, str]              # user -> password
+    ca_dir: Path  # the registry's TLS CA (ca.crt, ca.key)
+    users: dict[str, str]  # user -> password
     policy: Policy
-    refresh_tokens: dict[str, str] = field(default_factory=dict)   # identity token -> user
-    lifetimes: dict[str, int] = field(default_factory=dict)       # user -> seconds (default 300)
+    refresh_tokens: dict[str, str] = field(default_factory=dict)  # identity token -> user
+    lifetimes: dict[str, int] = field(default_factory=dict)  # user -> seconds (default 300)
     tls: bool = True  # False: the token service over plain HTTP (a registry reached without TLS)
     issued: list[Issued] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
@@ -87,8 +153,11 @@ class TokenService:
     def __post_init__(self) -> None:
         self.rootcertbundle, signer_crt, signer_key = make_signing_chain(self.root / "token")
         self._key = serialization.load_pem_private_key(signer_key.read_bytes(), password=None)
-        self._x5c = [base64.b64encode(load_pem_x509_certificate(signer_crt.read_bytes())
-                                      .public_bytes(serialization.Encoding.DER)).decode()]
+        self._x5c = [
+            base64.b64encode(
+                load_pem_x509_certificate(signer_crt.read_bytes()).public_bytes(serialization.Encoding.DER)
+            ).decode()
+        ]
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -113,8 +182,14 @@ class TokenService:
                 else:
                     who = False
                 body_extra = {"refresh_token": form.get("refresh_token")} if kind == "refresh_token" else {}
-                self._answer(urllib.parse.urlsplit(self.path).path, who, kind or "?", form.get("scope", "").split(),
-                             form.get("service", ""), body_extra)
+                self._answer(
+                    urllib.parse.urlsplit(self.path).path,
+                    who,
+                    kind or "?",
+                    form.get("scope", "").split(),
+                    form.get("service", ""),
+                    body_extra,
+                )
 
             def _answer(self, path, who, grant, scopes, service, extra=None):
                 if path != "/token" or who is False or service != SERVICE:
@@ -124,9 +199,15 @@ class TokenService:
                     self.end_headers()
                     return
                 token, lifetime = outer._token(who, scopes, grant)
-                body = json.dumps({"token": token, "access_token": token, "expires_in": lifetime,
-                                   "issued_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                   **{k: v for k, v in (extra or {}).items() if v}}).encode()
+                body = json.dumps(
+                    {
+                        "token": token,
+                        "access_token": token,
+                        "expires_in": lifetime,
+                        "issued_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        **{k: v for k, v in (extra or {}).items() if v},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -167,16 +248,30 @@ class TokenService:
         lifetime = self.lifetimes.get(who or "", 300)
         now = int(time.time())
         header = {"typ": "JWT", "alg": "RS256", "x5c": self._x5c}
-        claims = {"iss": ISSUER, "sub": who or "", "aud": SERVICE, "exp": now + lifetime, "nbf": now - 5,
-                  "iat": now, "jti": uuid.uuid4().hex, "access": granted}
+        claims = {
+            "iss": ISSUER,
+            "sub": who or "",
+            "aud": SERVICE,
+            "exp": now + lifetime,
+            "nbf": now - 5,
+            "iat": now,
+            "jti": uuid.uuid4().hex,
+            "access": granted,
+        }
         signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
         signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
         return f"{signing_input}.{_b64url(signature)}", lifetime
 
     def registry_auth_config(self) -> list[str]:
         """The registry's config.yml lines for token authentication against this service."""
-        return ["auth:", "  token:", f"    realm: {self.realm}", f"    service: {SERVICE}",
-                f"    issuer: {ISSUER}", f"    rootcertbundle: {self.rootcertbundle}"]
+        return [
+            "auth:",
+            "  token:",
+            f"    realm: {self.realm}",
+            f"    service: {SERVICE}",
+            f"    issuer: {ISSUER}",
+            f"    rootcertbundle: {self.rootcertbundle}",
+        ]
 
     def stop(self) -> None:
         self.httpd.shutdown()

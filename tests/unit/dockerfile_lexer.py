@@ -2,6 +2,7 @@
 (moby/buildkit frontend/dockerfile/parser: line continuations, comment and empty lines
 inside continuations, parseWords; shell/lex.go: quotes, escapes and $ expansion).
 It reads what the builder renders; it is not a general Dockerfile parser."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,8 @@ CONTINUATION = re.compile(r"\\[ \t]*$")
 
 @dataclass
 class Instruction:
-    cmd: str     # upper case
-    args: str    # the rest of the logical line
+    cmd: str  # upper case
+    args: str  # the rest of the logical line
 
 
 def instructions(text: str) -> list[Instruction]:
@@ -28,7 +29,7 @@ def instructions(text: str) -> list[Instruction]:
         body = stripped if current is None else line
         m = CONTINUATION.search(body)
         if m:
-            current = (current or "") + body[:m.start()]
+            current = (current or "") + body[: m.start()]
             continue
         out.append(_split((current or "") + body))
         current = None
@@ -100,7 +101,7 @@ def word_value(word: str, env: dict[str, str]) -> str:
     def dollar(i: int) -> tuple[str, int]:
         if i + 1 < n and word[i + 1] == "{":
             end = word.index("}", i)
-            name = word[i + 2:end]
+            name = word[i + 2 : end]
             default = ""
             if ":-" in name:
                 name, default = name.split(":-", 1)
@@ -118,7 +119,7 @@ def word_value(word: str, env: dict[str, str]) -> str:
             i += 2
         elif ch == "'":
             end = word.index("'", i + 1)  # ValueError: unterminated quote
-            out.append(word[i + 1:end])
+            out.append(word[i + 1 : end])
             i = end + 1
         elif ch == '"':
             i += 1

@@ -13,6 +13,7 @@ password); failures are configured on the instance:
 test_engine_interface.py keeps its methods' names and signatures equal to the
 Protocol's and DockerEngine's.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,12 +56,15 @@ def _up_to_target(steps: list[tuple[str, str]], target: str | None) -> list[tupl
     """The instructions a build of TARGET runs: up to the end of that stage (all without)."""
     if target is None:
         return steps
-    starts = [i for i, (word, rest) in enumerate(steps)
-              if word == "FROM" and rest.split()[-1] == target and len(rest.split()) == 3]
+    starts = [
+        i
+        for i, (word, rest) in enumerate(steps)
+        if word == "FROM" and rest.split()[-1] == target and len(rest.split()) == 3
+    ]
     if not starts:
-        raise BuildError(f"target stage \"{target}\" could not be found", "", [], None)
+        raise BuildError(f'target stage "{target}" could not be found', "", [], None)
     later = [i for i, (word, _) in enumerate(steps) if word == "FROM" and i > starts[0]]
-    return steps[:later[0]] if later else steps
+    return steps[: later[0]] if later else steps
 
 
 def _instructions(dockerfile: str) -> list[tuple[str, str]]:
@@ -84,30 +88,40 @@ class FakeEngine:
     backend = "legacy"  # a test sets "buildkit" to see the settings go as secrets
 
     def __init__(self) -> None:
-        self.store: dict[str, dict[str, Any]] = {}   # id -> {"labels", "size", "layers", "env"}
-        self.tags: dict[str, str] = {}                # "repo:tag" -> id
-        self.calls: list[tuple] = []                  # (method, *arguments) in call order
-        self.containers: set[str] = set()             # containers that exist now
-        self.pushed: dict[str, str] = {}              # ref -> digest the "registry" holds
+        self.store: dict[str, dict[str, Any]] = {}  # id -> {"labels", "size", "layers", "env"}
+        self.tags: dict[str, str] = {}  # "repo:tag" -> id
+        self.calls: list[tuple] = []  # (method, *arguments) in call order
+        self.containers: set[str] = set()  # containers that exist now
+        self.pushed: dict[str, str] = {}  # ref -> digest the "registry" holds
         self.build_fails_at: int | None = None
         self.bake_fails_on: set[str | None] = set()  # builders whose bake fails (BuildError)
-        self.build_steps = 3                          # steps of a context without a Dockerfile
+        self.build_steps = 3  # steps of a context without a Dockerfile
         self.push_transient_failures = 0
         self.push_error = "received unexpected HTTP status: 503 Service Unavailable"
-        self.pullable: set[str] = set()               # refs a pull finds in a registry
-        self.passwords: dict[str, str] = {}           # registry -> the one password it accepts
-        self.fail: dict[str, BaseException] = {}      # method -> raised (once) when next called
+        self.pullable: set[str] = set()  # refs a pull finds in a registry
+        self.passwords: dict[str, str] = {}  # registry -> the one password it accepts
+        self.fail: dict[str, BaseException] = {}  # method -> raised (once) when next called
         self.run_handler: Callable[[str, list[str]], tuple[int, str]] = lambda image, command: (0, "")
         self._ids = itertools.count(1)
 
     # --- setting the fake up ---------------------------------------------------------
 
-    def add_image(self, ref: str | None = None, labels: dict[str, str] | None = None, size: int = 0,
-                  layers: list[str] | None = None, env: list[str] | None = None) -> str:
+    def add_image(
+        self,
+        ref: str | None = None,
+        labels: dict[str, str] | None = None,
+        size: int = 0,
+        layers: list[str] | None = None,
+        env: list[str] | None = None,
+    ) -> str:
         """An image (tagged REF when given); returns its id."""
         image_id = _digest("image", next(self._ids))
-        self.store[image_id] = {"labels": dict(labels or {}), "size": size,
-                                 "layers": list(layers or [_digest("layer", image_id)]), "env": list(env or [])}
+        self.store[image_id] = {
+            "labels": dict(labels or {}),
+            "size": size,
+            "layers": list(layers or [_digest("layer", image_id)]),
+            "env": list(env or []),
+        }
         if ref:
             self.tags[_normal(ref)] = image_id
         return image_id
@@ -149,8 +163,11 @@ class FakeEngine:
         inherited from a known parent); any other instruction is a step that changes nothing."""
         self._call("build", request)
         dockerfile = Path(request.context) / "Dockerfile"
-        steps = (_instructions(dockerfile.read_text(encoding="utf-8")) if dockerfile.is_file()
-                 else [("RUN", "true")] * self.build_steps)
+        steps = (
+            _instructions(dockerfile.read_text(encoding="utf-8"))
+            if dockerfile.is_file()
+            else [("RUN", "true")] * self.build_steps
+        )
         steps = _up_to_target(steps, request.target)
         labels: dict[str, str] = {}
         layers: list[str] = []
@@ -161,8 +178,12 @@ class FakeEngine:
             if progress:
                 progress.on_step(n, len(steps), f"{word} {rest}")
             if self.build_fails_at == n:
-                raise BuildError(f"The command '/bin/sh -c {rest}' returned a non-zero code: 1",
-                                 f"step {n}/{len(steps)}: {word} {rest}", [f"output of step {n}"], request.log_path)
+                raise BuildError(
+                    f"The command '/bin/sh -c {rest}' returned a non-zero code: 1",
+                    f"step {n}/{len(steps)}: {word} {rest}",
+                    [f"output of step {n}"],
+                    request.log_path,
+                )
             if word == "FROM":  # build args (ARG BASE_IMAGE) expand in FROM, as in the engine
                 if stage:
                     stages[stage] = (dict(labels), list(layers), list(env))
@@ -211,8 +232,12 @@ class FakeEngine:
                 for stands_for, source in target.get("contexts", {}).items():
                     dep = one(source.removeprefix("target:"))
                     args = {k: dep if v == stands_for else v for k, v in args.items()}
-                request = BuildRequest(context=Path(target["context"]), buildargs=args, log_path=job.log_path,
-                                       secrets={s.split(",")[0][3:]: Path(s.split("src=")[1]) for s in target.get("secret", [])})
+                request = BuildRequest(
+                    context=Path(target["context"]),
+                    buildargs=args,
+                    log_path=job.log_path,
+                    secrets={s.split(",")[0][3:]: Path(s.split("src=")[1]) for s in target.get("secret", [])},
+                )
                 built[name] = self.build(request).image_id
             return built[name]
 
@@ -237,11 +262,20 @@ class FakeEngine:
         elif ref in self.store and ref not in self.tags.values():
             del self.store[ref]
         else:
-            raise EngineError(f"No such image: {ref}" if self._resolve(ref) is None
-                              else f"conflict: unable to delete {ref} (must be forced)")
+            raise EngineError(
+                f"No such image: {ref}"
+                if self._resolve(ref) is None
+                else f"conflict: unable to delete {ref} (must be forced)"
+            )
 
-    def run_capture(self, image: str, command: list[str], binds: dict[str, str] | None = None,
-                    timeout: int = 600, stdout_only: bool = False) -> tuple[int, str]:
+    def run_capture(
+        self,
+        image: str,
+        command: list[str],
+        binds: dict[str, str] | None = None,
+        timeout: int = 600,
+        stdout_only: bool = False,
+    ) -> tuple[int, str]:
         self._call("run_capture", image, list(command))
         if self._resolve(image) is None:
             raise UserError(f"no image '{image}' in the engine")
@@ -260,9 +294,13 @@ class FakeEngine:
         if image_id is None:
             raise UserError(f"no image '{ref}' in the engine")
         image = self.store[image_id]
-        return {"Id": image_id, "RepoTags": [t for t, i in self.tags.items() if i == image_id],
-                "Size": image["size"], "Config": {"Labels": dict(image["labels"]), "Env": list(image["env"])},
-                "RootFS": {"Type": "layers", "Layers": list(image["layers"])}}
+        return {
+            "Id": image_id,
+            "RepoTags": [t for t, i in self.tags.items() if i == image_id],
+            "Size": image["size"],
+            "Config": {"Labels": dict(image["labels"]), "Env": list(image["env"])},
+            "RootFS": {"Type": "layers", "Layers": list(image["layers"])},
+        }
 
     def image_id(self, ref: str) -> str | None:
         self._call("image_id", ref)
@@ -289,7 +327,7 @@ class FakeEngine:
     def login(self, username: str, password: str, registry: str) -> None:
         self._call("login", registry, username)  # never the password
         if registry in self.passwords and self.passwords[registry] != password:
-            raise EngineError("Get \"https://%s/v2/\": unauthorized: incorrect username or password" % registry)
+            raise EngineError('Get "https://%s/v2/": unauthorized: incorrect username or password' % registry)
 
     def push(self, ref: str, auth: dict[str, str]) -> Iterator[dict[str, Any]]:
         self._call("push", ref, auth.get("username"))
@@ -305,7 +343,11 @@ class FakeEngine:
         _, tag = split_ref(ref)
         for n, layer in enumerate(self.store[image_id]["layers"]):
             short = layer.removeprefix("sha256:")[:12]
-            yield {"status": "Pushing", "id": short, "progressDetail": {"current": 100 * (n + 1), "total": 100 * (n + 1)}}
+            yield {
+                "status": "Pushing",
+                "id": short,
+                "progressDetail": {"current": 100 * (n + 1), "total": 100 * (n + 1)},
+            }
             yield {"status": "Pushed", "id": short}
         digest = _digest("manifest", image_id)
         self.pushed[ref] = digest

@@ -5,10 +5,12 @@ among modules; builder modules import each other at module level (only the CLI's
 module may defer one, for start-up time); what runs in images is standard library only;
 the CLI only parses and prints; there is one error family; and
 docs/explanation/architecture.md's module table names every module."""
+
 from __future__ import annotations
 
 import ast
 import inspect
+import re
 import shutil
 import subprocess
 import sys
@@ -20,8 +22,10 @@ from builder.core import errors
 
 PACKAGE = Path(builder.__file__).parent
 ROOT = PACKAGE.parent
-MODULES = {p: ".".join(("builder", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
-           for p in PACKAGE.rglob("*.py")}
+MODULES = {
+    p: ".".join(("builder", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+    for p in PACKAGE.rglob("*.py")
+}
 CLI_MAIN = PACKAGE / "cli" / "main.py"
 LINT_IMPORTS = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
 
@@ -29,6 +33,7 @@ LINT_IMPORTS = shutil.which("lint-imports") or str(Path(sys.executable).parent /
 class Import(NamedTuple):
     """One name an import statement may load: `from a.b import c` gives `a.b` and `a.b.c`
     (c may be a submodule), relative imports resolved to absolute names."""
+
     module: str
     line: int
     nested: bool  # inside a function, class or lambda, not run when the module loads
@@ -36,8 +41,9 @@ class Import(NamedTuple):
 
 def _is_type_checking(test: ast.expr) -> bool:
     """`if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:`."""
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _walk_imports(path: Path, with_type_only: bool = False) -> list[Import]:
@@ -95,7 +101,7 @@ def test_no_import_circle() -> None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                raise AssertionError("import circle: " + " -> ".join(trail[trail.index(nxt):] + [nxt]))
+                raise AssertionError("import circle: " + " -> ".join(trail[trail.index(nxt) :] + [nxt]))
             if nxt not in state:
                 visit(nxt, trail + [nxt])
         state[node] = 2
@@ -108,17 +114,27 @@ def test_no_import_circle() -> None:
 def test_builder_imports_sit_at_module_level() -> None:
     """A builder import inside a function hides a dependency (and often a circle) from a
     reader of the module's head. Only the CLI's main module may defer one, for start-up time."""
-    found = {(path.relative_to(ROOT), i.line) for path in MODULES if path != CLI_MAIN
-             for i in _walk_imports(path) if i.nested and (i.module == "builder" or i.module.startswith("builder."))}
+    found = {
+        (path.relative_to(ROOT), i.line)
+        for path in MODULES
+        if path != CLI_MAIN
+        for i in _walk_imports(path)
+        if i.nested and (i.module == "builder" or i.module.startswith("builder."))
+    }
     offenders = [f"{file}:{line}" for file, line in sorted(found)]
     assert offenders == [], "builder imports inside a function or class:\n" + "\n".join(offenders)
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """import-linter over the `builder` package found first on the path from ROOT."""
-    return subprocess.run([LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=root,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)}, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_import_contracts_hold() -> None:
@@ -133,16 +149,21 @@ def test_a_deliberate_violation_breaks_the_contracts(tmp_path: Path) -> None:
     importing docker-py and in_image importing the core each break their contract."""
     copy = tmp_path / "builder"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "locks", "releases"))
-    for rel, line in (("core/errors.py", "from builder.cli import main"),
-                      ("plan/__init__.py", "import docker"),
-                      ("in_image/cuda_arch.py", "from builder.core import errors")):
+    for rel, line in (
+        ("core/errors.py", "from builder.cli import main"),
+        ("plan/__init__.py", "import docker"),
+        ("in_image/cuda_arch.py", "from builder.core import errors"),
+    ):
         with (copy / rel).open("a", encoding="utf-8") as f:
             f.write(f"\n{line}\n")
     proc = _lint_imports(tmp_path)
     assert proc.returncode != 0, proc.stdout[-3000:]
     assert "3 broken" in proc.stdout, proc.stdout[-3000:]
-    for shown in ("builder.core.errors -> builder.cli.main", "builder.plan is not allowed to import docker",
-                  "builder.in_image is not allowed to import builder.core"):
+    for shown in (
+        "builder.core.errors -> builder.cli.main",
+        "builder.plan is not allowed to import docker",
+        "builder.in_image is not allowed to import builder.core",
+    ):
         assert shown in proc.stdout, shown
 
 
@@ -151,10 +172,16 @@ def test_what_runs_in_images_is_standard_library_only() -> None:
     any package of ours: every module-level import is the standard library's or a sibling in
     in_image/ (functions probe the image's own packages, tensorflow and the rest)."""
     siblings = {p.stem for p in (PACKAGE / "in_image").glob("*.py")}
-    found = sorted(f"{path.relative_to(ROOT)}:{i.line} {i.module}" for path in (PACKAGE / "in_image").glob("*.py")
-                   for i in _walk_imports(path, with_type_only=True)
-                   if not i.nested and i.module.split(".")[0] not in sys.stdlib_module_names and i.module.split(".")[0] not in siblings
-                   and not i.module.startswith("builder.in_image") and i.module != "builder")
+    found = sorted(
+        f"{path.relative_to(ROOT)}:{i.line} {i.module}"
+        for path in (PACKAGE / "in_image").glob("*.py")
+        for i in _walk_imports(path, with_type_only=True)
+        if not i.nested
+        and i.module.split(".")[0] not in sys.stdlib_module_names
+        and i.module.split(".")[0] not in siblings
+        and not i.module.startswith("builder.in_image")
+        and i.module != "builder"
+    )
     assert found == []
 
 
@@ -175,15 +202,44 @@ def test_one_error_family():
 
     strays = []
     for name in MODULES.values():
-        if name.startswith("builder.image.conformance") or name.endswith("__main__") or name.startswith("builder.in_image."):
+        if (
+            name.startswith("builder.image.conformance")
+            or name.endswith("__main__")
+            or name.startswith("builder.in_image.")
+        ):
             continue  # these run inside images or under pytest, without the builder's CLI
         module = importlib.import_module(name)
         for obj in vars(module).values():
-            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == name \
-                    and not issubclass(obj, errors.BuilderError) and obj.__name__ != "EngineError" \
-                    and name not in ("builder.catalog", "builder.catalog.yaml_loader"):  # yaml's own signal
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == name
+                and not issubclass(obj, errors.BuilderError)
+                and obj.__name__ != "EngineError"
+                and name not in ("builder.catalog", "builder.catalog.yaml_loader")
+            ):  # yaml's own signal
                 strays.append(f"{name}.{obj.__name__}")
     assert strays == []
     for kind, code in ((errors.UserError, 2), (errors.BuildFailure, 1)):
         assert kind.exit_code == code
     assert errors.Interrupted(2).exit_code == 130 and errors.Interrupted(15).exit_code == 143
+
+
+def test_the_architecture_doc_names_every_module() -> None:
+    """docs/explanation/architecture.md's module table is the map a newcomer reads first: every
+    module of builder/ (by its path below builder/; the conformance suite aside) appears in a
+    row's first column, and no row names a module that is gone."""
+    doc = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
+    named = {
+        n
+        for line in doc.splitlines()
+        if line.startswith("|") and line.count("|") >= 2
+        for n in re.findall(r"`([^`]+\.py)`", line.split("|")[1])
+    }
+    files = {
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "conformance" not in p.relative_to(PACKAGE).parts
+    }
+    missing, stale = sorted(files - named), sorted(named - files)
+    assert (missing, stale) == ([], []), (
+        f"modules missing from the table: {missing}; table entries naming no module: {stale}"
+    )

@@ -1,5 +1,6 @@
 """The bake definition: a pure function of the rendered variants and where their contexts
 live (golden values, no engine)."""
+
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ CAT = catalog.load()
 # every layer forced into gzip: a cached step may hold a zstd blob (buildx.output)
 GZIP_OUT = "type=docker,compression=gzip,force-compression=true"
 
+
 def rendered(release: str, variant: str, base: str = "offline"):
     rel = CAT.get(release)
     return render(rel, rel.variant(variant), RenderOptions(base=base, offline_base_image=BaseRecipe(rel.offline).tag))
@@ -29,11 +31,19 @@ def test_a_variant_on_the_offline_base_gets_it_from_the_base_target():
     assert d == {
         "group": {"default": {"targets": ["21-08-tf2-py3"]}},
         "target": {
-            "21-08-tf2-py3": {"context": "/out/21.08/tf2-py3", "dockerfile": "Dockerfile",
-                              "args": {"BASE_IMAGE": tag, "BUILD_ID": "b1"}, "output": [GZIP_OUT],
-                              "contexts": {tag: "target:base-21-08"}},
-            "base-21-08": {"context": "/out/base-21.08", "dockerfile": "Dockerfile",
-                           "args": {"ROOTFS_IMAGE": BaseRecipe(rel.offline).rootfs_image}, "output": [GZIP_OUT]},
+            "21-08-tf2-py3": {
+                "context": "/out/21.08/tf2-py3",
+                "dockerfile": "Dockerfile",
+                "args": {"BASE_IMAGE": tag, "BUILD_ID": "b1"},
+                "output": [GZIP_OUT],
+                "contexts": {tag: "target:base-21-08"},
+            },
+            "base-21-08": {
+                "context": "/out/base-21.08",
+                "dockerfile": "Dockerfile",
+                "args": {"ROOTFS_IMAGE": BaseRecipe(rel.offline).rootfs_image},
+                "output": [GZIP_OUT],
+            },
         },
     }
     json.dumps(d)  # what the file holds
@@ -53,7 +63,9 @@ def test_no_target_is_tagged():
     assert all("tags" not in t for t in d["target"].values())
 
 
-@pytest.mark.parametrize("parts,name", [(("21.08", "tf2-py3"), "21-08-tf2-py3"), (("base", "26.11"), "base-26-11"),
-                                        (("a b", "c/d"), "a-b-c-d")])
+@pytest.mark.parametrize(
+    "parts,name",
+    [(("21.08", "tf2-py3"), "21-08-tf2-py3"), (("base", "26.11"), "base-26-11"), (("a b", "c/d"), "a-b-c-d")],
+)
 def test_target_names_use_only_what_bake_allows(parts, name):
     assert bake.target_name(*parts) == name

@@ -1,6 +1,7 @@
 """`builder build --all` as one bake (on the FakeEngine, no Docker engine): what the run
 adds to the definition, the base built once inside it and tagged, each variant read back
 and labelled before any tag moves, and the cases that build one by one instead (said why)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,19 @@ def engine(monkeypatch, tmp_path) -> FakeEngine:
 
 
 def all_plan(**kw) -> pl.BuildPlan:
-    return pl.plan_build(CAT, pl.BuildArgs(**{"release": "21.08", "all_variants": True, "build_id": "t1",
-                                              "base": "offline", "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6", **kw}))
+    return pl.plan_build(
+        CAT,
+        pl.BuildArgs(
+            **{
+                "release": "21.08",
+                "all_variants": True,
+                "build_id": "t1",
+                "base": "offline",
+                "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6",
+                **kw,
+            }
+        ),
+    )
 
 
 def bakes(engine: FakeEngine) -> list[tuple]:
@@ -50,7 +62,7 @@ def test_the_base_and_the_variants_are_one_bake_then_each_variant_is_checked_the
     [(_, definition, targets, _)] = bakes(engine)
     assert targets == ["21-08-tf2-py3", "base-21-08"]
     variant, base = definition["target"]["21-08-tf2-py3"], definition["target"]["base-21-08"]
-    assert variant["contexts"] == {RECIPE.tag: "target:base-21-08"}       # the base is built once, in the bake
+    assert variant["contexts"] == {RECIPE.tag: "target:base-21-08"}  # the base is built once, in the bake
     assert variant["secret"] == [f"id=builder-ca.crt,src={Path(variant['secret'][0].split('src=')[1])}"]
     assert base["secret"] == variant["secret"] and "BUILD_SETTINGS" not in variant["args"]
     assert variant["cache-to"] == ["type=registry,ref=r.corp/c:21.08-tf2-py3,mode=max"]
@@ -75,10 +87,13 @@ def test_an_existing_base_is_taken_from_the_image_store(engine):
     assert "secret" not in definition["target"]["21-08-tf2-py3"]  # no settings: nothing to mount
 
 
-@pytest.mark.parametrize("setup,why", [
-    (lambda e: setattr(e, "backend", "legacy"), "the legacy builder has no bake"),
-    ("compile_cache", "--compile-cache: a bake cannot reach a compile cache on loopback"),
-])
+@pytest.mark.parametrize(
+    "setup,why",
+    [
+        (lambda e: setattr(e, "backend", "legacy"), "the legacy builder has no bake"),
+        ("compile_cache", "--compile-cache: a bake cannot reach a compile cache on loopback"),
+    ],
+)
 def test_what_a_bake_cannot_do_is_built_one_by_one_and_said(engine, setup, why):
     engine.add_image(RECIPE.tag)
     kw = {"compile_cache": "http://127.0.0.1:1/ccache"} if setup == "compile_cache" else {}
@@ -94,16 +109,21 @@ def test_a_compile_cache_off_loopback_is_baked_with_its_url(engine):
     """docker0's address (or a team's server) is reached over the default network: the bake
     takes it as the same build argument a single build gets, so their steps share cache keys."""
     engine.add_image(RECIPE.tag)
-    run.run_build(all_plan(compile_cache="http://172.17.0.1:8742/ccache"), lambda: engine, BuildSettings(),
-                  out=Captured())
+    run.run_build(
+        all_plan(compile_cache="http://172.17.0.1:8742/ccache"), lambda: engine, BuildSettings(), out=Captured()
+    )
     [(_, definition, targets, _)] = bakes(engine)
     assert definition["target"][targets[0]]["args"]["COMPILE_CACHE"] == "http://172.17.0.1:8742/ccache"
 
 
 def test_a_single_variant_build_never_bakes(engine):
     engine.add_image(RECIPE.tag)
-    run.run_build(pl.plan_build(CAT, pl.BuildArgs(release="21.08", build_id="t1", base="offline")), lambda: engine,
-                  BuildSettings(), out=Captured())
+    run.run_build(
+        pl.plan_build(CAT, pl.BuildArgs(release="21.08", build_id="t1", base="offline")),
+        lambda: engine,
+        BuildSettings(),
+        out=Captured(),
+    )
     assert not bakes(engine)
 
 

@@ -1,5 +1,6 @@
 """`builder base` writes its build log where every other command logs: the cache dir's
 logs/ (BUILDER_CACHE_DIR, default ~/.cache/tfbuilder). A fake engine records the request."""
+
 from builder import catalog
 from builder.cli import main as cli
 from builder.render.base_recipe import BaseRecipe

@@ -1,5 +1,6 @@
 """What a failed build leaves behind in the engine: a fake engine API streaming the
 legacy builder's output; no engine."""
+
 import pytest
 
 from builder.core.errors import BuildError

@@ -2,6 +2,7 @@
 builder, each image read back and tagged here), the images a build starts FROM made
 present on another builder first, and the refusals. No Docker engine: FakeEngine, and
 the docker CLI's answers replaced where builders.py asks them."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,11 +20,16 @@ from .test_orchestration import Captured, answers
 
 # --- names and the spread (pure) -------------------------------------------------------
 
+
 def test_builder_names_are_parsed_in_order_and_checked():
     assert builders.parse("e2,default") == ("e2", "default")
     assert builders.parse(" a , b ") == ("a", "b")
-    for bad, why in (("a,,b", "'' is not a builder name"), ("a b", "is not a builder name"),
-                     ("a,a", "a builder is named twice"), ("a,x=y", "'x=y' is not a builder name")):
+    for bad, why in (
+        ("a,,b", "'' is not a builder name"),
+        ("a b", "is not a builder name"),
+        ("a,a", "a builder is named twice"),
+        ("a,x=y", "'x=y' is not a builder name"),
+    ):
         with pytest.raises(UserError, match=why):
             builders.parse(bad)
 
@@ -37,10 +43,13 @@ def test_targets_go_to_the_builders_in_turn_and_an_idle_builder_is_left_out():
 
 
 def test_the_images_a_bake_starts_from_follow_its_target_contexts():
-    definition = {"target": {
-        "v": {"args": {"BASE_IMAGE": "local/base:1", "BUILD_ID": "x"}, "contexts": {"local/base:1": "target:b"}},
-        "w": {"args": {"BASE_IMAGE": "local/other:2"}},
-        "b": {"args": {"ROOTFS_IMAGE": "local/rootfs:bullseye"}}}}
+    definition = {
+        "target": {
+            "v": {"args": {"BASE_IMAGE": "local/base:1", "BUILD_ID": "x"}, "contexts": {"local/base:1": "target:b"}},
+            "w": {"args": {"BASE_IMAGE": "local/other:2"}},
+            "b": {"args": {"ROOTFS_IMAGE": "local/rootfs:bullseye"}},
+        }
+    }
     assert builders.from_images(definition, ["v"]) == ["local/rootfs:bullseye"]  # the base is built in the bake
     assert builders.from_images(definition, ["w"]) == ["local/other:2"]
     assert builders.from_images(definition, ["v", "w"]) == ["local/other:2", "local/rootfs:bullseye"]
@@ -48,14 +57,18 @@ def test_the_images_a_bake_starts_from_follow_its_target_contexts():
 
 # --- the images a build starts FROM, on another builder ---------------------------------
 
+
 @pytest.fixture
 def stores(monkeypatch):
     """Image stores by environment: 'here' (this engine) and 'e2' (a context's engine)."""
     images = {"here": {}, "e2": {}}
     copies = []
     monkeypatch.setattr(builders, "_inspect", lambda ref, env: images[env["AT"]].get(ref))
-    monkeypatch.setattr(builders, "copy", lambda ref, here, there: (copies.append(ref),
-                                                                    images[there["AT"]].__setitem__(ref, images[here["AT"]][ref])))
+    monkeypatch.setattr(
+        builders,
+        "copy",
+        lambda ref, here, there: (copies.append(ref), images[there["AT"]].__setitem__(ref, images[here["AT"]][ref])),
+    )
     return images, copies
 
 
@@ -95,13 +108,17 @@ def test_a_builder_instance_cannot_read_an_image_that_only_this_engine_has(store
     images["here"]["local/base:1"] = {"Id": "sha256:aa", "RepoDigests": []}
     images["here"]["reg.corp/base:1"] = {"Id": "sha256:bb", "RepoDigests": ["reg.corp/base@sha256:cc"]}
     builders.ensure_inputs(INSTANCE, ["reg.corp/base:1"], HERE, lambda m: None)  # pushed: the builder pulls it
-    with pytest.raises(UserError, match=r"^--builder bk: a buildx builder instance resolves FROM through "
-                                        r"registries, and local/base:1 exists only on this engine"):
+    with pytest.raises(
+        UserError,
+        match=r"^--builder bk: a buildx builder instance resolves FROM through "
+        r"registries, and local/base:1 exists only on this engine",
+    ):
         builders.ensure_inputs(INSTANCE, ["local/base:1"], HERE, lambda m: None)
     assert copies == []
 
 
 # --- builder build --all --builders ---------------------------------------------------
+
 
 @pytest.fixture
 def engine(monkeypatch, tmp_path) -> FakeEngine:
@@ -117,9 +134,20 @@ def engine(monkeypatch, tmp_path) -> FakeEngine:
 
 
 def spread_plan(builders_option: str | None = "e2,default", **kw) -> pl.BuildPlan:
-    return pl.plan_build(catalog.load_selected(), pl.BuildArgs(**{
-        "release": "21.08", "all_variants": True, "build_id": "t1", "base": "offline",
-        "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6", "builders": builders_option, **kw}))
+    return pl.plan_build(
+        catalog.load_selected(),
+        pl.BuildArgs(
+            **{
+                "release": "21.08",
+                "all_variants": True,
+                "build_id": "t1",
+                "base": "offline",
+                "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6",
+                "builders": builders_option,
+                **kw,
+            }
+        ),
+    )
 
 
 def recipe() -> BaseRecipe:
@@ -133,8 +161,12 @@ def test_the_variants_are_spread_one_bake_per_builder_then_each_is_checked_and_t
     assert engine.checked == ["e2", "default"]  # every builder known to buildx before anything runs
     bakes = [c for c in engine.calls if c[0] == "bake"]
     assert [(c[2], c[3]) for c in bakes] == [(["21-08-tf2-py3"], "e2"), (["21-08-tf2-py3-amp"], None)]
-    assert out.results == ["local/tensorflow:21.08-tf2-py3", "local/tensorflow:21.08-tf2-py3-t1",
-                           "local/tensorflow:21.08-tf2-py3-amp", "local/tensorflow:21.08-tf2-py3-amp-t1"]
+    assert out.results == [
+        "local/tensorflow:21.08-tf2-py3",
+        "local/tensorflow:21.08-tf2-py3-t1",
+        "local/tensorflow:21.08-tf2-py3-amp",
+        "local/tensorflow:21.08-tf2-py3-amp-t1",
+    ]
     assert "--all: 2 variant(s) spread over 2 builders, one bake each" in out.messages
     assert "summary: 2 built, 0 failed, 1 skipped" in out.messages
 
@@ -166,13 +198,15 @@ def test_one_builder_in_the_list_is_one_bake_there(engine):
 
 
 def test_what_builders_cannot_go_with_is_refused_in_one_line(engine):
-    with pytest.raises(UserError, match="^--builders spreads the variants of --all over builders: "
-                                        "for one image use --builder NAME$"):
+    with pytest.raises(
+        UserError, match="^--builders spreads the variants of --all over builders: for one image use --builder NAME$"
+    ):
         pl.plan_build(catalog.load_selected(), pl.BuildArgs(release="21.08", builders="e2"))
     with pytest.raises(UserError, match="^--builder and --builders exclude each other"):
         run.run_build(spread_plan(), lambda: engine, BuildSettings(builder="e3"), out=Captured())
     with pytest.raises(UserError, match="^--builders: --compile-cache: a bake cannot reach"):
         engine.add_image(recipe().tag)
-        run.run_build(spread_plan(compile_cache="http://127.0.0.1:1/ccache"), lambda: engine, BuildSettings(),
-                      out=Captured())
+        run.run_build(
+            spread_plan(compile_cache="http://127.0.0.1:1/ccache"), lambda: engine, BuildSettings(), out=Captured()
+        )
     assert not [c for c in engine.calls if c[0] in ("bake", "build", "tag")]

@@ -1,6 +1,7 @@
 """The BuildKit backend's pure parts: buildx events onto the progress line and into the
 log file (with the markers bench/ reads), image ids given a temporary tag for BuildKit,
 the backend switch. The builds themselves run on the real engine (integration tests)."""
+
 import io
 
 import pytest
@@ -21,27 +22,38 @@ def progress(stream: io.StringIO) -> Progress:
 def test_numbered_steps_reach_the_progress_line_and_internal_vertexes_do_not():
     out, log = io.StringIO(), io.StringIO()
     p = progress(out)
-    for event in (Event("step", "[internal] load build definition from Dockerfile"),
-                  Event("step", "[ 3/18] RUN ./nvbuild.sh --only horovod"),
-                  Event("step", "[stage-1 2/5] COPY a /b")):
+    for event in (
+        Event("step", "[internal] load build definition from Dockerfile"),
+        Event("step", "[ 3/18] RUN ./nvbuild.sh --only horovod"),
+        Event("step", "[stage-1 2/5] COPY a /b"),
+    ):
         bk.record(event, p, log)
     lines = out.getvalue().splitlines()
-    assert [line.split(" ", 2)[2] for line in lines] == ["step 3/18: RUN ./nvbuild.sh --only horovod",
-                                                        "step 2/5: COPY a /b"]
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "step 3/18: RUN ./nvbuild.sh --only horovod",
+        "step 2/5: COPY a /b",
+    ]
     assert log.getvalue().splitlines()[0].startswith("#builder-vertex at ")
 
 
 def test_the_log_has_step_markers_that_the_bench_splits_by():
     log = io.StringIO()
     p = progress(io.StringIO())
-    for event in (Event("step", "[1/3] FROM base"), Event("done", "[1/3] FROM base", seconds=0.1),
-                  Event("cached", "[1/3] FROM base"),
-                  Event("step", "[2/3] RUN make"), Event("log", "[2/3] RUN make", "compiling\n"),
-                  Event("done", "[2/3] RUN make", seconds=9.0), Event("step", "[3/3] COPY x /x")):
+    for event in (
+        Event("step", "[1/3] FROM base"),
+        Event("done", "[1/3] FROM base", seconds=0.1),
+        Event("cached", "[1/3] FROM base"),
+        Event("step", "[2/3] RUN make"),
+        Event("log", "[2/3] RUN make", "compiling\n"),
+        Event("done", "[2/3] RUN make", seconds=9.0),
+        Event("step", "[3/3] COPY x /x"),
+    ):
         bk.record(event, p, log)
     text = log.getvalue()
     assert "compiling\n" in text and "#builder-done 2/3 at " in text
-    assert [line for line in text.splitlines() if line.startswith("#builder-cached")] == ["#builder-cached 1/3: FROM base"]
+    assert [line for line in text.splitlines() if line.startswith("#builder-cached")] == [
+        "#builder-cached 1/3: FROM base"
+    ]
     # BuildKit's own durations where a step finished, in the order they finished
     assert step_seconds(text) == [("FROM base", 0.1), ("RUN make", 9.0)]
     # without them (a legacy log), the time between the step markers
@@ -71,8 +83,8 @@ def test_an_image_id_base_gets_a_temporary_tag_that_is_removed_after():
     before = dict(engine.tags)
     with bk.base_by_tag(engine, {"BASE_IMAGE": image, "BUILD_ID": "x"}) as args:
         assert args["BASE_IMAGE"] != image and args["BUILD_ID"] == "x"
-        assert engine.image_id(args["BASE_IMAGE"]) == image    # resolvable by name while building
-    assert engine.tags == before                              # only the temporary tag went away
+        assert engine.image_id(args["BASE_IMAGE"]) == image  # resolvable by name while building
+    assert engine.tags == before  # only the temporary tag went away
     assert engine.image_id(image) == image
 
 
@@ -94,13 +106,18 @@ def test_the_backend_switch(monkeypatch):
         bk.backend_wanted()
 
 
-@pytest.mark.parametrize("name,label", [
-    ("[12/18] RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 8.6",
-     "step 12/18: RUN ./nvbuild.sh --sm 8.6"),
-    ("[stage-1 2/5] COPY a /b", "step 2/5: COPY a /b"),
-    ("[internal] load build context", "[internal] load build context"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "name,label",
+    [
+        (
+            "[12/18] RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 8.6",
+            "step 12/18: RUN ./nvbuild.sh --sm 8.6",
+        ),
+        ("[stage-1 2/5] COPY a /b", "step 2/5: COPY a /b"),
+        ("[internal] load build context", "[internal] load build context"),
+        ("", ""),
+    ],
+)
 def test_a_failing_step_is_named_as_the_legacy_builder_named_it(name, label):
     assert bk.step_label(name) == label
 

@@ -1,5 +1,6 @@
 """The pure parts of `builder doctor`'s BuildKit probe: the CLI's reason for a refusal, the
 image store from `docker info`, and the bake file with a target context."""
+
 from pathlib import Path
 
 from builder.cli import doctor
@@ -7,9 +8,11 @@ from builder.engine import buildkit_probe
 
 
 def test_the_error_line_is_the_reason():
-    stderr = ("#0 building with \"default\" instance using docker driver\n\n"
-              "ERROR: Cache export is not supported for the docker driver.\n"
-              "Switch to a different driver, or turn on the containerd image store, and try again.\n")
+    stderr = (
+        '#0 building with "default" instance using docker driver\n\n'
+        "ERROR: Cache export is not supported for the docker driver.\n"
+        "Switch to a different driver, or turn on the containerd image store, and try again.\n"
+    )
     assert buildkit_probe._why(stderr) == "Cache export is not supported for the docker driver."
 
 

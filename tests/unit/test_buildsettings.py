@@ -1,4 +1,5 @@
 """Corporate settings: what the settings server offers and how the in-image wrapper uses it."""
+
 import http.server
 import os
 import re
@@ -32,11 +33,14 @@ def test_empty_settings_serve_nothing():
         assert url is None
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"apt_mirror": "ftp://x"}, "--apt-mirror 'ftp://x' is not an http"),
-    ({"pip_index": "pypi"}, "--pip-index 'pypi' is not an http"),
-    ({"ca_bundles": (Path("/nonexistent.pem"),)}, "--ca-bundle /nonexistent.pem: no such file"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"apt_mirror": "ftp://x"}, "--apt-mirror 'ftp://x' is not an http"),
+        ({"pip_index": "pypi"}, "--pip-index 'pypi' is not an http"),
+        ({"ca_bundles": (Path("/nonexistent.pem"),)}, "--ca-bundle /nonexistent.pem: no such file"),
+    ],
+)
 def test_bad_settings(kw, msg):
     with pytest.raises(UserError, match=msg):
         BuildSettings(**kw).validate()
@@ -50,8 +54,13 @@ def test_not_a_pem(tmp_path):
 
 
 def _wrapper(url, command, env=None):
-    return subprocess.run(["bash", str(WRAPPER), "bash", "-c", command], capture_output=True, text=True,
-                          env={**os.environ, "BUILD_SETTINGS": url or "", **(env or {})}, timeout=30)
+    return subprocess.run(
+        ["bash", str(WRAPPER), "bash", "-c", command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BUILD_SETTINGS": url or "", **(env or {})},
+        timeout=30,
+    )
 
 
 @pytest.fixture
@@ -69,16 +78,20 @@ def open_server(tmp_path, monkeypatch):
 def test_wrapper_exports_settings_for_one_command_and_removes_them(tmp_path, open_server):
     ca = tmp_path / "corp.pem"
     ca.write_text(PEM)
-    settings = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
-                             ca_bundles=(ca,))
+    settings = BuildSettings(
+        apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple", ca_bundles=(ca,)
+    )
     with settings_server.hold(settings) as (state, name):
         url = f"http://127.0.0.1:{open_server}/{name}"
         assert urllib.request.urlopen(url + "/index").read() == b"apt-mirror\nca.crt\npip-index\n"
         sources = tmp_path / "sources.list"
         sources.write_text(SOURCES)
-        out = _wrapper(url, 'echo "$PIP_INDEX_URL"; cat "$PIP_CERT" | grep -c TESTCAUNIQUE; '
-                            'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"',
-                       env={"WITH_BUILD_SETTINGS_SOURCES": str(sources)})
+        out = _wrapper(
+            url,
+            'echo "$PIP_INDEX_URL"; cat "$PIP_CERT" | grep -c TESTCAUNIQUE; '
+            'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"',
+            env={"WITH_BUILD_SETTINGS_SOURCES": str(sources)},
+        )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "https://u:s3cret@pypi.corp/simple"
@@ -116,15 +129,19 @@ def test_concurrent_builds_share_the_daemon_and_settings_vanish_after(tmp_path, 
     monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("BUILDER_SETTINGS_PORT", raising=False)
     a, b = BuildSettings(pip_index="https://a.example/simple"), BuildSettings(pip_index="https://b.example/simple")
-    with settings_server.serve_settings(a) as url_a, settings_server.serve_settings(a) as url_a2, settings_server.serve_settings(b) as url_b:
-        assert url_a == url_a2 != url_b                      # same settings, same URL (cache keys stay put)
+    with (
+        settings_server.serve_settings(a) as url_a,
+        settings_server.serve_settings(a) as url_a2,
+        settings_server.serve_settings(b) as url_b,
+    ):
+        assert url_a == url_a2 != url_b  # same settings, same URL (cache keys stay put)
         state = tmp_path / "cache" / "settings"
         token_a = url_a.rsplit("/", 1)[1]
-        assert re.fullmatch(r"[0-9a-f]{64}", token_a) and a.digest() not in url_a   # not the bare digest
+        assert re.fullmatch(r"[0-9a-f]{64}", token_a) and a.digest() not in url_a  # not the bare digest
         assert b"a.example" in (state / token_a / "pip-index").read_bytes()
         assert oct(state.stat().st_mode & 0o777) == "0o700"
-        assert _get(url_a + "/pip-index") == 403             # this test is a host process: refused
-    for _ in range(50):                                      # the daemon removes what nobody holds
+        assert _get(url_a + "/pip-index") == 403  # this test is a host process: refused
+    for _ in range(50):  # the daemon removes what nobody holds
         if not any(p.is_dir() for p in state.iterdir()):
             break
         time.sleep(0.2)
@@ -140,14 +157,25 @@ def test_a_host_process_of_any_user_gets_403(tmp_path, monkeypatch):
     with settings_server.serve_settings(BuildSettings(pip_index="https://u:tok-403@pypi.corp/simple")) as url:
         assert _get(url + "/pip-index") == 403
         assert _get(url + "/index") == 403
-        if os.geteuid() == 0:                                 # and as another user (nobody)
+        if os.geteuid() == 0:  # and as another user (nobody)
             port_, path = url.split(":")[2].split("/", 1)
-            code = subprocess.run(["bash", "-c", f'exec 3<>/dev/tcp/127.0.0.1/{port_}; '
-                                   f'printf "GET /{path}/pip-index HTTP/1.0\\r\\n\\r\\n" >&3; head -c 12 <&3'],
-                                  capture_output=True, text=True, user=65534, group=65534, cwd="/", timeout=30)
+            code = subprocess.run(
+                [
+                    "bash",
+                    "-c",
+                    f"exec 3<>/dev/tcp/127.0.0.1/{port_}; "
+                    f'printf "GET /{path}/pip-index HTTP/1.0\\r\\n\\r\\n" >&3; head -c 12 <&3',
+                ],
+                capture_output=True,
+                text=True,
+                user=65534,
+                group=65534,
+                cwd="/",
+                timeout=30,
+            )
             code.stdout = code.stdout.split(" ")[-1]
             assert code.stdout.strip() == "403", code.stderr
-        out = _wrapper(url, "true")                            # the wrapper on the host gets nothing either
+        out = _wrapper(url, "true")  # the wrapper on the host gets nothing either
         assert out.returncode != 0 and "cannot read settings" in out.stderr
 
 
@@ -156,9 +184,24 @@ def test_only_exact_live_paths_are_served(open_server):
         base = f"http://127.0.0.1:{open_server}"
         assert _get(f"{base}/{name}/pip-index") == 200
         other = settings_server.token(state, "0" * 16)
-        for path in ["/", f"/{name}", f"/{name}/", f"/{name}/index?x=1", f"/{name}/index%3Fx", f"/{name}/../key",
-                     f"/{name}/%2e%2e/key", "/key", "/port", f"/{other}/index", f"/{name}.lock", f"/{name}/index/",
-                     f"//{name}/index", f"/{name.upper()}/index", f"/{name}/env", "/.builder-settings"]:
+        for path in [
+            "/",
+            f"/{name}",
+            f"/{name}/",
+            f"/{name}/index?x=1",
+            f"/{name}/index%3Fx",
+            f"/{name}/../key",
+            f"/{name}/%2e%2e/key",
+            "/key",
+            "/port",
+            f"/{other}/index",
+            f"/{name}.lock",
+            f"/{name}/index/",
+            f"//{name}/index",
+            f"/{name.upper()}/index",
+            f"/{name}/env",
+            "/.builder-settings",
+        ]:
             assert _get(base + path) == 404, path
         # A raw request with a fragment (urllib would drop it).
         with socket.create_connection(("127.0.0.1", open_server)) as conn:
@@ -171,9 +214,14 @@ def test_fuzzed_paths_get_nothing_but_the_live_files(open_server):
         live = {f"/{name}/index", f"/{name}/pip-index"}
 
         @settings(max_examples=300, deadline=None)
-        @given(path=st.one_of(st.text(alphabet="/.%?#abcdef0123456789indexpg-", max_size=80),
-                              st.sampled_from(sorted(live)).flatmap(
-                                  lambda p: st.text(alphabet="/.%?#x", max_size=3).map(lambda t: p + t))))
+        @given(
+            path=st.one_of(
+                st.text(alphabet="/.%?#abcdef0123456789indexpg-", max_size=80),
+                st.sampled_from(sorted(live)).flatmap(
+                    lambda p: st.text(alphabet="/.%?#x", max_size=3).map(lambda t: p + t)
+                ),
+            )
+        )
         def check(path):
             request = path if path.startswith("/") else "/" + path
             with socket.create_connection(("127.0.0.1", open_server)) as conn:
@@ -187,19 +235,25 @@ def test_fuzzed_paths_get_nothing_but_the_live_files(open_server):
 CONTAINER_ID = "9b6d1b4e65424c16245cc2da710c2c64cb22639a04a6321f35425a28ff17267e"
 
 
-@pytest.mark.parametrize("text,inside", [
-    (f"4:memory:/docker/{CONTAINER_ID}\n0::/docker/{CONTAINER_ID}\n", True),
-    (f"0::/system.slice/docker-{CONTAINER_ID}.scope\n", True),
-    ("9:name=systemd:/\n4:memory:/process_api/106c72cecc82\n0::/\n", False),
-    (f"0::/user.slice/user-1000.slice/user@1000.service/docker/{CONTAINER_ID}\n", False),  # a user's own subtree
-    (f"0::/docker/{CONTAINER_ID}/child\n", False),
-    ("0::/docker/abc\n", False),
-    # A RUN step of BuildKit in the engine (as measured on cgroup v1 with the cgroupfs driver)
-    ("9:name=systemd:/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n4:memory:/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n", True),
-    ("0::/docker/buildkit/qtddqx6mr0wserkedsccvz4mq/child\n", False),
-    ("0::/docker/buildkit/short\n", False),
-    ("0::/user.slice/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n", False),
-])
+@pytest.mark.parametrize(
+    "text,inside",
+    [
+        (f"4:memory:/docker/{CONTAINER_ID}\n0::/docker/{CONTAINER_ID}\n", True),
+        (f"0::/system.slice/docker-{CONTAINER_ID}.scope\n", True),
+        ("9:name=systemd:/\n4:memory:/process_api/106c72cecc82\n0::/\n", False),
+        (f"0::/user.slice/user-1000.slice/user@1000.service/docker/{CONTAINER_ID}\n", False),  # a user's own subtree
+        (f"0::/docker/{CONTAINER_ID}/child\n", False),
+        ("0::/docker/abc\n", False),
+        # A RUN step of BuildKit in the engine (as measured on cgroup v1 with the cgroupfs driver)
+        (
+            "9:name=systemd:/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n4:memory:/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n",
+            True,
+        ),
+        ("0::/docker/buildkit/qtddqx6mr0wserkedsccvz4mq/child\n", False),
+        ("0::/docker/buildkit/short\n", False),
+        ("0::/user.slice/docker/buildkit/qtddqx6mr0wserkedsccvz4mq\n", False),
+    ],
+)
 def test_container_cgroup(text, inside):
     assert settings_server.container_cgroup(text) is inside
 
@@ -245,7 +299,7 @@ def test_two_cache_dirs_get_their_own_daemons_and_ports(tmp_path, monkeypatch):
     with settings_server.serve_settings(settings_) as one:
         monkeypatch.setenv("BUILDER_CACHE_DIR", str(tmp_path / "two"))
         with settings_server.serve_settings(settings_) as two:
-            assert one.split("/")[2] != two.split("/")[2]       # ports differ
+            assert one.split("/")[2] != two.split("/")[2]  # ports differ
             assert one.rsplit("/", 1)[1] != two.rsplit("/", 1)[1]  # so do the keys, hence the tokens
             for url, d in ((one, tmp_path / "one"), (two, tmp_path / "two")):
                 port_ = int(url.split(":")[2].split("/")[0])

@@ -1,6 +1,7 @@
 """`builder cache serve`: options typed and checked before anything is written; nothing a
 user types becomes an nginx directive; writes beyond loopback need the write credential.
 The server tests run Debian's real nginx on free ports."""
+
 from __future__ import annotations
 
 import base64
@@ -18,8 +19,9 @@ from builder import cache
 from builder.cli import main as cli
 from builder.core.errors import UserError
 
-pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
-                                reason="nginx is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(), reason="nginx is not installed"
+)
 
 
 def free_port() -> int:
@@ -32,20 +34,26 @@ def snapshot(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--max-object-size", "1m; } location /x { alias /etc/shadow; } #"], "--max-object-size '1m; } location"),
-    (["--max-object-size", "1e9"], "is not a size"),
-    (["--max-object-size", "inf"], "is not a size"),
-    (["--max-object-size", "0"], "must be positive"),
-    (["--max-object-size", "100T"], "is more than 64G"),
-    (["--max-size", "nan"], "--max-size 'nan' is not a size"),
-    (["--max-size", "20G\n"], "is not a size"),
-    (["--port", "0"], "--port 0 is not a TCP port"),
-    (["--port", "70000"], "--port 70000 is not a TCP port"),
-    (["--listen", "0.0.0.0; allow all"], "is not an IP address"),
-    (["--address", "localhost"], "is not an IP address"),
-    (["--write-credentials-file", "/nonexistent/creds"], "--write-credentials-file /nonexistent/creds: cannot read"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--max-object-size", "1m; } location /x { alias /etc/shadow; } #"], "--max-object-size '1m; } location"),
+        (["--max-object-size", "1e9"], "is not a size"),
+        (["--max-object-size", "inf"], "is not a size"),
+        (["--max-object-size", "0"], "must be positive"),
+        (["--max-object-size", "100T"], "is more than 64G"),
+        (["--max-size", "nan"], "--max-size 'nan' is not a size"),
+        (["--max-size", "20G\n"], "is not a size"),
+        (["--port", "0"], "--port 0 is not a TCP port"),
+        (["--port", "70000"], "--port 70000 is not a TCP port"),
+        (["--listen", "0.0.0.0; allow all"], "is not an IP address"),
+        (["--address", "localhost"], "is not an IP address"),
+        (
+            ["--write-credentials-file", "/nonexistent/creds"],
+            "--write-credentials-file /nonexistent/creds: cannot read",
+        ),
+    ],
+)
 def test_bad_options_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, args, msg):
     before = snapshot(tmp_path)
     code = cli.main(["cache", "serve", "--dir", str(tmp_path / "c"), *args])
@@ -57,8 +65,12 @@ def test_bad_options_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, arg
 def test_a_file_or_an_unusable_path_as_dir_is_one_line(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("user data\n")
-    for d, msg in [(f, "is not a directory"), (f / "sub", "is not a directory"),
-                   (tmp_path / "a$HOME", "holds '$'"), (tmp_path / "a\nb", "holds '$' or a control character")]:
+    for d, msg in [
+        (f, "is not a directory"),
+        (f / "sub", "is not a directory"),
+        (tmp_path / "a$HOME", "holds '$'"),
+        (tmp_path / "a\nb", "holds '$' or a control character"),
+    ]:
         code = cli.main(["cache", "serve", "--dir", str(d)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and msg in err[0], err
@@ -78,13 +90,14 @@ def test_sizes_fit_the_grammar_or_are_refused(text):
 
 
 @settings(max_examples=2000)
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1,
-               max_size=40))
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40)
+)
 def test_nginx_strings_are_one_token_or_refused(text):
     try:
         quoted = cache.nginx_string(text, "--dir")
     except UserError:
-        assert any(c == "$" or ord(c) < 0x20 or ord(c) == 0x7f for c in text)
+        assert any(c == "$" or ord(c) < 0x20 or ord(c) == 0x7F for c in text)
         return
     # One double-quoted token: the only quotes inside are escaped ones.
     inner = quoted[1:-1]
@@ -93,8 +106,9 @@ def test_nginx_strings_are_one_token_or_refused(text):
     assert inner.replace("\\\\", "\\").replace('\\"', '"') == text
 
 
-def _request(host: str, port: int, method: str, path: str, body: bytes = b"", auth: str | None = None,
-             source: str | None = None) -> int:
+def _request(
+    host: str, port: int, method: str, path: str, body: bytes = b"", auth: str | None = None, source: str | None = None
+) -> int:
     conn = http.client.HTTPConnection(host, port, timeout=10, source_address=(source, 0) if source else None)
     headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
     conn.request(method, path, body=body or None, headers=headers)
@@ -119,11 +133,11 @@ def served(tmp_path):
 
 
 def test_a_hostile_directory_name_stays_one_path_in_nginx_conf(tmp_path, served):
-    d = tmp_path / 'odd dir; } location /x { alias /etc/shadow; } # "q" \'s\''
+    d = tmp_path / "odd dir; } location /x { alias /etc/shadow; } # \"q\" 's'"
     server = served(d)
     assert _request("127.0.0.1", server.port, "PUT", "/ccache/obj", b"object-bytes") in (201, 204)
     assert (d / "data" / "ccache" / "obj").read_bytes() == b"object-bytes"
-    assert _request("127.0.0.1", server.port, "GET", "/x") == 404      # no injected location
+    assert _request("127.0.0.1", server.port, "GET", "/x") == 404  # no injected location
     conf = (d / ".server" / "nginx.conf").read_text().splitlines()
     assert [line.strip() for line in conf if line.strip().startswith("location")] == ["location / {"]
 
@@ -171,7 +185,7 @@ def test_a_given_write_credential_is_used(tmp_path, served):
 def test_loopback_server_has_no_write_auth_and_max_object_size_holds(tmp_path, served):
     server = served(tmp_path / "c")
     assert "auth_basic" not in (tmp_path / "c" / ".server" / "nginx.conf").read_text()
-    assert _request("127.0.0.1", server.port, "PUT", "/big", b"x" * (2 << 20)) == 413   # over 1M
+    assert _request("127.0.0.1", server.port, "PUT", "/big", b"x" * (2 << 20)) == 413  # over 1M
     assert cache.CacheServer.load(tmp_path / "c").max_object_size == 1 << 20
 
 
@@ -185,7 +199,8 @@ def test_nginx_config_check_error_is_one_line(tmp_path, monkeypatch):
 def test_old_server_json_still_loads(tmp_path):
     (tmp_path / ".server").mkdir()
     (tmp_path / ".server" / "server.json").write_text(
-        '{"port": 9, "listen": "127.0.0.1", "max_size": 10, "max_object_size": "512m"}')
+        '{"port": 9, "listen": "127.0.0.1", "max_size": 10, "max_object_size": "512m"}'
+    )
     assert cache.CacheServer.load(tmp_path).max_object_size == 512 << 20
 
 
@@ -197,13 +212,18 @@ IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever p
 11: dockerx    inet 192.168.9.1/24 scope global dockerx"""
 
 
-@pytest.mark.parametrize("address,subnet", [
-    ("172.17.0.1", "172.17.0.0/16"),      # docker0: this machine's build containers
-    ("172.18.0.1", "172.18.0.0/16"),      # a user-defined Docker network's bridge
-    ("10.1.2.3", None),                   # the machine's LAN: its neighbours need the credential
-    ("192.168.9.1", None),                # a name that only looks like Docker's
-    ("127.0.0.1", None), ("0.0.0.0", None), ("172.17.0.2", None),
-])
+@pytest.mark.parametrize(
+    "address,subnet",
+    [
+        ("172.17.0.1", "172.17.0.0/16"),  # docker0: this machine's build containers
+        ("172.18.0.1", "172.18.0.0/16"),  # a user-defined Docker network's bridge
+        ("10.1.2.3", None),  # the machine's LAN: its neighbours need the credential
+        ("192.168.9.1", None),  # a name that only looks like Docker's
+        ("127.0.0.1", None),
+        ("0.0.0.0", None),
+        ("172.17.0.2", None),
+    ],
+)
 def test_only_a_docker_bridges_own_subnet_writes_without_the_credential(address, subnet):
     assert cache.docker_bridge_subnet(address, IP_ADDR) == subnet
 

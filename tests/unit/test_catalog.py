@@ -1,4 +1,5 @@
 """Loading, inheritance and validation of the release catalog (builder/catalog/__init__.py)."""
+
 import dataclasses
 
 import pytest
@@ -25,18 +26,33 @@ def test_release_21_08_matches_the_reference_facts(real):
     assert r.cuda_cc == ["5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6"]
     assert r.toggles == {"xla": True, "gcp": False, "hdfs": False}
     assert {v: (r.variants[v].tag, r.variants[v].framework_version) for v in r.variants} == {
-        "tf1-py3": ("21.08-tf1-py3", "1.15.5"), "tf2-py3": ("21.08-tf2-py3", "2.5.0")}
+        "tf1-py3": ("21.08-tf1-py3", "1.15.5"),
+        "tf2-py3": ("21.08-tf2-py3", "2.5.0"),
+    }
     assert r.offline.debian == "bullseye" and r.offline.cuda == "11.2" and r.offline.python == "3.9"
     assert r.upstream_image == "nvcr.io/nvidia/cuda:11.4.1-cudnn8-devel-ubuntu20.04"
 
 
 def test_guide_section_7_env_defaults_with_documented_values(real):
     env = real.get("21.08").env
-    assert {k: env[k] for k in ("TF_ADJUST_HUE_FUSED", "TF_ADJUST_SATURATION_FUSED",
-                                "TF_ENABLE_WINOGRAD_NONFUSED", "TF_AUTOTUNE_THRESHOLD",
-                                "CUDA_DEVICE_MAX_CONNECTIONS", "TF_DISABLE_NVTX_RANGES")} == {
-        "TF_ADJUST_HUE_FUSED": "1", "TF_ADJUST_SATURATION_FUSED": "1", "TF_ENABLE_WINOGRAD_NONFUSED": "1",
-        "TF_AUTOTUNE_THRESHOLD": "2", "CUDA_DEVICE_MAX_CONNECTIONS": "12", "TF_DISABLE_NVTX_RANGES": "0"}
+    assert {
+        k: env[k]
+        for k in (
+            "TF_ADJUST_HUE_FUSED",
+            "TF_ADJUST_SATURATION_FUSED",
+            "TF_ENABLE_WINOGRAD_NONFUSED",
+            "TF_AUTOTUNE_THRESHOLD",
+            "CUDA_DEVICE_MAX_CONNECTIONS",
+            "TF_DISABLE_NVTX_RANGES",
+        )
+    } == {
+        "TF_ADJUST_HUE_FUSED": "1",
+        "TF_ADJUST_SATURATION_FUSED": "1",
+        "TF_ENABLE_WINOGRAD_NONFUSED": "1",
+        "TF_AUTOTUNE_THRESHOLD": "2",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "12",
+        "TF_DISABLE_NVTX_RANGES": "0",
+    }
 
 
 def test_children_state_only_differences(real):
@@ -45,19 +61,25 @@ def test_children_state_only_differences(real):
     assert real.get("21.10").variants["tf2-py3"].framework_version == "2.6.5"
     assert list(real.get("26.11").variants) == ["tf2-py3"]
     assert real.get("22.12").components == {}
-    assert real.get("26.11").env["TF_AUTOTUNE_THRESHOLD"] == "2"   # from _common, three levels up
+    assert real.get("26.11").env["TF_AUTOTUNE_THRESHOLD"] == "2"  # from _common, three levels up
     # 21.08 inherits 21.06's wheel data; 21.10 changes Horovod's version and keeps its requires.
     assert real.get("21.08").variants["tf2-py3"].pins == real.get("21.06").variants["tf2-py3"].pins
     assert real.get("21.10").horovod == catalog.HorovodSpec("0.23.0", ("cloudpickle", "psutil", "pyyaml", "cffi"))
 
 
 def test_upstream_wheels_of_the_shipped_releases(real):
-    wheels = {(r.name, v.name): (v.package, v.framework_version, v.pythons)
-              for r in real.releases.values() for v in r.variants.values()}
+    wheels = {
+        (r.name, v.name): (v.package, v.framework_version, v.pythons)
+        for r in real.releases.values()
+        for v in r.variants.values()
+    }
     tf1 = ("tensorflow", "1.15.5", ("3.5", "3.6", "3.7"))
     assert wheels == {
-        ("21.06", "tf1-py3"): tf1, ("21.08", "tf1-py3"): tf1, ("21.10", "tf1-py3"): tf1,
-        ("22.12", "tf1-py3"): tf1, ("23.03", "tf1-py3"): tf1,
+        ("21.06", "tf1-py3"): tf1,
+        ("21.08", "tf1-py3"): tf1,
+        ("21.10", "tf1-py3"): tf1,
+        ("22.12", "tf1-py3"): tf1,
+        ("23.03", "tf1-py3"): tf1,
         ("21.06", "tf2-py3"): ("tensorflow", "2.5.0", ("3.6", "3.7", "3.8", "3.9")),
         ("21.08", "tf2-py3"): ("tensorflow", "2.5.0", ("3.6", "3.7", "3.8", "3.9")),
         ("21.10", "tf2-py3"): ("tensorflow", "2.6.5", ("3.7", "3.8", "3.9")),
@@ -66,9 +88,17 @@ def test_upstream_wheels_of_the_shipped_releases(real):
         ("26.11", "tf2-py3"): ("tensorflow", "2.21.0", ("3.10", "3.11", "3.12", "3.13")),
     }
     assert {r.name: r.horovod.version for r in real.releases.values() if r.horovod} == {
-        "21.06": "0.22.1", "21.08": "0.22.1", "21.10": "0.23.0", "22.12": "0.26.1", "23.03": "0.26.1"}
+        "21.06": "0.22.1",
+        "21.08": "0.22.1",
+        "21.10": "0.23.0",
+        "22.12": "0.26.1",
+        "23.03": "0.26.1",
+    }
     # 26.11 says why it has none, and the older releases say nothing of the kind
-    assert real.get("26.11").horovod is None and "does not build against TensorFlow 2.21" in real.get("26.11").horovod_absent
+    assert (
+        real.get("26.11").horovod is None
+        and "does not build against TensorFlow 2.21" in real.get("26.11").horovod_absent
+    )
     assert [r.name for r in real.releases.values() if r.horovod_absent] == ["26.11"]
     assert real.get("21.08").gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.5.0.96", "nccl": "nvidia-nccl-cu11==2.13.4"}
     # TensorFlow 2.21's CUDA 12 wheels, every one pinned exactly (its and-cuda extra has lower bounds only)
@@ -77,9 +107,20 @@ def test_upstream_wheels_of_the_shipped_releases(real):
     assert {"cublas", "cuda_runtime", "cuda_nvcc", "cufft", "curand", "cusolver", "cusparse", "nvjitlink"} <= set(cu12)
     assert all(w.startswith("nvidia-") and "-cu12==" in w for w in cu12.values())
     pins = real.get("21.08").variants["tf2-py3"].pins
-    for pin in ("numpy==1.19.5", "protobuf==3.20.3", "h5py==3.1.0", "grpcio==1.34.1", "six==1.15.0",
-                "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0",
-                "absl-py==0.15.0", "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0"):
+    for pin in (
+        "numpy==1.19.5",
+        "protobuf==3.20.3",
+        "h5py==3.1.0",
+        "grpcio==1.34.1",
+        "six==1.15.0",
+        "typing-extensions==3.7.4.3",
+        "wrapt==1.12.1",
+        "flatbuffers==1.12",
+        "gast==0.4.0",
+        "absl-py==0.15.0",
+        "keras-nightly==2.5.0.dev2021032900",
+        "tensorflow-estimator==2.5.0",
+    ):
         assert pin in pins
     # TensorBoard is a tool (TensorFlow 2.5 requires it); 26.11 installs it though TF 2.21 does not
     assert real.get("21.08").tools["tensorboard"].startswith("tensorboard==2.11.")
@@ -103,15 +144,18 @@ def test_tools_are_a_requirement_null_or_absent_with_a_reason(tmp_path):
             "build: {cuda_compute_capabilities: ['9.0'], xla: true, gcp: false, hdfs: false}\n"
             "entrypoint: {title: T, upstream_copyright: U, shm_recommend: S}\nvendor: {name: V}\n"
             "variants: {tf2-py3: {framework: {name: TensorFlow, version: '2.21.0', api: 2}}}\n"
-            f"tools: {tools}\n")
+            f"tools: {tools}\n"
+        )
         return load(tmp_path)
 
     r = catalog("{jupyter: 'jupyterlab>=4,<5', tensorboard: null, dali: 'absent: no wheel here'}").get("30.01")
     assert r.tools == {"jupyter": "jupyterlab>=4,<5"} and r.tools_absent == {"dali": "no wheel here"}
     assert r.tool_package("jupyter") == "jupyterlab"
-    for bad, says in (("{jupyter: 4}", "tools.jupyter: give a pip requirement"),
-                      ("{jupyter: 'jupyter lab'}", "is not a pip requirement"),
-                      ("{Jupyter: jupyterlab}", "tool names are lower-case")):
+    for bad, says in (
+        ("{jupyter: 4}", "tools.jupyter: give a pip requirement"),
+        ("{jupyter: 'jupyter lab'}", "is not a pip requirement"),
+        ("{Jupyter: jupyterlab}", "tool names are lower-case"),
+    ):
         with pytest.raises(CatalogError) as err:
             catalog(bad)
         assert says in str(err.value), str(err.value)
@@ -137,8 +181,10 @@ def test_abstract_releases_are_not_listed(real):
 
 
 def test_merge_semantics():
-    assert catalog.merge({"a": {"x": 1, "y": 2}, "l": [1]}, {"a": {"y": None, "z": 3}, "l": [2]}) == \
-        {"a": {"x": 1, "z": 3}, "l": [2]}
+    assert catalog.merge({"a": {"x": 1, "y": 2}, "l": [1]}, {"a": {"y": None, "z": 3}, "l": [2]}) == {
+        "a": {"x": 1, "z": 3},
+        "l": [2],
+    }
 
 
 def _problems(make_catalog, files):
@@ -156,13 +202,16 @@ def test_a_good_minimal_release_loads(make_catalog):
     assert (cat.get("30.01").gpu_wheels, cat.get("30.01").horovod) == ({}, None)
 
 
-WHEELS = GOOD.replace('framework: {version: "2.14.1"}', """framework:
+WHEELS = GOOD.replace(
+    'framework: {version: "2.14.1"}',
+    """framework:
       version: "2.14.1"
       package: tensorflow
       pythons: ["3.11", "3.10"]
       pins: ["numpy==1.26.4", "protobuf==4.24.4"]
 gpu_wheels: {cudnn: "nvidia-cudnn-cu11==8.7.0.84", nccl: "nvidia-nccl-cu11==2.16.5"}
-horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}""")
+horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}""",
+)
 
 
 def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
@@ -182,39 +231,106 @@ def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
     assert "horovod: 'absent: 0.28.1 does not build against TF 9'\n" in r.spec_text()  # one line in `builder show`
 
 
-@pytest.mark.parametrize("old,new,expected", [
-    ('"numpy==1.26.4"', '"numpy>=1.26"', "variants.tf2-py3.framework.pins[0]: 'numpy>=1.26' is not an exact pin"),
-    ('"numpy==1.26.4"', '"numpy==1.26.4\\n"', "variants.tf2-py3.framework.pins[0]: 'numpy==1.26.4\\n' is not an exact pin"),  # shown escaped: one line
-    ('"numpy==1.26.4"', '"numpy==1.26.4 ; os_name"', "variants.tf2-py3.framework.pins[0]:"),
-    ('"numpy==1.26.4"', '"numpy==1.26.4 --hash=sha256:00"', "variants.tf2-py3.framework.pins[0]:"),
-    ('"numpy==1.26.4"', '"numpy==1.26.4; rm -rf /"', "variants.tf2-py3.framework.pins[0]:"),
-    ('"numpy==1.26.4"', '"protobuf==4.24.3"', "variants.tf2-py3.framework.pins[1]: protobuf is pinned twice"),
-    ('"numpy==1.26.4"', '"TensorFlow==2.14.1"', "variants.tf2-py3.framework.pins: TensorFlow is also named in variants.tf2-py3.framework.package"),
-    ('pins: ["numpy==1.26.4", "protobuf==4.24.4"]', 'pins: "numpy==1.26.4"', "variants.tf2-py3.framework.pins: must be a list"),
-    ('package: tensorflow', 'package: "tensor flow"', "variants.tf2-py3.framework.package: 'tensor flow' is not a PyPI distribution name"),
-    ('package: tensorflow', 'package: "tensorflow\\n"', "variants.tf2-py3.framework.package:"),
-    ('      package: tensorflow\n', '', "variants.tf2-py3.framework.package: missing required field"),
-    ('pythons: ["3.11", "3.10"]', 'pythons: [3.11, 3.10]', 'variants.tf2-py3.framework.pythons[0]: write it as a quoted string, e.g. "3.11"'),
-    ('pythons: ["3.11", "3.10"]', 'pythons: ["3.11", "3"]', "variants.tf2-py3.framework.pythons[1]: '3' is not a Python version"),
-    ('pythons: ["3.11", "3.10"]', 'pythons: ["3.11", "3.11"]', "variants.tf2-py3.framework.pythons[1]: Python 3.11 is listed twice"),
-    ('pythons: ["3.11", "3.10"]', 'pythons: []', "variants.tf2-py3.framework.pythons: missing required field"),
-    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'cudnn: "nvidia-cudnn-cu11>=8"', "gpu_wheels.cudnn: must be an exact pip requirement"),
-    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'cudnn: 8', "gpu_wheels.cudnn: must be an exact pip requirement"),
-    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'CuDNN: "nvidia-cudnn-cu11==8.7.0.84"', "gpu_wheels.CuDNN: component names"),
-    ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', 'cudnn: "numpy==1.26.4"', "gpu_wheels.cudnn: numpy is also named in variants.tf2-py3.framework.pins"),
-    ('version: "0.28.1", requires', 'version: latest, requires', "horovod.version: 'latest' is not a version"),
-    ('version: "0.28.1", requires', 'version: "x1", requires', "horovod.version: 'x1' is not a version"),
-    ('requires: [cloudpickle, "cffi>=1.4.0"]', 'requires: [cloudpickle, "cffi>=1.4.0; os_name"]', "horovod.requires[1]:"),
-    ('requires: [cloudpickle, "cffi>=1.4.0"]', 'requires: cloudpickle', "horovod.requires: must be a list"),
-    (', requires: [cloudpickle, "cffi>=1.4.0"]', '', "horovod.requires: missing required field"),
-    ('horovod: {version', 'horovod: {vers', "horovod.vers: unknown key"),
-    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: [0.28.1]', "horovod: must be a mapping"),
-    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: absent', "horovod: 'absent': give"),
-    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: "absent: "', "horovod: 'absent: ': give"),
-    ('horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}', 'horovod: "absent: x\\ny"', "horovod: 'absent: x\\ny': give"),
-    ('gpu_wheels: {', 'gpu_wheel: {', "gpu_wheel: unknown key"),
-    ('package: tensorflow', 'package: tensorflow\n      python: ["3.11"]', "variants.tf2-py3.framework.python: unknown key"),
-])
+@pytest.mark.parametrize(
+    "old,new,expected",
+    [
+        ('"numpy==1.26.4"', '"numpy>=1.26"', "variants.tf2-py3.framework.pins[0]: 'numpy>=1.26' is not an exact pin"),
+        (
+            '"numpy==1.26.4"',
+            '"numpy==1.26.4\\n"',
+            "variants.tf2-py3.framework.pins[0]: 'numpy==1.26.4\\n' is not an exact pin",
+        ),  # shown escaped: one line
+        ('"numpy==1.26.4"', '"numpy==1.26.4 ; os_name"', "variants.tf2-py3.framework.pins[0]:"),
+        ('"numpy==1.26.4"', '"numpy==1.26.4 --hash=sha256:00"', "variants.tf2-py3.framework.pins[0]:"),
+        ('"numpy==1.26.4"', '"numpy==1.26.4; rm -rf /"', "variants.tf2-py3.framework.pins[0]:"),
+        ('"numpy==1.26.4"', '"protobuf==4.24.3"', "variants.tf2-py3.framework.pins[1]: protobuf is pinned twice"),
+        (
+            '"numpy==1.26.4"',
+            '"TensorFlow==2.14.1"',
+            "variants.tf2-py3.framework.pins: TensorFlow is also named in variants.tf2-py3.framework.package",
+        ),
+        (
+            'pins: ["numpy==1.26.4", "protobuf==4.24.4"]',
+            'pins: "numpy==1.26.4"',
+            "variants.tf2-py3.framework.pins: must be a list",
+        ),
+        (
+            "package: tensorflow",
+            'package: "tensor flow"',
+            "variants.tf2-py3.framework.package: 'tensor flow' is not a PyPI distribution name",
+        ),
+        ("package: tensorflow", 'package: "tensorflow\\n"', "variants.tf2-py3.framework.package:"),
+        ("      package: tensorflow\n", "", "variants.tf2-py3.framework.package: missing required field"),
+        (
+            'pythons: ["3.11", "3.10"]',
+            "pythons: [3.11, 3.10]",
+            'variants.tf2-py3.framework.pythons[0]: write it as a quoted string, e.g. "3.11"',
+        ),
+        (
+            'pythons: ["3.11", "3.10"]',
+            'pythons: ["3.11", "3"]',
+            "variants.tf2-py3.framework.pythons[1]: '3' is not a Python version",
+        ),
+        (
+            'pythons: ["3.11", "3.10"]',
+            'pythons: ["3.11", "3.11"]',
+            "variants.tf2-py3.framework.pythons[1]: Python 3.11 is listed twice",
+        ),
+        ('pythons: ["3.11", "3.10"]', "pythons: []", "variants.tf2-py3.framework.pythons: missing required field"),
+        (
+            'cudnn: "nvidia-cudnn-cu11==8.7.0.84"',
+            'cudnn: "nvidia-cudnn-cu11>=8"',
+            "gpu_wheels.cudnn: must be an exact pip requirement",
+        ),
+        ('cudnn: "nvidia-cudnn-cu11==8.7.0.84"', "cudnn: 8", "gpu_wheels.cudnn: must be an exact pip requirement"),
+        (
+            'cudnn: "nvidia-cudnn-cu11==8.7.0.84"',
+            'CuDNN: "nvidia-cudnn-cu11==8.7.0.84"',
+            "gpu_wheels.CuDNN: component names",
+        ),
+        (
+            'cudnn: "nvidia-cudnn-cu11==8.7.0.84"',
+            'cudnn: "numpy==1.26.4"',
+            "gpu_wheels.cudnn: numpy is also named in variants.tf2-py3.framework.pins",
+        ),
+        ('version: "0.28.1", requires', "version: latest, requires", "horovod.version: 'latest' is not a version"),
+        ('version: "0.28.1", requires', 'version: "x1", requires', "horovod.version: 'x1' is not a version"),
+        (
+            'requires: [cloudpickle, "cffi>=1.4.0"]',
+            'requires: [cloudpickle, "cffi>=1.4.0; os_name"]',
+            "horovod.requires[1]:",
+        ),
+        ('requires: [cloudpickle, "cffi>=1.4.0"]', "requires: cloudpickle", "horovod.requires: must be a list"),
+        (', requires: [cloudpickle, "cffi>=1.4.0"]', "", "horovod.requires: missing required field"),
+        ("horovod: {version", "horovod: {vers", "horovod.vers: unknown key"),
+        (
+            'horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}',
+            "horovod: [0.28.1]",
+            "horovod: must be a mapping",
+        ),
+        (
+            'horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}',
+            "horovod: absent",
+            "horovod: 'absent': give",
+        ),
+        (
+            'horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}',
+            'horovod: "absent: "',
+            "horovod: 'absent: ': give",
+        ),
+        (
+            'horovod: {version: "0.28.1", requires: [cloudpickle, "cffi>=1.4.0"]}',
+            'horovod: "absent: x\\ny"',
+            "horovod: 'absent: x\\ny': give",
+        ),
+        ("gpu_wheels: {", "gpu_wheel: {", "gpu_wheel: unknown key"),
+        (
+            "package: tensorflow",
+            'package: tensorflow\n      python: ["3.11"]',
+            "variants.tf2-py3.framework.python: unknown key",
+        ),
+    ],
+)
 def test_each_wheel_key_problem_is_reported(make_catalog, old, new, expected):
     assert old in WHEELS
     text = WHEELS.replace(old, new, 1)
@@ -228,24 +344,53 @@ def test_whole_string_matches_refuse_a_trailing_newline(make_catalog):
     assert any("variant names are lower-case" in p for p in problems), problems
 
 
-@pytest.mark.parametrize("old,new,expected", [
-    ('parent: _common', 'parent: "19.99"', "30.01.yaml: parent: unknown parent '19.99'"),
-    ('["7.0", "8.0"]', '["7.0", "9.9"]',
-     "30.01.yaml: build.cuda_compute_capabilities: compute capability 9.9 is not a GPU architecture for CUDA 11.8.0"),
-    ('cuda: "11.8.0"', 'cuda: "13.0"',
-     "30.01.yaml: build.cuda_compute_capabilities: compute capability 7.0 cannot be compiled for CUDA 13.0; "
-     "supported: 7.5-12.1"),
-    ('build:\n', 'build:\n  xla: "yes"\n', "30.01.yaml: build.xla: must be a boolean (true or false), got 'yes'"),
-    ('variants:', 'env: {"1BAD": "x"}\nvariants:', "30.01.yaml: env.1BAD: '1BAD' is not a valid environment variable name"),
-    ('python: "3.10"\n', '', "30.01.yaml: python: missing required field"),
-    ('framework: {version: "2.14.1"}', 'framework: {api: 2}', "30.01.yaml: variants.tf2-py3.framework.version: missing required field"),
-    ('build:\n', 'build:\n  ccs: [1]\n', "30.01.yaml: build.ccs: unknown key"),
-    ('offline: {debian: bookworm', 'offline: {debian: buster', "30.01.yaml: base.offline.debian: unknown Debian suite 'buster'"),
-    ('{version: "2.14.1"}', '{version: "2.14.1", api: 3}', "30.01.yaml: variants.tf2-py3.framework.api: must be 1 or 2, got 3"),
-    ('python: "3.10"', 'python: "3.10\\n"', "30.01.yaml: python: '3.10\\n' is not a Python version"),
-    ('python: "3.11"}', 'python: "3"}', "30.01.yaml: base.offline.python: '3' is not a Python version"),
-    ('{version: "2.14.1"}', '{version: "2.14.1-nv"}', "30.01.yaml: variants.tf2-py3.framework.version: '2.14.1-nv' is not a version"),
-])
+@pytest.mark.parametrize(
+    "old,new,expected",
+    [
+        ("parent: _common", 'parent: "19.99"', "30.01.yaml: parent: unknown parent '19.99'"),
+        (
+            '["7.0", "8.0"]',
+            '["7.0", "9.9"]',
+            "30.01.yaml: build.cuda_compute_capabilities: compute capability 9.9 is not a GPU architecture for CUDA 11.8.0",
+        ),
+        (
+            'cuda: "11.8.0"',
+            'cuda: "13.0"',
+            "30.01.yaml: build.cuda_compute_capabilities: compute capability 7.0 cannot be compiled for CUDA 13.0; "
+            "supported: 7.5-12.1",
+        ),
+        ("build:\n", 'build:\n  xla: "yes"\n', "30.01.yaml: build.xla: must be a boolean (true or false), got 'yes'"),
+        (
+            "variants:",
+            'env: {"1BAD": "x"}\nvariants:',
+            "30.01.yaml: env.1BAD: '1BAD' is not a valid environment variable name",
+        ),
+        ('python: "3.10"\n', "", "30.01.yaml: python: missing required field"),
+        (
+            'framework: {version: "2.14.1"}',
+            "framework: {api: 2}",
+            "30.01.yaml: variants.tf2-py3.framework.version: missing required field",
+        ),
+        ("build:\n", "build:\n  ccs: [1]\n", "30.01.yaml: build.ccs: unknown key"),
+        (
+            "offline: {debian: bookworm",
+            "offline: {debian: buster",
+            "30.01.yaml: base.offline.debian: unknown Debian suite 'buster'",
+        ),
+        (
+            '{version: "2.14.1"}',
+            '{version: "2.14.1", api: 3}',
+            "30.01.yaml: variants.tf2-py3.framework.api: must be 1 or 2, got 3",
+        ),
+        ('python: "3.10"', 'python: "3.10\\n"', "30.01.yaml: python: '3.10\\n' is not a Python version"),
+        ('python: "3.11"}', 'python: "3"}', "30.01.yaml: base.offline.python: '3' is not a Python version"),
+        (
+            '{version: "2.14.1"}',
+            '{version: "2.14.1-nv"}',
+            "30.01.yaml: variants.tf2-py3.framework.version: '2.14.1-nv' is not a version",
+        ),
+    ],
+)
 def test_each_problem_is_reported_with_file_and_key(make_catalog, old, new, expected):
     assert old in GOOD
     problems = _problems(make_catalog, {"30.01.yaml": GOOD.replace(old, new, 1)})
@@ -254,15 +399,18 @@ def test_each_problem_is_reported_with_file_and_key(make_catalog, old, new, expe
 
 def test_compute_capability_checked_against_the_offline_toolkit_too(make_catalog):
     text = GOOD.replace('["7.0", "8.0"]', '["7.0", "8.9"]').replace(
-        'offline: {debian: bookworm, cuda: "11.8"', 'offline: {debian: bullseye, cuda: "11.2"')
+        'offline: {debian: bookworm, cuda: "11.8"', 'offline: {debian: bullseye, cuda: "11.2"'
+    )
     problems = _problems(make_catalog, {"30.01.yaml": text})
-    assert problems == ["30.01.yaml: build.cuda_compute_capabilities: compute capability 8.9 cannot be compiled "
-                        "for CUDA 11.2; supported: 3.5-8.6 (3.5, 3.7, 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, "
-                        "8.0, 8.6); CUDA 11.8 or newer compiles 8.9 (from base.offline.cuda)"]
+    assert problems == [
+        "30.01.yaml: build.cuda_compute_capabilities: compute capability 8.9 cannot be compiled "
+        "for CUDA 11.2; supported: 3.5-8.6 (3.5, 3.7, 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, "
+        "8.0, 8.6); CUDA 11.8 or newer compiles 8.9 (from base.offline.cuda)"
+    ]
 
 
 def test_every_problem_of_every_file_is_reported_at_once(make_catalog):
-    bad1 = GOOD.replace('build:\n', 'build:\n  gcp: 1\n').replace('python: "3.10"\n', '')
+    bad1 = GOOD.replace("build:\n", "build:\n  gcp: 1\n").replace('python: "3.10"\n', "")
     bad2 = GOOD.replace('"30.01"', '"30.02"').replace("parent: _common", "parent: nope")
     problems = _problems(make_catalog, {"30.01.yaml": bad1, "30.02.yaml": bad2})
     assert len(problems) == 3, problems
@@ -271,9 +419,12 @@ def test_every_problem_of_every_file_is_reported_at_once(make_catalog):
 
 def test_duplicate_tag_and_duplicate_release(make_catalog):
     dup_tag = GOOD.replace('"30.01"', '"30.02"').replace(
-        'framework: {version: "2.14.1"}', 'framework: {version: "2.14.1"}\n    tag: "30.01-tf2-py3"')
+        'framework: {version: "2.14.1"}', 'framework: {version: "2.14.1"}\n    tag: "30.01-tf2-py3"'
+    )
     problems = _problems(make_catalog, {"30.01.yaml": GOOD, "30.02.yaml": dup_tag})
-    assert problems == ["30.02.yaml: variants.tf2-py3.tag: duplicate tag local/tensorflow:30.01-tf2-py3 (also 30.01/tf2-py3)"]
+    assert problems == [
+        "30.02.yaml: variants.tf2-py3.tag: duplicate tag local/tensorflow:30.01-tf2-py3 (also 30.01/tf2-py3)"
+    ]
     problems = _problems(make_catalog, {"30.01.yaml": GOOD, "other.yaml": GOOD})
     assert problems == ["other.yaml: release: release '30.01' is already defined in 30.01.yaml"]
 
@@ -291,7 +442,7 @@ def test_unquoted_release_name_is_caught(make_catalog):
 
 
 def test_malformed_yaml_names_file_and_line(make_catalog):
-    problems = _problems(make_catalog, {"30.01.yaml": GOOD.replace("python: \"3.10\"", "python: [3.10")})
+    problems = _problems(make_catalog, {"30.01.yaml": GOOD.replace('python: "3.10"', "python: [3.10")})
     assert len(problems) == 1 and problems[0].startswith("30.01.yaml: line ") and "malformed YAML" in problems[0]
 
 
@@ -310,9 +461,14 @@ def test_a_fifo_in_the_catalog_is_one_line_not_a_hang(make_catalog):
 
     directory = make_catalog({"30.01.yaml": GOOD})
     os.mkfifo(directory / "pipe.yaml")
-    result = subprocess.run([sys.executable, "-m", "builder.cli", "releases"], capture_output=True, text=True,
-                            timeout=30, cwd=Path(__file__).resolve().parents[2],
-                            env={**os.environ, "BUILDER_CATALOG": str(directory)})
+    result = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "releases"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "BUILDER_CATALOG": str(directory)},
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0] == f"error: catalog {directory}: pipe.yaml is a fifo, not a regular file"
@@ -325,8 +481,9 @@ def test_duplicate_keys_are_problems_naming_file_line_and_key(make_catalog):
     other = GOOD.replace('"30.01"', '"30.04"').replace("parent: _common", "parent: nope")
     problems = _problems(make_catalog, {"30.01.yaml": twice, "30.03.yaml": nested, "30.04.yaml": other})
     assert "30.01.yaml: release: line 15: duplicate key (first on line 1); give each key once" in problems, problems
-    assert ("30.03.yaml: variants.tf2-py3.framework.version: line 14: duplicate key (first on line 14); "
-            "give each key once") in problems, problems
+    assert (
+        "30.03.yaml: variants.tf2-py3.framework.version: line 14: duplicate key (first on line 14); give each key once"
+    ) in problems, problems
     assert "30.04.yaml: parent: unknown parent 'nope'" in problems  # every problem at once
     assert len(problems) == 3, problems
 
@@ -369,43 +526,66 @@ def test_the_shipped_catalog_names_no_nvidia_maker(real):
 
 
 def test_vendor_merges_key_by_key_and_null_removes(make_catalog):
-    child = GOOD + ('vendor: {name: ML Platform, maintainer: "ML Platform <mlp@example.com>", '
-                    'url: "https://git.example.com/ml/images", copyright_holder: Example Inc}\n')
+    child = GOOD + (
+        'vendor: {name: ML Platform, maintainer: "ML Platform <mlp@example.com>", '
+        'url: "https://git.example.com/ml/images", copyright_holder: Example Inc}\n'
+    )
     grandchild = 'release: "30.02"\nparent: "30.01"\nvendor: {name: Team B, copyright_holder: null}\n'
     cat = catalog.load(make_catalog({"30.01.yaml": child, "30.02.yaml": grandchild}))
-    assert cat.get("30.01").vendor == catalog.Vendor("ML Platform", "ML Platform <mlp@example.com>",
-                                                     "https://git.example.com/ml/images", "Example Inc")
-    assert cat.get("30.02").vendor == catalog.Vendor("Team B", "ML Platform <mlp@example.com>",
-                                                     "https://git.example.com/ml/images", None)
+    assert cat.get("30.01").vendor == catalog.Vendor(
+        "ML Platform", "ML Platform <mlp@example.com>", "https://git.example.com/ml/images", "Example Inc"
+    )
+    assert cat.get("30.02").vendor == catalog.Vendor(
+        "Team B", "ML Platform <mlp@example.com>", "https://git.example.com/ml/images", None
+    )
 
 
-@pytest.mark.parametrize("holder,nvidia", [("NVIDIA CORPORATION", True), ("NVIDIA CORPORATION & AFFILIATES", True),
-                                           ("nvidia corporation", True), ("Acme, on NVIDIA's recipe", False),
-                                           ("NVIDIAN Ltd", False), (None, False)])
+@pytest.mark.parametrize(
+    "holder,nvidia",
+    [
+        ("NVIDIA CORPORATION", True),
+        ("NVIDIA CORPORATION & AFFILIATES", True),
+        ("nvidia corporation", True),
+        ("Acme, on NVIDIA's recipe", False),
+        ("NVIDIAN Ltd", False),
+        (None, False),
+    ],
+)
 def test_the_image_is_nvidias_only_by_its_copyright_holder(holder, nvidia):
     assert catalog.Vendor("x", copyright_holder=holder).is_nvidia is nvidia
     assert catalog.Vendor("NVIDIA").is_nvidia is False  # a name alone claims no copyright
 
 
-@pytest.mark.parametrize("vendor,expected", [
-    ("vendor: null", "30.01.yaml: vendor: missing required field (who makes the image"),
-    ("vendor: {name: null}", "30.01.yaml: vendor.name: missing required field (the maker's name"),
-    ("vendor: ML Platform", "30.01.yaml: vendor: must be a mapping, got str"),
-    ("vendor: {name: X, email: a@b}", "30.01.yaml: vendor.email: unknown key (allowed: copyright_holder, maintainer, name, url)"),
-    ("vendor: {name: 42}", None),  # an integer name is text like any other
-    ("vendor: {name: [a]}", "30.01.yaml: vendor.name: must be a string, got list"),
-    ('vendor: {name: " padded"}', "30.01.yaml: vendor.name: ' padded' is not one line of text"),
-    ('vendor: {name: "a\\nb"}', "30.01.yaml: vendor.name: 'a\\nb' is not one line of text"),
-    ('vendor: {name: "' + "x" * 201 + '"}', "30.01.yaml: vendor.name: "),
-    ('vendor: {maintainer: "tab\\there"}', "30.01.yaml: vendor.maintainer: 'tab\\there' is not one line of text"),
-    ("vendor: {url: git.example.com/ml}", "30.01.yaml: vendor.url: 'git.example.com/ml' is not an http(s) URL"),
-    ('vendor: {url: "https://x.example/a b"}', "30.01.yaml: vendor.url: 'https://x.example/a b' is not an http(s) URL"),
-    ("vendor: {url: 'https://u:p@x.example/'}", "30.01.yaml: vendor.url: holds a user:password@"),
-    ('vendor: {copyright_holder: ""}', "30.01.yaml: vendor.copyright_holder: '' is not one line of text"),
-    ("labels: {org.opencontainers.image.vendor: Me}",
-     "30.01.yaml: labels.org.opencontainers.image.vendor: set by vendor.name: give it there"),
-    ("labels: {maintainer: Me}", "30.01.yaml: labels.maintainer: set by vendor.maintainer (or vendor.name)"),
-])
+@pytest.mark.parametrize(
+    "vendor,expected",
+    [
+        ("vendor: null", "30.01.yaml: vendor: missing required field (who makes the image"),
+        ("vendor: {name: null}", "30.01.yaml: vendor.name: missing required field (the maker's name"),
+        ("vendor: ML Platform", "30.01.yaml: vendor: must be a mapping, got str"),
+        (
+            "vendor: {name: X, email: a@b}",
+            "30.01.yaml: vendor.email: unknown key (allowed: copyright_holder, maintainer, name, url)",
+        ),
+        ("vendor: {name: 42}", None),  # an integer name is text like any other
+        ("vendor: {name: [a]}", "30.01.yaml: vendor.name: must be a string, got list"),
+        ('vendor: {name: " padded"}', "30.01.yaml: vendor.name: ' padded' is not one line of text"),
+        ('vendor: {name: "a\\nb"}', "30.01.yaml: vendor.name: 'a\\nb' is not one line of text"),
+        ('vendor: {name: "' + "x" * 201 + '"}', "30.01.yaml: vendor.name: "),
+        ('vendor: {maintainer: "tab\\there"}', "30.01.yaml: vendor.maintainer: 'tab\\there' is not one line of text"),
+        ("vendor: {url: git.example.com/ml}", "30.01.yaml: vendor.url: 'git.example.com/ml' is not an http(s) URL"),
+        (
+            'vendor: {url: "https://x.example/a b"}',
+            "30.01.yaml: vendor.url: 'https://x.example/a b' is not an http(s) URL",
+        ),
+        ("vendor: {url: 'https://u:p@x.example/'}", "30.01.yaml: vendor.url: holds a user:password@"),
+        ('vendor: {copyright_holder: ""}', "30.01.yaml: vendor.copyright_holder: '' is not one line of text"),
+        (
+            "labels: {org.opencontainers.image.vendor: Me}",
+            "30.01.yaml: labels.org.opencontainers.image.vendor: set by vendor.name: give it there",
+        ),
+        ("labels: {maintainer: Me}", "30.01.yaml: labels.maintainer: set by vendor.maintainer (or vendor.name)"),
+    ],
+)
 def test_each_vendor_problem_is_one_line_naming_the_field(make_catalog, vendor, expected):
     text = GOOD + vendor + "\n"
     if expected is None:
@@ -417,15 +597,20 @@ def test_each_vendor_problem_is_one_line_naming_the_field(make_catalog, vendor, 
 
 
 def test_a_variants_label_cannot_name_the_maker_either(make_catalog):
-    text = GOOD.replace('framework: {version: "2.14.1"}',
-                        'framework: {version: "2.14.1"}\n    labels: {org.opencontainers.image.authors: Me}')
+    text = GOOD.replace(
+        'framework: {version: "2.14.1"}',
+        'framework: {version: "2.14.1"}\n    labels: {org.opencontainers.image.authors: Me}',
+    )
     assert _problems(make_catalog, {"30.01.yaml": text}) == [
-        "30.01.yaml: variants.tf2-py3.labels.org.opencontainers.image.authors: set by vendor.maintainer: give it there"]
+        "30.01.yaml: variants.tf2-py3.labels.org.opencontainers.image.authors: set by vendor.maintainer: give it there"
+    ]
 
 
 def test_the_old_entrypoint_copyright_holder_says_where_it_moved(make_catalog):
     problems = _problems(make_catalog, {"30.01.yaml": GOOD + "entrypoint: {copyright_holder: NVIDIA CORPORATION}\n"})
-    assert problems == ["30.01.yaml: entrypoint.copyright_holder: moved to vendor.copyright_holder "
-                        "(set it only for an image its holder builds; see _common.yaml)"]
+    assert problems == [
+        "30.01.yaml: entrypoint.copyright_holder: moved to vendor.copyright_holder "
+        "(set it only for an image its holder builds; see _common.yaml)"
+    ]
     assert "copyright_holder" not in catalog.ENTRYPOINT_KEYS
     assert catalog.VENDOR_KEYS == {"name", "maintainer", "url", "copyright_holder"}

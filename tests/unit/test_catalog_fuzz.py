@@ -1,5 +1,6 @@
 """Property: whatever the catalog files hold, loading ends in a valid catalog or a
 CatalogError of located problems; the command line prints them and exits 2, never a traceback."""
+
 import copy
 
 import yaml
@@ -18,20 +19,46 @@ GOOD_DATA = yaml.safe_load(GOOD)
 # wheels and Horovod, so mutations reach their validation too.
 WHEEL_DATA = copy.deepcopy(GOOD_DATA)
 WHEEL_DATA["variants"]["tf2-py3"]["framework"].update(
-    package="tensorflow", pythons=["3.10", "3.11"], pins=["numpy==1.26.4", "protobuf==4.24.4"])
+    package="tensorflow", pythons=["3.10", "3.11"], pins=["numpy==1.26.4", "protobuf==4.24.4"]
+)
 WHEEL_DATA["gpu_wheels"] = {"cudnn": "nvidia-cudnn-cu11==8.7.0.84", "nccl": "nvidia-nccl-cu11==2.16.5"}
 WHEEL_DATA["horovod"] = {"version": "0.28.1", "requires": ["cloudpickle", "cffi>=1.4.0"]}
 # A release that declares Horovod absent, with its reason (26.11's form).
 ABSENT_DATA = copy.deepcopy(WHEEL_DATA)
 ABSENT_DATA["horovod"] = "absent: 0.28.1 does not build against TensorFlow 2.21"
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 100), st.floats(allow_nan=True),
-                    st.text(max_size=12), st.sampled_from(["7.0", "9.9", "all", "_common", "30.01", "local",
-                                                           "3.9", "numpy==1.19.5", "numpy==", "tensorflow",
-                                                           "numpy==1.19.5\n", "a==1 --hash=x", "absent: why",
-                                                           "absent:", "absent: ", "absent:\n"]))
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 100),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "7.0",
+            "9.9",
+            "all",
+            "_common",
+            "30.01",
+            "local",
+            "3.9",
+            "numpy==1.19.5",
+            "numpy==",
+            "tensorflow",
+            "numpy==1.19.5\n",
+            "a==1 --hash=x",
+            "absent: why",
+            "absent:",
+            "absent: ",
+            "absent:\n",
+        ]
+    ),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 def _paths(node, prefix=()):
@@ -79,6 +106,7 @@ def _check(make_catalog, capsys, text):
                 if policy.why_not_buildable(release, v) is None:
                     lock.requirements(release, v)
     import os
+
     os.environ["BUILDER_CATALOG"] = str(directory)
     try:
         code = cli.main(["releases"])

@@ -1,6 +1,7 @@
 """The catalog's schema, declared once (builder/catalog/schema.py): every mistake of a private
 catalog in one run, each with its file and key path, and `builder catalog schema`'s JSON Schema,
 which accepts every shipped release file and refuses a key the catalog does not have."""
+
 from __future__ import annotations
 
 import json
@@ -20,17 +21,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def builder(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "builder.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=env or {**os.environ})
+    return subprocess.run(
+        [sys.executable, "-m", "builder.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or {**os.environ},
+    )
 
 
 # Five different mistakes, in two files, each where a catalog author makes it.
 FIVE = {
-    "30.01.yaml": GOOD.replace('python: "3.10"', "pyhton: \"3.10\"")                 # a typo'd key (and so
-                      .replace("build:\n", "build:\n  xla: maybe\n")                   # python missing)
-                      .replace('{version: "2.14.1"}', '{version: "2.14.1", api: 3}'),
-    "30.02.yaml": GOOD.replace('"30.01"', '"30.02"')
-                      .replace('offline: {debian: bookworm', 'offline: {debian: buster'),
+    "30.01.yaml": GOOD.replace('python: "3.10"', 'pyhton: "3.10"')  # a typo'd key (and so
+    .replace("build:\n", "build:\n  xla: maybe\n")  # python missing)
+    .replace('{version: "2.14.1"}', '{version: "2.14.1", api: 3}'),
+    "30.02.yaml": GOOD.replace('"30.01"', '"30.02"').replace("offline: {debian: bookworm", "offline: {debian: buster"),
 }
 EXPECTED = [
     "30.01.yaml: pyhton: unknown key (allowed: ",
@@ -79,12 +85,17 @@ def test_the_schema_accepts_every_shipped_release_file(schema, path):
     assert errors == [], [(list(e.path), e.message) for e in errors]
 
 
-@pytest.mark.parametrize("document,where", [
-    ({"release": "30.01", "pyhton": "3.10"}, []),
-    ({"release": "30.01", "build": {"ccs": ["8.0"]}}, ["build"]),
-    ({"release": "30.01", "variants": {"tf2-py3": {"framework": {"version": "2.14.1", "vers": 1}}}},
-     ["variants", "tf2-py3", "framework"]),
-])
+@pytest.mark.parametrize(
+    "document,where",
+    [
+        ({"release": "30.01", "pyhton": "3.10"}, []),
+        ({"release": "30.01", "build": {"ccs": ["8.0"]}}, ["build"]),
+        (
+            {"release": "30.01", "variants": {"tf2-py3": {"framework": {"version": "2.14.1", "vers": 1}}}},
+            ["variants", "tf2-py3", "framework"],
+        ),
+    ],
+)
 def test_the_schema_refuses_an_unknown_key(schema, document, where):
     jsonschema = pytest.importorskip("jsonschema")
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(document))
@@ -94,14 +105,20 @@ def test_the_schema_refuses_an_unknown_key(schema, document, where):
         error = errors.pop()
         found.append(error)
         errors += error.context or []
-    assert any(list(e.absolute_path) == where and "Additional properties are not allowed" in e.message
-               for e in found), [(list(e.absolute_path), e.message) for e in found]
+    assert any(
+        list(e.absolute_path) == where and "Additional properties are not allowed" in e.message for e in found
+    ), [(list(e.absolute_path), e.message) for e in found]
 
 
 def test_a_partial_file_passes_the_schema_and_null_removes(schema):
     """A child names only what differs; null removes a parent's key, a variant included."""
     jsonschema = pytest.importorskip("jsonschema")
-    child = {"release": "30.02", "parent": "30.01", "horovod": None, "variants": {"tf1-py3": None},
-             "dali": "absent: no wheel for this CUDA"}
+    child = {
+        "release": "30.02",
+        "parent": "30.01",
+        "horovod": None,
+        "variants": {"tf1-py3": None},
+        "dali": "absent: no wheel for this CUDA",
+    }
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(child)) == []
     assert list(jsonschema.Draft202012Validator(schema).iter_errors({"parent": "30.01"}))  # release: always

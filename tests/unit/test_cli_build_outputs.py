@@ -1,6 +1,7 @@
 """What `builder build` reports (--json, --dry-run, the base line) and where --push
 sends each tag, carried out on the in-memory FakeEngine; and the command-line forms of
 --push, --registry, --progress, --version (the installed console script)."""
+
 from __future__ import annotations
 
 import json
@@ -84,8 +85,10 @@ def test_credentials_given_for_one_registry_go_to_no_other(engine, pushes):
 def test_registry_moves_the_pushes_under_it(engine, pushes):
     out = Captured()
     run.run_build(build_plan(push=True, registry="reg.example:5000/ml"), lambda: engine, BuildSettings(), out=out)
-    assert [ref for _, ref in pushes] == ["reg.example:5000/ml/tensorflow:21.08-tf2-py3",
-                                          "reg.example:5000/ml/tensorflow:21.08-tf2-py3-t1"]
+    assert [ref for _, ref in pushes] == [
+        "reg.example:5000/ml/tensorflow:21.08-tf2-py3",
+        "reg.example:5000/ml/tensorflow:21.08-tf2-py3-t1",
+    ]
     assert f"reg.example:5000/ml/tensorflow:21.08-tf2-py3@{DIGEST}" in out.results
 
 
@@ -99,9 +102,10 @@ def test_dry_run_json_is_the_whole_plan(engine, pushes):
     assert doc["dry_run"] and doc["base"]["kind"] == "offline"
     (variant,) = doc["variants"]
     assert variant["cuda_compute_capabilities"] == ["5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6"]
-    assert variant["pushes"] == [{"ref": "local/tensorflow:21.08-tf2-py3", "to": "reg.example/ml/tensorflow:21.08-tf2-py3"},
-                                 {"ref": "local/tensorflow:21.08-tf2-py3-t1",
-                                  "to": "reg.example/ml/tensorflow:21.08-tf2-py3-t1"}]
+    assert variant["pushes"] == [
+        {"ref": "local/tensorflow:21.08-tf2-py3", "to": "reg.example/ml/tensorflow:21.08-tf2-py3"},
+        {"ref": "local/tensorflow:21.08-tf2-py3-t1", "to": "reg.example/ml/tensorflow:21.08-tf2-py3-t1"},
+    ]
     assert variant["build_args"] == {"HTTPS_PROXY": "http://u:***@p:3128"}
     assert variant["runtime"] is False and [i["image"] for i in variant["images"]] == ["devel"]
     assert pushes == [] and not {"build", "tag", "pull", "push"} & set(engine.names())
@@ -125,12 +129,22 @@ def test_derive_json_build_args_and_push(engine, pushes):
     """derive --json: the tag, its id and parent, the pushed digest; --build-arg checked
     against the derived Dockerfile and handed to the engine; --push to where the tag names."""
     out = Captured()
-    plan = pl.plan_derive(parent(engine), "reg.example:5000/me/tf:jq", apt=["jq"], test=False,
-                          build_args=("HTTP_PROXY=http://p:3128",), push=True)
+    plan = pl.plan_derive(
+        parent(engine),
+        "reg.example:5000/me/tf:jq",
+        apt=["jq"],
+        test=False,
+        build_args=("HTTP_PROXY=http://p:3128",),
+        push=True,
+    )
     image_id = run.run_derive(plan, lambda: engine, BuildSettings(), CAT, as_json=True, out=out)
     (doc,) = [json.loads(r) for r in out.results]
-    assert doc == {"image": "reg.example:5000/me/tf:jq", "image_id": image_id, "parent": "local/tensorflow:21.08-tf2-py3",
-                   "pushed": {"ref": "reg.example:5000/me/tf:jq", "digest": DIGEST}}
+    assert doc == {
+        "image": "reg.example:5000/me/tf:jq",
+        "image_id": image_id,
+        "parent": "local/tensorflow:21.08-tf2-py3",
+        "pushed": {"ref": "reg.example:5000/me/tf:jq", "digest": DIGEST},
+    }
     assert pushes.checked == ["reg.example:5000"] and pushes == [(doc["image"], doc["image"])]
     build = next(c[1] for c in engine.calls if c[0] == "build")
     assert build.buildargs["HTTP_PROXY"] == "http://p:3128" and build.buildargs["BASE_IMAGE"] == doc["parent"]
@@ -150,32 +164,49 @@ def test_derive_refuses_an_undeclared_build_arg_before_building(engine):
 
 # --- the console script -------------------------------------------------------------------
 
+
 def one_line_error(result: subprocess.CompletedProcess, text: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and result.stdout == "", result
     assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], result.stderr
 
 
-@pytest.mark.parametrize("args,text", [
-    (["build", "-r", "21.08", "--push", "--dry-run"],
-     "--push: 'local/tensorflow:21.08-tf2-py3' names no registry host: tag it HOST[:PORT]/NAME:TAG with -t"),
-    (["build", "-r", "21.08", "--registry", "reg.example:5000", "--dry-run"], "--registry says where --push pushes"),
-    (["build", "-r", "21.08", "--push", "reg.example:5000", "--dry-run"], "unexpected extra argument"),
-    (["build", "-r", "21.08", "--base", "reg.example/cuda:12", "--dry-run"], "needs its own tag: give -t/--tag"),
-    (["build", "-r", "21.08", "--build-arg", "BASE_IMAGE=x", "--dry-run"], "--build-arg BASE_IMAGE: set by --base"),
-    (["build", "-r", "21.08", "--progress", "fancy", "--dry-run"], "--progress 'fancy': use one of auto, plain"),
-    (["build", "-r", "21.08", "-q", "--progress", "rawjson", "--dry-run"],
-     "-q/--quiet is --progress quiet: it cannot go with --progress rawjson"),
-    (["derive", "--from", "a:b", "-t", "c:d", "--apt", "jq", "--registry", "r.example"], "give --push too"),
-    (["derive", "--from", "a:b", "-t", "c:d", "--apt", "jq", "--build-arg", "BASE_IMAGE=x"],
-     "--build-arg BASE_IMAGE: set by --from"),
-    (["push", "local/tensorflow:21.08-tf2-py3"], "names no registry host: give --registry HOST[:PORT][/NS]"),
-    (["push", "reg.example:5000/ml/tf@sha256:" + "a" * 64], "is a digest reference: it has no tag to push under"),
-    (["build", "-r", "21.08", "--all", "--base", "reg.example/cuda:12", "--dry-run"],
-     "with --all: a custom base makes images other than the release's"),
-    (["build", "-r", "21.08", "--all", "--base", "reg.example/cuda:12", "-t", "x/y:1", "--dry-run"],
-     "--tag names one image; it cannot go with --all"),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (
+            ["build", "-r", "21.08", "--push", "--dry-run"],
+            "--push: 'local/tensorflow:21.08-tf2-py3' names no registry host: tag it HOST[:PORT]/NAME:TAG with -t",
+        ),
+        (
+            ["build", "-r", "21.08", "--registry", "reg.example:5000", "--dry-run"],
+            "--registry says where --push pushes",
+        ),
+        (["build", "-r", "21.08", "--push", "reg.example:5000", "--dry-run"], "unexpected extra argument"),
+        (["build", "-r", "21.08", "--base", "reg.example/cuda:12", "--dry-run"], "needs its own tag: give -t/--tag"),
+        (["build", "-r", "21.08", "--build-arg", "BASE_IMAGE=x", "--dry-run"], "--build-arg BASE_IMAGE: set by --base"),
+        (["build", "-r", "21.08", "--progress", "fancy", "--dry-run"], "--progress 'fancy': use one of auto, plain"),
+        (
+            ["build", "-r", "21.08", "-q", "--progress", "rawjson", "--dry-run"],
+            "-q/--quiet is --progress quiet: it cannot go with --progress rawjson",
+        ),
+        (["derive", "--from", "a:b", "-t", "c:d", "--apt", "jq", "--registry", "r.example"], "give --push too"),
+        (
+            ["derive", "--from", "a:b", "-t", "c:d", "--apt", "jq", "--build-arg", "BASE_IMAGE=x"],
+            "--build-arg BASE_IMAGE: set by --from",
+        ),
+        (["push", "local/tensorflow:21.08-tf2-py3"], "names no registry host: give --registry HOST[:PORT][/NS]"),
+        (["push", "reg.example:5000/ml/tf@sha256:" + "a" * 64], "is a digest reference: it has no tag to push under"),
+        (
+            ["build", "-r", "21.08", "--all", "--base", "reg.example/cuda:12", "--dry-run"],
+            "with --all: a custom base makes images other than the release's",
+        ),
+        (
+            ["build", "-r", "21.08", "--all", "--base", "reg.example/cuda:12", "-t", "x/y:1", "--dry-run"],
+            "--tag names one image; it cannot go with --all",
+        ),
+    ],
+)
 def test_flag_mistakes_are_one_line_before_anything_runs(args, text):
     one_line_error(builder(*args), text)
 

@@ -1,5 +1,6 @@
 """The image contract (builder/core/contract.py): well-formed keys and paths, the one reference
 parser, and the in-image copies (image_report.py) agreeing with it."""
+
 import re
 from pathlib import Path
 
@@ -29,14 +30,23 @@ def test_in_image_paths_can_be_pasted_into_a_dockerfile_and_a_shell():
     assert contract.lock_file("3.8") == "/opt/tensorflow/locks/requirements-py3.8.txt"
 
 
-@pytest.mark.parametrize("ref, expected, name", [
-    ("ubuntu", (None, "ubuntu", None, None), "ubuntu"),
-    ("nvcr.io/nvidia/tensorflow:21.08-tf2-py3", ("nvcr.io", "nvidia/tensorflow", "21.08-tf2-py3", None),
-     "nvcr.io/nvidia/tensorflow"),
-    ("localhost:5000/a/b:t@sha256:" + "a" * 64, ("localhost:5000", "a/b", "t", "sha256:" + "a" * 64),
-     "localhost:5000/a/b"),
-    ("local/tensorflow:21.08", (None, "local/tensorflow", "21.08", None), "local/tensorflow"),
-])
+@pytest.mark.parametrize(
+    "ref, expected, name",
+    [
+        ("ubuntu", (None, "ubuntu", None, None), "ubuntu"),
+        (
+            "nvcr.io/nvidia/tensorflow:21.08-tf2-py3",
+            ("nvcr.io", "nvidia/tensorflow", "21.08-tf2-py3", None),
+            "nvcr.io/nvidia/tensorflow",
+        ),
+        (
+            "localhost:5000/a/b:t@sha256:" + "a" * 64,
+            ("localhost:5000", "a/b", "t", "sha256:" + "a" * 64),
+            "localhost:5000/a/b",
+        ),
+        ("local/tensorflow:21.08", (None, "local/tensorflow", "21.08", None), "local/tensorflow"),
+    ],
+)
 def test_parse_reference(ref, expected, name):
     parsed = contract.parse_reference(ref)
     assert tuple(parsed) == expected
@@ -70,11 +80,16 @@ def test_image_report_copies_agree_with_the_contract():
 
 def test_the_report_has_the_build_info_keys(monkeypatch):
     """image_report.report() with every probe stubbed: its top-level keys are the schema."""
-    tf = {"version": "2.5.0", "path": "/nowhere", "build_info": {"cuda_version": "11.2", "cudnn_version": "8"},
-          "tensorrt_linked": ""}
+    tf = {
+        "version": "2.5.0",
+        "path": "/nowhere",
+        "build_info": {"cuda_version": "11.2", "cudnn_version": "8"},
+        "tensorrt_linked": "",
+    }
     monkeypatch.setattr(image_report, "tensorflow_report", lambda: tf)
-    monkeypatch.setattr(image_report, "probe_library", lambda name, soname: {"soname": soname, "loaded": True,
-                                                                            "version": "1.0"})
+    monkeypatch.setattr(
+        image_report, "probe_library", lambda name, soname: {"soname": soname, "loaded": True, "version": "1.0"}
+    )
     monkeypatch.setattr(image_report, "driver_libraries", lambda: [])
     monkeypatch.setattr(image_report, "filesystems", lambda: {})
     monkeypatch.setattr(image_report, "xla_report", lambda: {})

@@ -1,5 +1,6 @@
 """Credentials: never from argv, always redacted; URLs checked against one whole-string
 grammar; the in-image wrapper reads settings as data, whatever the server sends."""
+
 from __future__ import annotations
 
 import functools
@@ -24,15 +25,26 @@ HOSTILE = ["'", '"', "$", "`", " ", "\n", "\r", "\0", "#", "?", "&", ";", "\\", 
 
 # --- the URL grammar -------------------------------------------------------------------
 
-@pytest.mark.parametrize("url", ["http://deb.debian.org/debian", "https://pypi.corp:8443/simple/",
-                                 "http://127.0.0.1:8742/ccache", "https://[::1]:5000/a%20b/c~d"])
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://deb.debian.org/debian",
+        "https://pypi.corp:8443/simple/",
+        "http://127.0.0.1:8742/ccache",
+        "https://[::1]:5000/a%20b/c~d",
+    ],
+)
 def test_plain_urls_pass(url):
     assert urls.check_url(url, "--pip-index", "hint") == url
 
 
 @settings(max_examples=2000)
-@given(prefix=st.text(alphabet=string.ascii_letters + "/.", max_size=20), bad=st.sampled_from(HOSTILE),
-       suffix=st.text(max_size=20))
+@given(
+    prefix=st.text(alphabet=string.ascii_letters + "/.", max_size=20),
+    bad=st.sampled_from(HOSTILE),
+    suffix=st.text(max_size=20),
+)
 def test_any_structure_character_is_refused(prefix, bad, suffix):
     url = f"https://pypi.corp/{prefix}{bad}{suffix}"
     with pytest.raises(UserError) as exc:
@@ -64,8 +76,9 @@ def test_credentials_from_a_file_or_the_environment_reach_the_url(tmp_path, monk
     f = tmp_path / "pip.creds"
     f.write_text("bob:p@ss:w/rd\n")
     monkeypatch.setenv("MIRROR_CREDS", "apt-user:m1rror-pw")
-    s = buildsettings.from_options("http://mirror.corp/debian", "https://pypi.corp/simple", None, False,
-                      (None, "MIRROR_CREDS", f, None))
+    s = buildsettings.from_options(
+        "http://mirror.corp/debian", "https://pypi.corp/simple", None, False, (None, "MIRROR_CREDS", f, None)
+    )
     assert s.pip_index == "https://bob:p%40ss%3Aw%2Frd@pypi.corp/simple"
     assert s.apt_mirror == "http://apt-user:m1rror-pw@mirror.corp/debian"
     s.validate()  # still inside the grammar, percent-encoded
@@ -73,12 +86,15 @@ def test_credentials_from_a_file_or_the_environment_reach_the_url(tmp_path, monk
     assert redact("pip said p@ss:w/rd and p%40ss%3Aw%2Frd") == "pip said *** and ***"
 
 
-@pytest.mark.parametrize("content,env,msg", [
-    ("no-colon\n", None, "expected one line USER:PASSWORD"),
-    (":nouser\n", None, "expected one line USER:PASSWORD"),
-    ("u:pw\twith-tab\n", None, "expected one line USER:PASSWORD"),
-    (None, "UNSET_CREDS_VAR", "that variable is not set"),
-])
+@pytest.mark.parametrize(
+    "content,env,msg",
+    [
+        ("no-colon\n", None, "expected one line USER:PASSWORD"),
+        (":nouser\n", None, "expected one line USER:PASSWORD"),
+        ("u:pw\twith-tab\n", None, "expected one line USER:PASSWORD"),
+        (None, "UNSET_CREDS_VAR", "that variable is not set"),
+    ],
+)
 def test_credential_sources_fail_with_one_line_and_never_echo(tmp_path, monkeypatch, content, env, msg):
     monkeypatch.delenv("UNSET_CREDS_VAR", raising=False)
     f = None
@@ -102,10 +118,13 @@ def test_credentials_without_their_url_and_both_sources_are_refused(tmp_path, mo
 
 # --- redaction -------------------------------------------------------------------------
 
+
 @settings(max_examples=1000)
-@given(user=st.text(alphabet=string.ascii_letters + string.digits + "._-", min_size=1, max_size=12),
-       password=st.text(alphabet=string.ascii_letters + string.digits + "%!*~_.-+", min_size=1, max_size=24),
-       scheme=st.sampled_from(["http", "https", "socks5", "ftp"]))
+@given(
+    user=st.text(alphabet=string.ascii_letters + string.digits + "._-", min_size=1, max_size=12),
+    password=st.text(alphabet=string.ascii_letters + string.digits + "%!*~_.-+", min_size=1, max_size=24),
+    scheme=st.sampled_from(["http", "https", "socks5", "ftp"]),
+)
 def test_url_passwords_are_redacted_anywhere_in_a_text(user, password, scheme):
     secret = "PW" + password
     text = f"proxyconnect tcp: dial {scheme}://{user}:{secret}@proxy.corp:3128: connection refused"
@@ -140,11 +159,12 @@ def test_engine_errors_and_the_build_log_are_redacted(tmp_path):
         engine.build(BuildRequest(context=tmp_path, log_path=log, progress=ProgressMode.QUIET))
     text = log.read_text()
     assert "log-s3cret" not in text and "proxy-s3cret" not in text and "proxyuser:***@proxy" in text
-    report = redact(exc.value.report())         # what the error printer shows
+    report = redact(exc.value.report())  # what the error printer shows
     assert "proxy-s3cret" not in report and "log-s3cret" not in report
 
 
 # --- the wrapper reads values as data --------------------------------------------------
+
 
 @pytest.fixture
 def stub_server(tmp_path):
@@ -176,13 +196,23 @@ def test_wrapper_takes_a_hostile_pip_index_byte_for_byte_and_runs_nothing(stub_s
     (site / "apt-mirror").write_text(value + "\n")
     sources = tmp_path / "sources.list"
     sources.write_text("deb http://deb.debian.org/debian bookworm main\n")
-    out = subprocess.run(["bash", str(WRAPPER), "bash", "-c",
-                          'printf "%s\\n" "$PIP_INDEX_URL"; cat "$(dirname "$APT_CONFIG")/sources.list"'],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=30,
-                         env={**os.environ, "BUILD_SETTINGS": url, "WITH_BUILD_SETTINGS_SOURCES": str(sources)})
+    out = subprocess.run(
+        [
+            "bash",
+            str(WRAPPER),
+            "bash",
+            "-c",
+            'printf "%s\\n" "$PIP_INDEX_URL"; cat "$(dirname "$APT_CONFIG")/sources.list"',
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=30,
+        env={**os.environ, "BUILD_SETTINGS": url, "WITH_BUILD_SETTINGS_SOURCES": str(sources)},
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")
-    assert lines[0] == value                                   # not emptied, not evaluated
+    assert lines[0] == value  # not emptied, not evaluated
     assert lines[1] == f"deb {value.rstrip('/')} bookworm main"  # sed took it literally
     assert not (tmp_path / "PWNED").exists()
 

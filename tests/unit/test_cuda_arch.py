@@ -1,4 +1,5 @@
 """The compute-capability policy (builder/in_image/cuda_arch.py)."""
+
 import subprocess
 import sys
 
@@ -32,14 +33,17 @@ def test_parse_rejects_garbage_with_one_line(spec):
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("cuda,low,high,absent", [
-    ("11.2", "3.5", "8.6", ["8.7", "8.9", "3.0"]),
-    ("11.4.1", "3.5", "8.7", ["8.9", "9.0"]),
-    ("11.8", "3.5", "9.0", ["10.0"]),
-    ("12.1.0", "5.0", "9.0", ["3.5", "3.7"]),
-    ("12.8", "5.0", "12.0", ["12.1"]),
-    ("13.0", "7.5", "12.1", ["7.0", "10.1"]),
-])
+@pytest.mark.parametrize(
+    "cuda,low,high,absent",
+    [
+        ("11.2", "3.5", "8.6", ["8.7", "8.9", "3.0"]),
+        ("11.4.1", "3.5", "8.7", ["8.9", "9.0"]),
+        ("11.8", "3.5", "9.0", ["10.0"]),
+        ("12.1.0", "5.0", "9.0", ["3.5", "3.7"]),
+        ("12.8", "5.0", "12.0", ["12.1"]),
+        ("13.0", "7.5", "12.1", ["7.0", "10.1"]),
+    ],
+)
 def test_supported_ranges_per_toolkit(cuda, low, high, absent):
     archs = [str(a) for a in cuda_arch.supported_archs(cuda)]
     assert archs[0] == low and archs[-1] == high
@@ -48,8 +52,10 @@ def test_supported_ranges_per_toolkit(cuda, low, high, absent):
 
 def test_check_names_the_supported_range():
     problems = cuda_arch.check(["8.6", "9.9"], "11.4.1")
-    assert problems == ["compute capability 9.9 is not a GPU architecture for CUDA 11.4.1; "
-                        "supported: 3.5-8.7 (3.5, 3.7, 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7)"]
+    assert problems == [
+        "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1; "
+        "supported: 3.5-8.7 (3.5, 3.7, 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7)"
+    ]
     assert "cannot be compiled" in cuda_arch.check(["9.0"], "11.2")[0]
     assert cuda_arch.check("local", "11.2") == []
 
@@ -73,23 +79,31 @@ def test_module_runs_standalone_as_in_the_image(tmp_path):
     bad = run("resolve", "9.9", "11.2")
     assert bad.returncode == 2 and "9.9 is not a GPU architecture for CUDA 11.2" in bad.stderr
     gen = run("gencode", "7.0,8.0")
-    assert gen.stdout.split() == ["-gencode=arch=compute_70,code=sm_70", "-gencode=arch=compute_80,code=sm_80",
-                                  "-gencode=arch=compute_80,code=compute_80"]
+    assert gen.stdout.split() == [
+        "-gencode=arch=compute_70,code=sm_70",
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_80,code=compute_80",
+    ]
 
 
 # --- Hopper and Blackwell on an older toolkit: refused, or PTX JIT by choice ------------
 
+
 def test_a_capability_newer_than_the_toolkit_is_refused_naming_the_toolkit_and_the_opt_in():
     [line] = cuda_arch.check(["8.0", "12.0"], "12.4")
-    assert line == ("compute capability 12.0 cannot be compiled for CUDA 12.4; supported: 5.0-9.0 "
-                    "(5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0); CUDA 12.8 or newer "
-                    "compiles 12.0, or --allow-ptx-jit runs it by PTX JIT of compute_90")
+    assert line == (
+        "compute capability 12.0 cannot be compiled for CUDA 12.4; supported: 5.0-9.0 "
+        "(5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0); CUDA 12.8 or newer "
+        "compiles 12.0, or --allow-ptx-jit runs it by PTX JIT of compute_90"
+    )
     [line] = cuda_arch.check(["10.0"], "12.4")
     assert "CUDA 12.8 or newer compiles 10.0" in line
 
 
-@pytest.mark.parametrize("cuda, arch, first", [("12.4", "10.0", "12.8"), ("12.4", "12.1", "12.9"),
-                                               ("11.2", "9.0", "11.8"), ("11.2", "8.9", "11.8")])
+@pytest.mark.parametrize(
+    "cuda, arch, first",
+    [("12.4", "10.0", "12.8"), ("12.4", "12.1", "12.9"), ("11.2", "9.0", "11.8"), ("11.2", "8.9", "11.8")],
+)
 def test_the_first_toolkit_that_compiles_an_arch_is_named(cuda, arch, first):
     assert cuda_arch.first_toolkit_for(cuda_arch._parse_one(arch)) == first
     assert f"CUDA {first} or newer compiles {arch}" in cuda_arch.check([arch], cuda)[0]
@@ -129,7 +143,9 @@ def test_a_newer_ptxas_of_the_same_major_assembles_what_nvcc_does_not_know():
     assert cuda_arch.resolve("9.0,10.0,12.0", "12.4", None, ptxas="12.9") == ["9.0", "10.0", "12.0"]
     assert cuda_arch.assembled(["8.6", "9.0", "10.0", "12.0"], "12.4", "12.9") == ["10.0", "12.0"]
     assert cuda_arch.gencode_flags(["9.0", "10.0", "12.0"], "12.4") == [
-        "-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"]
+        "-gencode=arch=compute_90,code=sm_90",
+        "-gencode=arch=compute_90,code=compute_90",
+    ]
     assert cuda_arch.jit_only(["9.0", "10.0", "12.0"], "12.4", "12.9") == []
     # what neither knows still needs the opt-in: ptxas 12.8 stops at 12.0
     assert "12.1 cannot be compiled" in cuda_arch.check(["9.0", "12.1"], "12.4", ptxas="12.8")[0]

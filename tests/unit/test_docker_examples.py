@@ -3,6 +3,7 @@ patch goes where nvbuild.sh records patches (name + sha256 in the build info), n
 left in a /tmp layer, an empty patch stops the build, and the image gets its own build id.
 (The Dockerfile is lint-checked in test_dockerfiles.py; that nvbuild.sh records what
 /opt/tensorflow/patches holds is test_nvbuild_extension_driver.py's.)"""
+
 import subprocess
 
 import pytest
@@ -43,7 +44,7 @@ def test_the_patch_is_kept_where_nvbuild_records_it_and_never_in_tmp(dockerfile)
 
 def test_its_own_build_id(dockerfile):
     lines = instructions(dockerfile)
-    assert "ARG BUILD_ID=\"\"" in lines
+    assert 'ARG BUILD_ID=""' in lines
     assert "ENV NVIDIA_BUILD_ID=${BUILD_ID:-${NVIDIA_BUILD_ID}.custom}" in lines
     assert 'LABEL com.nvidia.build.id="${NVIDIA_BUILD_ID}"' in lines
 
@@ -61,8 +62,7 @@ def test_the_patch_step_refuses_an_empty_patch(tmp_path, dockerfile, content):
 def test_the_patch_step_applies_a_patch_that_adds_a_file(tmp_path, dockerfile):
     run = next(line for line in instructions(dockerfile) if "patch -p1" in line)
     script = run.removeprefix("RUN ").replace("/opt/tensorflow/patches/", f"{tmp_path}/")
-    (tmp_path / "my-tensorflow-modifications.patch").write_text(
-        "--- /dev/null\n+++ b/added.txt\n@@ -0,0 +1 @@\n+new\n")
+    (tmp_path / "my-tensorflow-modifications.patch").write_text("--- /dev/null\n+++ b/added.txt\n@@ -0,0 +1 @@\n+new\n")
     src = tmp_path / "src"
     src.mkdir()
     result = subprocess.run(["sh", "-c", script], capture_output=True, text=True, cwd=src)

@@ -1,4 +1,5 @@
 """The committed dockerfiles/ tree: in step with the catalog and lint-clean."""
+
 import re
 import shutil
 import subprocess
@@ -78,10 +79,12 @@ def _hadolint(paths, tmp_path: Path):
 def test_the_lint_sees_wrapped_commands(tmp_path):
     """An unpinned apt-get install behind the wrapper, without its ignore, is reported."""
     f = tmp_path / "Dockerfile"
-    f.write_text("FROM debian:bullseye\nCOPY with-build-settings /usr/local/bin/\n"
-                 "RUN with-build-settings apt-get update \\\n"
-                 " && with-build-settings apt-get install -y --no-install-recommends jq \\\n"
-                 " && rm -rf /var/lib/apt/lists/*\n")
+    f.write_text(
+        "FROM debian:bullseye\nCOPY with-build-settings /usr/local/bin/\n"
+        "RUN with-build-settings apt-get update \\\n"
+        " && with-build-settings apt-get install -y --no-install-recommends jq \\\n"
+        " && rm -rf /var/lib/apt/lists/*\n"
+    )
     result = _hadolint([f], tmp_path)
     assert result.returncode == 1 and "DL3008" in result.stdout, result.stdout + result.stderr
     assert "COPY with-build-settings /usr/local/bin/" in unwrapped(f.read_text())

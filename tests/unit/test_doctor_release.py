@@ -1,6 +1,7 @@
 """`builder doctor` against a release: the disk a cold build needs, the NVIDIA container
 runtime or CDI where a GPU is, the driver against the release's minimum. The machine's
 facts are fakes: a fake nvidia-smi on PATH, a CDI directory in tmp, a free-disk function."""
+
 from __future__ import annotations
 
 import stat
@@ -10,8 +11,11 @@ import pytest
 from builder import catalog
 from builder.cli import doctor
 
-CONTAINERD_INFO = {"DockerRootDir": "/var/lib/docker", "Driver": "overlayfs",
-                   "DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]]}
+CONTAINERD_INFO = {
+    "DockerRootDir": "/var/lib/docker",
+    "Driver": "overlayfs",
+    "DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]],
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,7 @@ def test_without_a_release_the_largest_figure_is_named(monkeypatch):
 
 
 def test_an_unmeasured_release_is_an_estimate_by_its_cuda_major(releases):
-    name, peak, how = doctor.cold_build_need(releases["22.12"])   # the offline base's CUDA 11.2
+    name, peak, how = doctor.cold_build_need(releases["22.12"])  # the offline base's CUDA 11.2
     assert (name, peak) == ("22.12", doctor.COLD_BUILD_GB["21.08"]) and how.startswith("an estimate")
     assert "estimate" in doctor.disk_check(releases["22.12"], ["/d"], free_gb(100)).detail
 
@@ -95,8 +99,11 @@ def machine(tmp_path, monkeypatch):
             path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
         def gpu(self, *lines: str, old_driver: bool = False) -> None:
-            refuse = 'case "$1" in *compute_cap*) echo "Field compute_cap is not valid"; exit 2;; esac\n' \
-                if old_driver else ""
+            refuse = (
+                'case "$1" in *compute_cap*) echo "Field compute_cap is not valid"; exit 2;; esac\n'
+                if old_driver
+                else ""
+            )
             # builtins only: PATH holds nothing but this directory
             self.tool("nvidia-smi", refuse + "".join(f"echo '{line}'\n" for line in lines))
 
@@ -140,8 +147,9 @@ def test_a_gpu_without_a_container_runtime_warns_with_advice(machine, releases, 
     assert "--device nvidia.com/gpu=all" in runtime.advice
     assert "GPU 0 NVIDIA H100 80GB HBM3 (9.0)" in by_name(items)["GPU"].detail
     text = gpu_side_never_fails(items)
-    assert text.splitlines()[-1] == ("ready to build (images will not run on this machine's GPU as it is: "
-                                     "see the GPU warnings)")
+    assert text.splitlines()[-1] == (
+        "ready to build (images will not run on this machine's GPU as it is: see the GPU warnings)"
+    )
     assert "--   GPU runtime" in text and "hint: " in text
 
 
@@ -216,12 +224,13 @@ def test_a_gpu_newer_than_the_release_s_code_warns_of_ptx_jit(machine, releases)
     gpu = by_name(items)["GPU 0"]
     assert gpu.status == "warn" and not gpu.stops and "PTX JIT" in gpu.detail and "NVIDIA B200 (10.0)" in gpu.detail
     # slower, not stopped: the last line does not say the images will not run
-    assert gpu_side_never_fails(items).splitlines()[-1] == ("ready to build (see the GPU warnings for running "
-                                                             "the images here)")
+    assert gpu_side_never_fails(items).splitlines()[-1] == (
+        "ready to build (see the GPU warnings for running the images here)"
+    )
 
 
 def test_a_driver_too_old_for_what_the_gpu_needs_warns(machine, releases):
-    machine.gpu("0, 560.35.03, NVIDIA B200, 10.0")   # above 26.11's floor, below Blackwell's 570.26
+    machine.gpu("0, 560.35.03, NVIDIA B200, 10.0")  # above 26.11's floor, below Blackwell's 570.26
     machine.tool(HOOK)
     items = machine.checks(releases["26.11"])
     assert by_name(items)["NVIDIA driver"].ok
@@ -269,15 +278,18 @@ def test_without_a_release_the_driver_is_held_against_every_release(machine, rel
 
 def test_gpus_are_numbered_by_nvidia_smi_index_one_line_per_model(machine, releases):
     # listed out of order, a model on indices 0-1 and 3, another on 2
-    machine.gpu("3, 550.54.15, NVIDIA H100 80GB HBM3, 9.0", H100, "2, 550.54.15, NVIDIA L4, 8.9",
-                "1, 550.54.15, NVIDIA H100 80GB HBM3, 9.0")
+    machine.gpu(
+        "3, 550.54.15, NVIDIA H100 80GB HBM3, 9.0",
+        H100,
+        "2, 550.54.15, NVIDIA L4, 8.9",
+        "1, 550.54.15, NVIDIA H100 80GB HBM3, 9.0",
+    )
     machine.tool(HOOK)
     items = by_name(machine.checks(releases["26.11"]))
     assert "GPU 0-1,3" in items and "GPU 2" in items
     assert not {"GPU 0", "GPU 1", "GPU 3"} & set(items)
     assert "NVIDIA H100 80GB HBM3 (9.0)" in items["GPU 0-1,3"].detail and "NVIDIA L4 (8.9)" in items["GPU 2"].detail
-    assert items["GPU"].detail == ("GPU 0-1,3 NVIDIA H100 80GB HBM3 (9.0); GPU 2 NVIDIA L4 (8.9); "
-                                   "driver 550.54.15")
+    assert items["GPU"].detail == ("GPU 0-1,3 NVIDIA H100 80GB HBM3 (9.0); GPU 2 NVIDIA L4 (8.9); driver 550.54.15")
 
 
 def test_eight_of_one_model_are_gpu_0_7():
@@ -293,9 +305,12 @@ def test_nvidia_smi_is_asked_for_the_index(machine):
     def run(*cmd):
         asked.append(cmd)
         return ""
+
     doctor.nvidia_smi(which=lambda name: "/bin/nvidia-smi", run=run)
-    assert [c[1] for c in asked] == ["--query-gpu=index,driver_version,name,compute_cap",
-                                     "--query-gpu=index,driver_version,name"]
+    assert [c[1] for c in asked] == [
+        "--query-gpu=index,driver_version,name,compute_cap",
+        "--query-gpu=index,driver_version,name",
+    ]
 
 
 # ---- report and JSON -------------------------------------------------------------------------------
@@ -312,8 +327,11 @@ def test_report_json_lists_every_check_with_status_value_and_advice(machine, rel
 
 
 def test_warnings_and_info_do_not_make_the_machine_unhealthy():
-    items = [doctor.Check("a", True, "x"), doctor.Check("b", False, "y", required=False),
-             doctor.Check("GPU", True, "none", required=False, info=True)]
+    items = [
+        doctor.Check("a", True, "x"),
+        doctor.Check("b", False, "y", required=False),
+        doctor.Check("GPU", True, "none", required=False, info=True),
+    ]
     text, healthy = doctor.report(items)
     assert healthy and doctor.report_json(items)["healthy"] and text.endswith("ready to build")
     assert [line[:4] for line in text.splitlines()[:3]] == ["ok  ", "--  ", "--  "]
@@ -338,6 +356,7 @@ class FakeEngine:
 
     def version(self):
         from types import SimpleNamespace
+
         return SimpleNamespace(server="26.1.5", api="1.45", client_api="1.45")
 
 
@@ -358,7 +377,7 @@ def test_checks_with_and_without_a_release(fake_engine, releases):
     assert rows["GPU runtime"].ok and "NVIDIA driver" in rows
     rows = by_name(doctor.checks(releases["21.08"]))
     assert rows["free disk"].ok and "cold 21.08 build" in rows["free disk"].detail
-    assert rows["GPU 0"].status == "warn"          # 21.08 cannot run on an H100
+    assert rows["GPU 0"].status == "warn"  # 21.08 cannot run on an H100
 
 
 def test_checks_on_a_gpu_machine_without_the_toolkit_fail_on_nothing_gpu_side(fake_engine, releases, monkeypatch):

@@ -2,6 +2,7 @@
 computed minimum and GPU verdicts, where the image carries them (NVIDIA_REQUIRE_CUDA, the
 labels, the banner, `builder show`), and the entrypoint's GPU/JIT check run with a fake
 nvidia-smi."""
+
 import json
 import shlex
 import shutil
@@ -35,15 +36,19 @@ def _files(release, variant="tf2-py3"):
 
 # --- the facts ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cuda, toolkit, isa, jit", [
-    ("11.2", "460.27.03", "7.2", "460.27.03"),
-    ("11.4.1", "470.42.01", "7.4", "470.42.01"),
-    ("12.4.1", "550.54.14", "8.4", "550.54.14"),
-    ("12.5.1", "555.42.02", "8.5", "555.42.02"),
-    ("12.6", "560.28.03", "8.5", "555.42.02"),    # 12.6 writes ISA 8.5: 12.5's driver reads it
-    ("12.8", "570.26", "8.7", "570.26"),
-    ("12.9.86", "575.51.03", "8.8", "575.51.03"),
-])
+
+@pytest.mark.parametrize(
+    "cuda, toolkit, isa, jit",
+    [
+        ("11.2", "460.27.03", "7.2", "460.27.03"),
+        ("11.4.1", "470.42.01", "7.4", "470.42.01"),
+        ("12.4.1", "550.54.14", "8.4", "550.54.14"),
+        ("12.5.1", "555.42.02", "8.5", "555.42.02"),
+        ("12.6", "560.28.03", "8.5", "555.42.02"),  # 12.6 writes ISA 8.5: 12.5's driver reads it
+        ("12.8", "570.26", "8.7", "570.26"),
+        ("12.9.86", "575.51.03", "8.8", "575.51.03"),
+    ],
+)
 def test_toolkit_drivers_and_ptx_isa(cuda, toolkit, isa, jit):
     assert driver.toolkit_driver(cuda) == toolkit
     assert driver.ptx_isa(cuda) == isa
@@ -54,7 +59,7 @@ def test_the_ptx_isa_decides_the_jit_driver():
     """TensorFlow 2.21 was built with CUDA 12.5.1, but its clang wrote ISA 8.3: a 12.3
     driver JIT-compiles it. An ISA between known ones takes the next toolkit's driver."""
     assert driver.isa_driver("8.3") == "545.23.06"
-    assert driver.isa_driver("8.6") == "570.26"          # 8.6 was CUDA 12.7's, never released
+    assert driver.isa_driver("8.6") == "570.26"  # 8.6 was CUDA 12.7's, never released
     with pytest.raises(UserError, match="PTX ISA 9.9 is newer than any CUDA toolkit"):
         driver.isa_driver("9.9")
 
@@ -63,7 +68,7 @@ def test_minor_version_floors_and_gpu_floors():
     assert driver.minor_version_floor("11.2") == driver.minor_version_floor("11.8") == "450.80.02"
     assert driver.minor_version_floor("12.9") == "525.60.13"
     assert driver.minor_version_floor("13.0") == "580.65.06"
-    assert driver.gpu_driver("12.0") == driver.gpu_driver("10.0") == ("570.26", "12.8")   # Blackwell: R570
+    assert driver.gpu_driver("12.0") == driver.gpu_driver("10.0") == ("570.26", "12.8")  # Blackwell: R570
     assert driver.gpu_driver("9.0") == ("520.61.05", "11.8")
     assert driver.gpu_driver("8.6") == ("455.23", "11.1")
 
@@ -84,25 +89,28 @@ def test_every_toolkit_the_arch_policy_knows_has_a_driver():
 
 # --- the rule, per release ---------------------------------------------------------------
 
+
 def test_21_08_minimum_and_verdicts():
     c = _contract("21.08")
     assert (c.library_cuda, c.minimum, c.require_cuda) == ("11.2", "450.80.02", "cuda>=11.0,driver>=450.80.02")
     v = c.verdicts
     assert v["7.5"].runs and v["7.5"].driver == "450.80.02" and "SASS sm_75" in v["7.5"].text
-    assert v["8.6"].runs and "SASS sm_80" in v["8.6"].text                # sm_80 runs on 8.6
+    assert v["8.6"].runs and "SASS sm_80" in v["8.6"].text  # sm_80 runs on 8.6
     for gpu in ("9.0", "10.0", "12.0"):
         assert v[gpu].runs is False
-        assert v[gpu].text == (f"cannot run — its CUDA 11.x cuDNN/cuBLAS are built for GPUs up to 8.6 "
-                               f"(CUDA 11.2), not for {gpu}; `builder inspect IMAGE --coverage` lists what each holds")
-    assert c.jit_gpus == []          # every GPU it runs on has machine code for everything
+        assert v[gpu].text == (
+            f"cannot run — its CUDA 11.x cuDNN/cuBLAS are built for GPUs up to 8.6 "
+            f"(CUDA 11.2), not for {gpu}; `builder inspect IMAGE --coverage` lists what each holds"
+        )
+    assert c.jit_gpus == []  # every GPU it runs on has machine code for everything
 
 
 def test_26_11_minimum_verdicts_and_ptx_jit():
     c = _contract("26.11")
     assert (c.library_cuda, c.minimum, c.require_cuda) == ("12.9", "525.60.13", "cuda>=12.0,driver>=525.60.13")
-    assert c.framework_jit_driver == "545.23.06"          # TF 2.21's compute_90: clang 18 writes ISA 8.3
-    assert c.own_jit_driver == "550.54.14"                # nvcc 12.4: ISA 8.4
-    assert c.ptx_jit == "550.54.14"                       # the newest ISA the image carries
+    assert c.framework_jit_driver == "545.23.06"  # TF 2.21's compute_90: clang 18 writes ISA 8.3
+    assert c.own_jit_driver == "550.54.14"  # nvcc 12.4: ISA 8.4
+    assert c.ptx_jit == "550.54.14"  # the newest ISA the image carries
     for gpu in ("7.5", "8.0", "8.6", "8.9", "9.0"):
         assert c.verdicts[gpu].runs and c.verdicts[gpu].driver == "525.60.13" and not c.verdicts[gpu].jit
     for gpu in ("10.0", "12.0"):
@@ -118,8 +126,10 @@ def test_every_release_has_a_floor_of_its_libraries_major():
         for c in driver.contracts(rel).values():
             major = cuda_arch.cuda_major_minor(c.library_cuda)[0]
             assert c.minimum == driver.MINOR_VERSION_FLOOR[major], rel.name
-            assert all(v.driver is None or driver.version_key(v.driver) >= driver.version_key(c.minimum)
-                       for v in c.verdicts.values())
+            assert all(
+                v.driver is None or driver.version_key(v.driver) >= driver.version_key(c.minimum)
+                for v in c.verdicts.values()
+            )
 
 
 def test_a_jit_requirement_above_the_gpu_s_own_binds():
@@ -142,25 +152,40 @@ def test_no_device_code_gives_unknown_verdicts():
 
 # --- the catalog's record of the wheel ---------------------------------------------------
 
+
 def test_device_code_is_read_from_the_catalog():
     assert CAT.get("26.11").variant("tf2-py3").device_code == DeviceCode(
-        "2.21.0", "12.5.1", ("6.0", "7.0", "8.0", "8.9", "9.0"), ("9.0",), "8.3")
-    assert CAT.get("21.08").variant("tf2-py3").device_code.ptx == ("8.0",)   # inherited from 21.06, same version
+        "2.21.0", "12.5.1", ("6.0", "7.0", "8.0", "8.9", "9.0"), ("9.0",), "8.3"
+    )
+    assert CAT.get("21.08").variant("tf2-py3").device_code.ptx == ("8.0",)  # inherited from 21.06, same version
 
 
-@pytest.mark.parametrize("device_code, message", [
-    ('{version: "2.14.0", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"], ptx_isa: "7.8"}',
-     "describes TensorFlow 2.14.0's wheel, not 2.14.1's: measure"),
-    ('{version: "2.14.1", cuda: "11.2", sass: ["9.0"], ptx: []}', "compute capability 9.0 cannot be compiled for CUDA 11.2"),
-    ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"]}', "ptx: missing required field"),
-    ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"]}', "ptx_isa: missing required field"),
-    ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"], ptx_isa: "7.8.1"}', "is not a PTX ISA version"),
-    ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: [], arch: x}', "unknown key"),
-])
+@pytest.mark.parametrize(
+    "device_code, message",
+    [
+        (
+            '{version: "2.14.0", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"], ptx_isa: "7.8"}',
+            "describes TensorFlow 2.14.0's wheel, not 2.14.1's: measure",
+        ),
+        (
+            '{version: "2.14.1", cuda: "11.2", sass: ["9.0"], ptx: []}',
+            "compute capability 9.0 cannot be compiled for CUDA 11.2",
+        ),
+        ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"]}', "ptx: missing required field"),
+        ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"]}', "ptx_isa: missing required field"),
+        (
+            '{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"], ptx_isa: "7.8.1"}',
+            "is not a PTX ISA version",
+        ),
+        ('{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: [], arch: x}', "unknown key"),
+    ],
+)
 def test_device_code_problems_are_reported(make_catalog, device_code, message):
     from tests.unit.conftest import GOOD
-    text = GOOD.replace('framework: {version: "2.14.1"}',
-                        f'framework: {{version: "2.14.1", device_code: {device_code}}}')
+
+    text = GOOD.replace(
+        'framework: {version: "2.14.1"}', f'framework: {{version: "2.14.1", device_code: {device_code}}}'
+    )
     with pytest.raises(CatalogError) as err:
         catalog.load(make_catalog({"r.yaml": text}))
     assert message in str(err.value)
@@ -168,8 +193,12 @@ def test_device_code_problems_are_reported(make_catalog, device_code, message):
 
 def test_an_inherited_device_code_for_another_version_is_refused(make_catalog):
     from tests.unit.conftest import GOOD
-    parent = GOOD.replace('framework: {version: "2.14.1"}', 'framework: {version: "2.14.1", device_code: '
-                          '{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"], ptx_isa: "7.8"}}')
+
+    parent = GOOD.replace(
+        'framework: {version: "2.14.1"}',
+        'framework: {version: "2.14.1", device_code: '
+        '{version: "2.14.1", cuda: "11.8", sass: ["7.0"], ptx: ["8.0"], ptx_isa: "7.8"}}',
+    )
     child = 'release: "30.02"\nparent: "30.01"\nvariants:\n  tf2-py3:\n    framework: {version: "2.15.0"}\n'
     with pytest.raises(CatalogError) as err:
         catalog.load(make_catalog({"a.yaml": parent, "b.yaml": child}))
@@ -177,6 +206,7 @@ def test_an_inherited_device_code_for_another_version_is_refused(make_catalog):
 
 
 # --- where the image carries it ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("release", ["21.08", "26.11"])
 def test_the_dockerfile_sets_the_contract(release):
@@ -192,9 +222,9 @@ def test_the_dockerfile_sets_the_contract(release):
 
 def test_the_runtime_stage_sets_it_too():
     text = _files("26.11")["Dockerfile"]
-    core, runtime = text[:text.index("FROM core AS devel")], text[text.index("FROM core AS runtime"):]
+    core, runtime = text[: text.index("FROM core AS devel")], text[text.index("FROM core AS runtime") :]
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=12.0,driver>=525.60.13"' in runtime
-    assert f"RUN install -d -m 1777 {InImage.JIT_CACHE}" in core     # the stage both images stand on
+    assert f"RUN install -d -m 1777 {InImage.JIT_CACHE}" in core  # the stage both images stand on
 
 
 def test_env_overrides_win():
@@ -206,7 +236,8 @@ def test_env_overrides_win():
 def test_the_banner_line_names_the_jit_gpus():
     assert driver.minimum_text(_contract("26.11")) == (
         "525.60.13 or newer (CUDA 12.x minor version compatibility); 550.54.14 or newer where kernels are "
-        "JIT-compiled from PTX (10.0, 12.0)")
+        "JIT-compiled from PTX (10.0, 12.0)"
+    )
     assert driver.minimum_text(_contract("21.08")) == "450.80.02 or newer (CUDA 11.x minor version compatibility)"
 
 
@@ -214,33 +245,47 @@ def test_builder_show_prints_the_computed_contract():
     out = subprocess.run(["builder", "show", "26.11"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     shown = yaml.safe_load(out.stdout)
-    assert shown["cuda"] == "12.4.1"                                         # the release as before
+    assert shown["cuda"] == "12.4.1"  # the release as before
     computed = shown["computed"]["tf2-py3"]
     assert computed["minimum_driver"] == "525.60.13" and computed["ptx_jit_driver"] == "550.54.14"
     assert computed["gpus"]["12.0"].startswith("runs (cuDNN/cuBLAS 12.9 SASS; TensorFlow's kernels by PTX JIT")
     assert computed["platforms"].startswith("linux/amd64 (linux/arm64: no")
-    as_json = json.loads(subprocess.run(["builder", "show", "21.08", "--json"], capture_output=True, text=True,
-                                        timeout=60).stdout)
+    as_json = json.loads(
+        subprocess.run(["builder", "show", "21.08", "--json"], capture_output=True, text=True, timeout=60).stdout
+    )
     assert as_json["computed"]["tf2-py3"]["gpus"]["12.0"].startswith("cannot run — its CUDA 11.x cuDNN/cuBLAS")
 
 
 # --- the entrypoint's GPU/JIT check, with a fake nvidia-smi ------------------------------
 
 BUILD_INFO = {
-    "framework_name": "TensorFlow", "version": "2.21.0",
+    "framework_name": "TensorFlow",
+    "version": "2.21.0",
     "cuda_binaries": [
-        {"component": "tensorflow", "path": "/x/libtensorflow_cc.so.2", "sass": ["60", "70", "80", "89", "90"],
-         "ptx": ["90"]},
-        {"component": "extension", "path": "/x/_tfext_ops.so", "sass": ["75", "80", "86", "89", "90", "100", "120"],
-         "ptx": ["90"]},
+        {
+            "component": "tensorflow",
+            "path": "/x/libtensorflow_cc.so.2",
+            "sass": ["60", "70", "80", "89", "90"],
+            "ptx": ["90"],
+        },
+        {
+            "component": "extension",
+            "path": "/x/_tfext_ops.so",
+            "sass": ["75", "80", "86", "89", "90", "100", "120"],
+            "ptx": ["90"],
+        },
         # cuFFT: a stub sm_52 module in .nv_fatbin, its kernels elsewhere: never judged
         {"component": "cufft", "path": "/x/libcufft.so.11", "sass": ["52"], "ptx": [], "kernels_elsewhere": True},
     ],
     "coverage": {
-        "9.0": {"/x/libtensorflow_cc.so.2": {"component": "tensorflow", "kind": "sass", "from": "sm_90"},
-                "/x/_tfext_ops.so": {"component": "extension", "kind": "sass", "from": "sm_90"}},
-        "12.0": {"/x/libtensorflow_cc.so.2": {"component": "tensorflow", "kind": "ptx", "from": "compute_90"},
-                 "/x/_tfext_ops.so": {"component": "extension", "kind": "sass", "from": "sm_120"}},
+        "9.0": {
+            "/x/libtensorflow_cc.so.2": {"component": "tensorflow", "kind": "sass", "from": "sm_90"},
+            "/x/_tfext_ops.so": {"component": "extension", "kind": "sass", "from": "sm_90"},
+        },
+        "12.0": {
+            "/x/libtensorflow_cc.so.2": {"component": "tensorflow", "kind": "ptx", "from": "compute_90"},
+            "/x/_tfext_ops.so": {"component": "extension", "kind": "sass", "from": "sm_120"},
+        },
     },
 }
 
@@ -253,8 +298,9 @@ def jit_check(tmp_path_factory):
     info = tmp / "build-info.json"
     info.write_text(json.dumps(BUILD_INFO))
     script = tmp / "55-gpu-jit-check.sh"
-    script.write_text(_files("26.11")["entrypoint/entrypoint.d/55-gpu-jit-check.sh"]
-                      .replace(InImage.BUILD_INFO, str(info)))
+    script.write_text(
+        _files("26.11")["entrypoint/entrypoint.d/55-gpu-jit-check.sh"].replace(InImage.BUILD_INFO, str(info))
+    )
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     python3 = shutil.which("python3")
 
@@ -268,12 +314,18 @@ def jit_check(tmp_path_factory):
             (bin_dir / "nvidia-smi").write_text(
                 "#!/bin/sh\n"
                 '[ "$*" = "--query-gpu=compute_cap,driver_version --format=csv,noheader" ] || exit 3\n'
-                f"printf '%s' {shlex.quote(smi)}\nexit {smi_rc}\n")
+                f"printf '%s' {shlex.quote(smi)}\nexit {smi_rc}\n"
+            )
             (bin_dir / "nvidia-smi").chmod(0o755)
         path = f"{bin_dir}:/usr/bin:/bin"
         started = time.monotonic()
-        out = subprocess.run(["bash", "-c", f"set -e; source {script}; echo END"], capture_output=True, text=True,
-                             timeout=60, env={"PATH": path, **(env or {})})
+        out = subprocess.run(
+            ["bash", "-c", f"set -e; source {script}; echo END"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": path, **(env or {})},
+        )
         return out, marker.exists(), time.monotonic() - started
 
     return run
@@ -296,9 +348,12 @@ def test_a_ptx_only_gpu_gets_the_jit_note_and_the_volume(jit_check):
     out, _, _ = jit_check("12.0, 570.86.10\n")
     assert out.returncode == 0 and out.stdout.endswith("END\n"), out.stderr
     text = out.stdout
-    assert "TensorFlow's kernels have no machine code for this GPU (compute capability 12.0), only PTX (compute_90)" in text
+    assert (
+        "TensorFlow's kernels have no machine code for this GPU (compute capability 12.0), only PTX (compute_90)"
+        in text
+    )
     assert "for minutes" in text
-    assert f"{InImage.JIT_CACHE} (up to 4 GiB)" not in text    # CUDA_CACHE_* come from the image's ENV
+    assert f"{InImage.JIT_CACHE} (up to 4 GiB)" not in text  # CUDA_CACHE_* come from the image's ENV
     assert f"docker run --gpus all -v tf-jit-cache:{InImage.JIT_CACHE} ..." in text
     assert "WARNING" not in text
 
@@ -317,20 +372,23 @@ def test_a_driver_too_old_for_the_ptx_or_the_libraries_is_named(jit_check):
 
 
 def test_a_gpu_outside_the_table_is_judged_from_the_binaries(jit_check):
-    out, _, _ = jit_check("12.1, 580.65.06\n")           # not a coverage row: cuda_binaries decide
+    out, _, _ = jit_check("12.1, 580.65.06\n")  # not a coverage row: cuda_binaries decide
     assert "(compute capability 12.1), only PTX (compute_90)" in out.stdout
-    assert "cuFFT" not in out.stdout                     # its stub module is no verdict on it
-    out, _, _ = jit_check("5.2, 580.65.06\n")            # older than TensorFlow's oldest code
+    assert "cuFFT" not in out.stdout  # its stub module is no verdict on it
+    out, _, _ = jit_check("5.2, 580.65.06\n")  # older than TensorFlow's oldest code
     assert "TensorFlow's kernels carry no code for this GPU (compute capability 5.2)" in out.stdout
     assert "WARNING: the extension (tfext) carries no code for this GPU (compute capability 5.2)." in out.stdout
 
 
-@pytest.mark.parametrize("smi, rc, env", [
-    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9, None),
-    ("Field \"compute_cap\" is not a valid field to query.", 2, None),
-    ("garbage\n", 0, None),
-    ("12.0, 570.86.10\n", 0, {"NVIDIA_CPU_ONLY": "1"}),
-])
+@pytest.mark.parametrize(
+    "smi, rc, env",
+    [
+        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9, None),
+        ('Field "compute_cap" is not a valid field to query.', 2, None),
+        ("garbage\n", 0, None),
+        ("12.0, 570.86.10\n", 0, {"NVIDIA_CPU_ONLY": "1"}),
+    ],
+)
 def test_a_failing_or_odd_nvidia_smi_is_ignored(jit_check, smi, rc, env):
     out, _, _ = jit_check(smi, smi_rc=rc, env=env)
     assert out.returncode == 0 and out.stdout == "END\n" and out.stderr == ""
@@ -338,5 +396,5 @@ def test_a_failing_or_odd_nvidia_smi_is_ignored(jit_check, smi, rc, env):
 
 def test_own_code_keeps_the_ptx_nvcc_embeds_when_every_capability_is_assembled():
     rel = catalog.load().get("26.11")
-    code = driver.own_code(rel, ["10.0"])       # nvcc 12.4 compiles none of it: it writes compute_90 PTX
+    code = driver.own_code(rel, ["10.0"])  # nvcc 12.4 compiles none of it: it writes compute_90 PTX
     assert code.sass == ("10.0",) and code.ptx == ("9.0",)

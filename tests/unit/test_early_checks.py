@@ -2,6 +2,7 @@
 --nvbuild-args (known options, capabilities that exist and that the parent's CUDA
 compiles) and the -k expression of `builder test`. No engine: a fake one that fails
 the test when a build or a container would start."""
+
 import pytest
 
 from builder.cli import main as cli
@@ -10,32 +11,40 @@ from builder.in_image import cuda_arch
 from builder.plan import derive
 
 
-@pytest.mark.parametrize("text,pairs", [
-    ("--sm 8.6", [("--sm", "8.6")]),
-    ("--sm=7.0,8.6 --noclean", [("--sm", "7.0,8.6"), ("--noclean", "")]),
-    ("--only horovod --clean --v2 --python3.10", [("--only", "horovod"), ("--clean", ""), ("--v2", ""),
-                                                  ("--python3.10", "")]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "text,pairs",
+    [
+        ("--sm 8.6", [("--sm", "8.6")]),
+        ("--sm=7.0,8.6 --noclean", [("--sm", "7.0,8.6"), ("--noclean", "")]),
+        (
+            "--only horovod --clean --v2 --python3.10",
+            [("--only", "horovod"), ("--clean", ""), ("--v2", ""), ("--python3.10", "")],
+        ),
+        ("", []),
+    ],
+)
 def test_known_options_parse(text, pairs):
     args = derive.parse_nvbuild_args(text)
     derive.check_nvbuild_args(args)
     assert derive.nvbuild_options(args) == pairs
 
 
-@pytest.mark.parametrize("text,message", [
-    ("--sm 9.9", "--nvbuild-args --sm: compute capability 9.9 is not a GPU architecture"),
-    ("--sm 8.6,7.7", "compute capability 7.7 is not a GPU architecture"),
-    ("--sm banana", "'banana' is not a compute capability"),
-    ("--sm", "--sm needs a value"),
-    ("--only tests", "--only 'tests': expected 'extension', 'horovod' or 'dali'"),
-    ("--frobnicate", "unknown nvbuild.sh option '--frobnicate'"),
-    ("8.6", "unknown nvbuild.sh option '8.6'"),
-    ("--python3", "unknown nvbuild.sh option '--python3'"),
-    ("--configonly", "would not build the framework"),
-    ("--cache http://user:pw@cache:8742/", "give the compile cache as --compile-cache URL"),
-    ("'--sm 8.6", "--nvbuild-args: No closing quotation"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("--sm 9.9", "--nvbuild-args --sm: compute capability 9.9 is not a GPU architecture"),
+        ("--sm 8.6,7.7", "compute capability 7.7 is not a GPU architecture"),
+        ("--sm banana", "'banana' is not a compute capability"),
+        ("--sm", "--sm needs a value"),
+        ("--only tests", "--only 'tests': expected 'extension', 'horovod' or 'dali'"),
+        ("--frobnicate", "unknown nvbuild.sh option '--frobnicate'"),
+        ("8.6", "unknown nvbuild.sh option '8.6'"),
+        ("--python3", "unknown nvbuild.sh option '--python3'"),
+        ("--configonly", "would not build the framework"),
+        ("--cache http://user:pw@cache:8742/", "give the compile cache as --compile-cache URL"),
+        ("'--sm 8.6", "--nvbuild-args: No closing quotation"),
+    ],
+)
 def test_bad_nvbuild_args_are_refused(text, message):
     with pytest.raises(UserError, match=None) as exc:
         derive.DeriveSpec(parent="p", nvbuild_args=derive.parse_nvbuild_args(text)).validate()
@@ -46,18 +55,23 @@ def parent(labels=None, env=None):
     return {"Id": "sha256:" + "1" * 64, "Config": {"Labels": labels or {}, "Env": env or []}}
 
 
-@pytest.mark.parametrize("info,sm,refused", [
-    (parent({"dev.tfbuilder.cuda": "11.4.1"}), "8.6", False),
-    (parent({"dev.tfbuilder.cuda": "11.4.1"}), "8.9", True),       # Ada needs CUDA 11.8
-    (parent(env=["CUDA_VERSION=11.4.1"]), "9.0", True),            # the base's env when no label
-    (parent(env=["CUDA_VERSION=12.2.0"]), "9.0", False),
-    (parent(env=["CUDA_VERSION=11.4.1"]), "all", False),           # the parent's own list
-    (parent(), "8.9", False),                                      # nothing known: nvbuild.sh decides
-])
+@pytest.mark.parametrize(
+    "info,sm,refused",
+    [
+        (parent({"dev.tfbuilder.cuda": "11.4.1"}), "8.6", False),
+        (parent({"dev.tfbuilder.cuda": "11.4.1"}), "8.9", True),  # Ada needs CUDA 11.8
+        (parent(env=["CUDA_VERSION=11.4.1"]), "9.0", True),  # the base's env when no label
+        (parent(env=["CUDA_VERSION=12.2.0"]), "9.0", False),
+        (parent(env=["CUDA_VERSION=11.4.1"]), "all", False),  # the parent's own list
+        (parent(), "8.9", False),  # nothing known: nvbuild.sh decides
+    ],
+)
 def test_capabilities_against_the_parents_cuda(info, sm, refused):
     spec = derive.DeriveSpec(parent="p", nvbuild_args=["--sm", sm])
     if refused:
-        with pytest.raises(UserError, match=rf"compute capability {sm} cannot be compiled for CUDA .*\(the CUDA of p\)"):
+        with pytest.raises(
+            UserError, match=rf"compute capability {sm} cannot be compiled for CUDA .*\(the CUDA of p\)"
+        ):
             derive.check_capabilities(spec, "p", info)
     else:
         derive.check_capabilities(spec, "p", info)
@@ -67,8 +81,9 @@ def test_a_derived_image_may_leave_blackwell_to_ptx_jit_when_it_says_so():
     info = parent({"dev.tfbuilder.cuda": "12.4.1"})
     with pytest.raises(UserError, match=r"12.0 cannot be compiled for CUDA 12.4.1.*--allow-ptx-jit"):
         derive.check_capabilities(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,12.0"]), "p", info)
-    derive.check_capabilities(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,12.0", "--allow-ptx-jit"]),
-                              "p", info)
+    derive.check_capabilities(
+        derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,12.0", "--allow-ptx-jit"]), "p", info
+    )
 
 
 def test_a_parent_whose_nvbuild_assembles_takes_blackwell_natively():
@@ -110,8 +125,18 @@ def one_line_error(capsys, code):
 def test_derive_refuses_a_capability_the_parents_cuda_cannot_compile(monkeypatch, capsys):
     info = parent({"dev.tfbuilder.release": "21.08", "dev.tfbuilder.cuda": "11.4.1"})
     monkeypatch.setattr(cli, "_engine", lambda: NoBuildEngine(info))
-    code = cli.main(["derive", "--from", "local/tensorflow:21.08-tf2-py3", "--tag", "my/tf:1",
-                     "--nvbuild-args", "--sm 8.9", "--no-host-ca"])
+    code = cli.main(
+        [
+            "derive",
+            "--from",
+            "local/tensorflow:21.08-tf2-py3",
+            "--tag",
+            "my/tf:1",
+            "--nvbuild-args",
+            "--sm 8.9",
+            "--no-host-ca",
+        ]
+    )
     assert "compute capability 8.9 cannot be compiled for CUDA 11.4.1" in one_line_error(capsys, code)
 
 
@@ -149,10 +174,36 @@ def test_an_empty_patch_is_refused(tmp_path, monkeypatch, capsys, option, conten
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-ARGS = st.lists(st.one_of(st.sampled_from(["--sm", "--only", "--cache", "--noclean", "--clean", "--v1", "--v2",
-                                           "--python3.9", "--configonly", "8.6", "9.9", "all", "local", "horovod",
-                                           "--sm=8.6", "--sm=", "-x", "$(id)", "a;b", "\n"]),
-                          st.text(max_size=12)), max_size=6)
+ARGS = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "--sm",
+                "--only",
+                "--cache",
+                "--noclean",
+                "--clean",
+                "--v1",
+                "--v2",
+                "--python3.9",
+                "--configonly",
+                "8.6",
+                "9.9",
+                "all",
+                "local",
+                "horovod",
+                "--sm=8.6",
+                "--sm=",
+                "-x",
+                "$(id)",
+                "a;b",
+                "\n",
+            ]
+        ),
+        st.text(max_size=12),
+    ),
+    max_size=6,
+)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -173,10 +224,15 @@ def test_nvbuild_args_are_refused_or_all_known(args):
 
 def test_a_derived_image_says_what_it_compiled_when_blackwell_is_left_to_ptx_jit():
     labels = {"dev.tfbuilder.cuda": "11.2"}
-    text = derive.render(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.6,12.0", "--allow-ptx-jit"]),
-                         "p:1", "sha256:" + "a" * 64, labels)
+    text = derive.render(
+        derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.6,12.0", "--allow-ptx-jit"]),
+        "p:1",
+        "sha256:" + "a" * 64,
+        labels,
+    )
     assert 'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.6"' in text  # CUDA 11.2 compiles up to 8.6; 12.0 JITs compute_86
-    assert "--sm 8.6,12.0 --allow-ptx-jit" in text            # nvbuild.sh resolves the same list in the image
-    plain = derive.render(derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,8.6"]), "p:1", "sha256:" + "a" * 64,
-                          labels)
+    assert "--sm 8.6,12.0 --allow-ptx-jit" in text  # nvbuild.sh resolves the same list in the image
+    plain = derive.render(
+        derive.DeriveSpec(parent="p", nvbuild_args=["--sm", "8.0,8.6"]), "p:1", "sha256:" + "a" * 64, labels
+    )
     assert 'ENV TF_CUDA_COMPUTE_CAPABILITIES="8.0,8.6"' in plain

@@ -1,6 +1,7 @@
 """One engine interface: DockerEngine and the tests' FakeEngine implement exactly the
 methods of builder.engine.Engine (its roles: ImageStore, Runs, Builds, Pushes), with the
 same signatures, so they cannot drift apart. No daemon: only the classes are compared."""
+
 import inspect
 
 import pytest
@@ -11,8 +12,11 @@ from tests.unit.fake_engine import SETUP_METHODS, FakeEngine
 
 
 def public_methods(cls) -> dict[str, inspect.Signature]:
-    return {name: inspect.signature(member) for name, member in vars(cls).items()
-            if callable(member) and not name.startswith("_")}
+    return {
+        name: inspect.signature(member)
+        for name, member in vars(cls).items()
+        if callable(member) and not name.startswith("_")
+    }
 
 
 ROLES = (eng.ImageStore, eng.Runs, eng.Builds, eng.Pushes)
@@ -20,8 +24,24 @@ INTERFACE = {name: sig for cls in (Engine, *ROLES) for name, sig in public_metho
 
 
 def test_the_interface_is_what_the_builder_uses():
-    assert {"build", "bake", "tag", "remove_image", "run_capture", "remove_container", "inspect", "image_id",
-            "image_labels", "images", "push", "login", "pull", "import_rootfs", "ping", "version"} == set(INTERFACE)
+    assert {
+        "build",
+        "bake",
+        "tag",
+        "remove_image",
+        "run_capture",
+        "remove_container",
+        "inspect",
+        "image_id",
+        "image_labels",
+        "images",
+        "push",
+        "login",
+        "pull",
+        "import_rootfs",
+        "ping",
+        "version",
+    } == set(INTERFACE)
 
 
 def test_each_method_belongs_to_one_role():
@@ -37,7 +57,11 @@ def test_engines_implement_exactly_the_interface(cls, extra):
     assert set(methods) - extra == set(INTERFACE), "a method outside the Engine Protocol, or one missing"
     for name, signature in INTERFACE.items():
         assert methods[name] == signature, f"{cls.__name__}.{name}{methods[name]} is not Engine.{name}{signature}"
-    assert "where" in eng.ImageStore.__annotations__ and "backend" in eng.Builds.__annotations__ and isinstance(getattr(cls, "where", ""), str)
+    assert (
+        "where" in eng.ImageStore.__annotations__
+        and "backend" in eng.Builds.__annotations__
+        and isinstance(getattr(cls, "where", ""), str)
+    )
 
 
 def test_the_fake_records_calls_and_keeps_tags_apart_from_images():
@@ -49,5 +73,14 @@ def test_the_fake_records_calls_and_keeps_tags_apart_from_images():
     assert engine.image_id("local/img") is None and engine.image_id("local/img:1") == first
     assert [s.id for s in engine.images(repository="local/img")] == [first]
     assert engine.images(label="k=other") == [] and [s.id for s in engine.images(label="k")] == [first]
-    assert engine.names() == ["tag", "image_id", "image_labels", "remove_image", "image_id", "image_id",
-                              "images", "images", "images"]
+    assert engine.names() == [
+        "tag",
+        "image_id",
+        "image_labels",
+        "remove_image",
+        "image_id",
+        "image_id",
+        "images",
+        "images",
+        "images",
+    ]

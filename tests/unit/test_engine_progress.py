@@ -1,6 +1,7 @@
 """--progress auto|plain|quiet|rawjson (Docker's names) on both backends: the Progress
 object, the legacy builder's stream (a fake engine API) and buildx's rawjson events. No
 engine."""
+
 from __future__ import annotations
 
 import base64
@@ -39,8 +40,11 @@ def test_plain_prints_step_and_log_lines_even_on_a_terminal():
     p.on_raw({"status": "x"})
     p.done("built")
     text = out.getvalue()
-    assert "\r" not in text and text.splitlines() == ["build +00:00 step 1/2: RUN make", "compiling with ***",
-                                                      "build +00:00 built"]
+    assert "\r" not in text and text.splitlines() == [
+        "build +00:00 step 1/2: RUN make",
+        "compiling with ***",
+        "build +00:00 built",
+    ]
 
 
 @pytest.mark.parametrize("mode", ["quiet", "rawjson"])
@@ -82,7 +86,9 @@ def test_the_legacy_builder_honours_plain_and_rawjson(tmp_path, mode):
     engine = object.__new__(DockerEngine)
     engine.api = StreamAPI()
     out = io.StringIO()
-    result = engine.build(BuildRequest(context=tmp_path), Progress("b", stream=out, mode=ProgressMode(mode), clock=clock))
+    result = engine.build(
+        BuildRequest(context=tmp_path), Progress("b", stream=out, mode=ProgressMode(mode), clock=clock)
+    )
     assert result.image_id == "sha256:" + "a" * 64
     lines = out.getvalue().splitlines()
     if mode == "plain":
@@ -95,8 +101,10 @@ def test_the_legacy_builder_honours_plain_and_rawjson(tmp_path, mode):
 def test_buildx_objects_reach_rawjson_redacted_and_plain_as_log_lines():
     register_secret("hunter2-pw")
     data = base64.b64encode(b"token hunter2-pw\n").decode()
-    obj = {"vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN make", "started": "2026-01-01T00:00:00Z"}],
-           "logs": [{"vertex": "sha256:a", "data": data}]}
+    obj = {
+        "vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN make", "started": "2026-01-01T00:00:00Z"}],
+        "logs": [{"vertex": "sha256:a", "data": data}],
+    }
     for mode in ("rawjson", "plain"):
         out = io.StringIO()
         progress = Progress("b", stream=out, mode=ProgressMode(mode), clock=clock)
@@ -111,7 +119,6 @@ def test_buildx_objects_reach_rawjson_redacted_and_plain_as_log_lines():
             assert base64.b64decode(shown["logs"][0]["data"]) == b"token ***\n"
         else:
             assert text.splitlines() == ["b +00:00 step 1/1: RUN make", "token ***"]
-
 
 
 def test_a_progress_mode_is_one_type():

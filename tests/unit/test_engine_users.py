@@ -2,6 +2,7 @@
 the tag put back after a failed or interrupted push, and what `builder inspect` reports.
 No daemon and no registry: probe() and the manifest read-back are stubbed to answer what
 the fake engine pushed."""
+
 from __future__ import annotations
 
 import json
@@ -104,22 +105,41 @@ def test_pushing_a_missing_image_is_bad_input(engine):
 
 
 REPORT = {
-    "framework_name": "tensorflow", "version": "2.5.0", "python": "3.8.10",
-    "cuda_version": "11.4", "cudnn_version": "8.2.2", "nccl_version": "2.10.3", "tensorrt_version": "",
-    "tf_trt_available": False, "horovod": {"version": "0.22.1"}, "extension": {"version": "1.0"},
+    "framework_name": "tensorflow",
+    "version": "2.5.0",
+    "python": "3.8.10",
+    "cuda_version": "11.4",
+    "cudnn_version": "8.2.2",
+    "nccl_version": "2.10.3",
+    "tensorrt_version": "",
+    "tf_trt_available": False,
+    "horovod": {"version": "0.22.1"},
+    "extension": {"version": "1.0"},
     "libraries": {"cudart": {"soname": "libcudart.so.11.0", "loaded": True, "version": "11.4", "extra": 1}},
-    "driver_libraries": [], "filesystems": {"gcs": {"available": True}},
+    "driver_libraries": [],
+    "filesystems": {"gcs": {"available": True}},
     "cuda_binaries": [{"component": "tensorflow", "path": "/x/_pywrap.so"}],
-    "coverage": {"8.6": {"/x/_pywrap.so": {"kind": "sass", "component": "tensorflow", "from": "sm_86"}},
-                 "9.0": {"/x/_pywrap.so": {"kind": "ptx", "component": "tensorflow", "from": "compute_86"}}},
+    "coverage": {
+        "8.6": {"/x/_pywrap.so": {"kind": "sass", "component": "tensorflow", "from": "sm_86"}},
+        "9.0": {"/x/_pywrap.so": {"kind": "ptx", "component": "tensorflow", "from": "compute_86"}},
+    },
 }
 
 
 def test_describe_reads_labels_and_the_images_own_report():
     engine = FakeEngine()
-    image_id = engine.add_image("local/tensorflow:21.08-tf2-py3", size=123, labels={
-        f"{LABEL}.release": "21.08", f"{LABEL}.variant": "tf2-py3", f"{LABEL}.cuda-compute-capabilities": "8.6,local",
-        f"{LABEL}.xla": "1", f"{LABEL}.patches": '["a.patch"]', "com.nvidia.build.id": "b-1"})
+    image_id = engine.add_image(
+        "local/tensorflow:21.08-tf2-py3",
+        size=123,
+        labels={
+            f"{LABEL}.release": "21.08",
+            f"{LABEL}.variant": "tf2-py3",
+            f"{LABEL}.cuda-compute-capabilities": "8.6,local",
+            f"{LABEL}.xla": "1",
+            f"{LABEL}.patches": '["a.patch"]',
+            "com.nvidia.build.id": "b-1",
+        },
+    )
     commands = []
 
     def run(image, command):
@@ -139,9 +159,12 @@ def test_describe_reads_labels_and_the_images_own_report():
     assert out["build_id"] == "b-1" and out["cuda_compute_capabilities"] == "8.6,9.0"
     text = describe.coverage_text(out["_report"]).splitlines()
     assert text[0].split() == ["COMPONENT", "/", "BINARY", "8.6", "9.0"]
-    assert text[1].split() == ["TensorFlow", "2.5.0", "sm_86", "compute_86"]   # the component, then its binaries
+    assert text[1].split() == ["TensorFlow", "2.5.0", "sm_86", "compute_86"]  # the component, then its binaries
     assert text[2].split() == ["_pywrap.so", "sm_86", "compute_86"]
-    assert text[-2:] == ["8.6  runs natively: SASS in every component (1)", "9.0  runs after JIT; by JIT: TensorFlow (compute_86)"]
+    assert text[-2:] == [
+        "8.6  runs natively: SASS in every component (1)",
+        "9.0  runs after JIT; by JIT: TensorFlow (compute_86)",
+    ]
 
 
 def test_describe_refuses_images_the_builder_did_not_make():

@@ -1,5 +1,6 @@
 """Host files never reach a build context: a framework source tree with a symlink that
 leaves it, or with a special file, is refused before anything is written or built."""
+
 import os
 from pathlib import Path
 
@@ -126,8 +127,10 @@ def test_a_hard_link_to_a_file_outside_the_tree_is_refused(tmp_path, src, capsys
     os.link(outside, src / "python" / "leak")
     code, err, out = render_into(tmp_path, src, capsys)
     assert code == 2 and not out.exists()
-    assert err.strip() == (f"error: {src / 'python' / 'leak'} is a hard link to a file outside the source tree "
-                           "(2 links, 1 in the tree); put a copy in its place if it belongs there")
+    assert err.strip() == (
+        f"error: {src / 'python' / 'leak'} is a hard link to a file outside the source tree "
+        "(2 links, 1 in the tree); put a copy in its place if it belongs there"
+    )
 
 
 def test_hard_links_within_the_tree_are_copied(tmp_path, src, capsys):
@@ -146,10 +149,14 @@ def test_huge_and_sparse_files_are_named_with_their_size_before_copying(tmp_path
     code, out, err = render_to_stdout(src, capsys)
     assert code == 0 and "FROM" in out, err
     lines = err.strip().splitlines()
-    assert f"warning: {src / 'huge.bin'} is 2.0 GiB (sparse: 0 B on disk); it is copied into the build context " \
-           "in full" in lines, lines
-    assert f"warning: {src / 'python' / 'holes.bin'} is 100.0 MiB (sparse: 0 B on disk); it is copied into the " \
-           "build context in full" in lines, lines
+    assert (
+        f"warning: {src / 'huge.bin'} is 2.0 GiB (sparse: 0 B on disk); it is copied into the build context "
+        "in full" in lines
+    ), lines
+    assert (
+        f"warning: {src / 'python' / 'holes.bin'} is 100.0 MiB (sparse: 0 B on disk); it is copied into the "
+        "build context in full" in lines
+    ), lines
     assert len(lines) == 2, lines
 
 
@@ -159,5 +166,6 @@ def test_check_tree_warns_of_a_sparse_file_only_once(tmp_path, src, capsys):
         f.truncate(64 << 20)
     buildcontext.check_tree(src)
     buildcontext.check_tree(src)
-    assert capsys.readouterr().err == (f"warning: {src / 'holes.bin'} is 64.0 MiB (sparse: 0 B on disk); "
-                                       "it is copied into the build context in full\n")
+    assert capsys.readouterr().err == (
+        f"warning: {src / 'holes.bin'} is 64.0 MiB (sparse: 0 B on disk); it is copied into the build context in full\n"
+    )

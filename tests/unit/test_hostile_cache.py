@@ -3,6 +3,7 @@ directory D/.server is never a link, every file the builder writes there is a ne
 (never written through a planted link, never blocking on a fifo), stop signals only the
 `cache serve` of D, and stats reads the access log as a user's file, its tail only.
 The servers are Debian's real nginx on free loopback ports."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ import builder
 from builder import cache
 from builder.cli import main as cli
 
-pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
-                                reason="nginx is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(), reason="nginx is not installed"
+)
 
 ROOT = Path(builder.__file__).parent.parent
 VICTIM = "victim's own text\n"
@@ -35,11 +37,20 @@ def free_port() -> int:
 def run_cli(*args: str, timeout: float = 60, memory: int | None = None) -> tuple[int, list[str]]:
     """`builder ARGS` in a process of its own (a hang is a failure here, not a hung suite);
     MEMORY: its address space limit in bytes."""
+
     def limit() -> None:
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    proc = subprocess.run([sys.executable, "-m", "builder.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=limit)
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=limit,
+    )
     return proc.returncode, proc.stderr.strip().splitlines()
 
 
@@ -69,10 +80,13 @@ def victims(tmp_path: Path, names: list[str]) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.parametrize("listen,names", [
-    ("127.0.0.1", ["nginx.conf", "server.json", "serve.pid", "serve.log", "nginx.pid", "error.log", "access.log"]),
-    ("0.0.0.0", ["htpasswd.tmp", "htpasswd", "write-credentials", "nginx.conf"]),
-])
+@pytest.mark.parametrize(
+    "listen,names",
+    [
+        ("127.0.0.1", ["nginx.conf", "server.json", "serve.pid", "serve.log", "nginx.pid", "error.log", "access.log"]),
+        ("0.0.0.0", ["htpasswd.tmp", "htpasswd", "write-credentials", "nginx.conf"]),
+    ],
+)
 def test_serve_writes_nothing_through_links_planted_in_the_state_directory(tmp_path, servers, listen, names):
     d = tmp_path / "c"
     (d / ".server").mkdir(parents=True)
@@ -93,8 +107,9 @@ def test_serve_never_waits_on_a_fifo_in_the_state_directory(tmp_path, servers, n
     for name in names:
         os.mkfifo(d / ".server" / name)
     servers.append(d)
-    code, err = run_cli("cache", "serve", "--dir", str(d), "--port", str(free_port()), "--detach",
-                        "--listen", "0.0.0.0", timeout=20)
+    code, err = run_cli(
+        "cache", "serve", "--dir", str(d), "--port", str(free_port()), "--detach", "--listen", "0.0.0.0", timeout=20
+    )
     assert code == 0, err
     assert all((d / ".server" / name).is_file() or not (d / ".server" / name).exists() for name in names)
 
@@ -172,11 +187,14 @@ def test_stop_never_signals_for_a_pid_that_is_not_one(tmp_path, monkeypatch, cap
     assert sent == [] and code == 2 and len(err) == 1 and "nothing stopped" in err[0], (sent, err)
 
 
-@pytest.mark.parametrize("make,msg", [
-    (lambda p: os.mkfifo(p), "is a fifo, not a regular file"),
-    (lambda p: p.symlink_to("/dev/zero"), "is a character device, not a regular file"),
-    (lambda p: p.mkdir(), "is a directory"),
-])
+@pytest.mark.parametrize(
+    "make,msg",
+    [
+        (lambda p: os.mkfifo(p), "is a fifo, not a regular file"),
+        (lambda p: p.symlink_to("/dev/zero"), "is a character device, not a regular file"),
+        (lambda p: p.mkdir(), "is a directory"),
+    ],
+)
 def test_stats_reads_the_access_log_as_a_users_file(tmp_path, make, msg):
     d = tmp_path / "c"
     (d / ".server").mkdir(parents=True)

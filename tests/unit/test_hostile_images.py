@@ -5,6 +5,7 @@ image reference or an image with the builder's labels but no python3 is one line
 the offline base's work tree is removed without following a link or entering a mount,
 what stays is one line; --platform answers with what the release serves; the BuildKit
 probe leaves no image in the user's store."""
+
 from __future__ import annotations
 
 import json
@@ -53,16 +54,24 @@ def section(name: int, offset: int, size: int) -> bytes:
     return struct.pack("<IIQQQQIIQQ", name, 1, 0, 0, offset, size, 0, 0, 1, 64)
 
 
-SCAN = ("import json, resource, sys\n"
-        "from builder.in_image.fatbin import device_code\n"
-        "found = device_code(sys.argv[1])\n"
-        "print(json.dumps({'found': found, 'peak_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n")
+SCAN = (
+    "import json, resource, sys\n"
+    "from builder.in_image.fatbin import device_code\n"
+    "found = device_code(sys.argv[1])\n"
+    "print(json.dumps({'found': found, 'peak_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n"
+)
 
 
 def scan_in_subprocess(path: Path) -> tuple[dict | None, float]:
     """device_code(PATH) in a fresh interpreter of this checkout: (its answer, its peak RSS in MB)."""
-    out = subprocess.run([sys.executable, "-c", SCAN, str(path)], capture_output=True, text=True, timeout=120,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", SCAN, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     answer = json.loads(out.stdout.strip().splitlines()[-1])
     return answer["found"], answer["peak_kb"] / 1024
@@ -136,9 +145,11 @@ def test_an_invalid_image_reference_is_one_line_before_docker_py(monkeypatch, ca
     assert "\x1b" not in err[0]
 
 
-RUNC_NO_PYTHON = ("failed to create task for container: failed to create shim task: OCI runtime create failed: "
-                  "runc create failed: unable to start container process: exec: \"python3\": executable file "
-                  "not found in $PATH: unknown")
+RUNC_NO_PYTHON = (
+    "failed to create task for container: failed to create shim task: OCI runtime create failed: "
+    'runc create failed: unable to start container process: exec: "python3": executable file '
+    "not found in $PATH: unknown"
+)
 
 
 class StartRefused:
@@ -216,8 +227,11 @@ SETTINGS = SimpleNamespace(validate=lambda: None, apt_mirror=None)
 def can_mount() -> bool:
     probe = Path(tempfile.mkdtemp())
     try:
-        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "tfbuilder-test", str(probe)],
-                                               capture_output=True).returncode != 0:
+        if (
+            os.geteuid() != 0
+            or subprocess.run(["mount", "-t", "tmpfs", "tfbuilder-test", str(probe)], capture_output=True).returncode
+            != 0
+        ):
             return False
         subprocess.run(["umount", str(probe)], check=True)
         return True
@@ -303,8 +317,11 @@ def test_a_file_that_cannot_be_removed_is_one_line_naming_it(monkeypatch, work_r
     run_ensure_base(monkeypatch, lambda engine, recipe, mirror, workdir: plant(workdir, outside))
     monkeypatch.setattr(os, "unlink", real_unlink)
     err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("base: tagged")]
-    assert len(err) == 1 and "could not remove" in err[0] and err[0].endswith(
-        "/rootfs/usr/lib/libc.so.6 (Operation not permitted)"), err
+    assert (
+        len(err) == 1
+        and "could not remove" in err[0]
+        and err[0].endswith("/rootfs/usr/lib/libc.so.6 (Operation not permitted)")
+    ), err
     assert intact(outside) and not (work_root.iterdir().__next__() / "rootfs/etc").exists()
 
 
@@ -312,11 +329,13 @@ def test_mounts_are_found_deepest_first_and_a_busy_one_is_unmounted_lazily(monke
     top = tmp_path / "builder-base-x"
     (top / "rootfs").mkdir(parents=True)
     info = tmp_path / "mountinfo"
-    info.write_text(f"22 1 0:20 / / rw - ext4 /dev/vda rw\n"
-                    f"40 22 0:5 / {top}/rootfs/proc rw - proc proc rw\n"
-                    f"41 40 0:6 / {top}/rootfs/proc/sys/fs/binfmt_misc rw - binfmt_misc b rw\n"
-                    f"42 22 0:7 / {top}/rootfs/dev/my\\040pts rw - devpts devpts rw\n"
-                    f"43 22 0:8 / {top}-other/x rw - tmpfs t rw\n")
+    info.write_text(
+        f"22 1 0:20 / / rw - ext4 /dev/vda rw\n"
+        f"40 22 0:5 / {top}/rootfs/proc rw - proc proc rw\n"
+        f"41 40 0:6 / {top}/rootfs/proc/sys/fs/binfmt_misc rw - binfmt_misc b rw\n"
+        f"42 22 0:7 / {top}/rootfs/dev/my\\040pts rw - devpts devpts rw\n"
+        f"43 22 0:8 / {top}-other/x rw - tmpfs t rw\n"
+    )
     found = base.mounts_under(top, str(info))
     assert found == [f"{top}/rootfs/proc/sys/fs/binfmt_misc", f"{top}/rootfs/dev/my pts", f"{top}/rootfs/proc"]
 

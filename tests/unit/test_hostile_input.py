@@ -2,6 +2,7 @@
 before any push, network, engine or write; what reaches a terminal carries no control
 character; what a command makes in /tmp goes on every exit. Real subprocesses where the
 behaviour is the process's (argv bytes, signals); a fake engine otherwise."""
+
 from __future__ import annotations
 
 import os
@@ -45,6 +46,7 @@ def one_line_error(capsys, code: int) -> str:
 @pytest.fixture
 def no_network(monkeypatch):
     """Any registry request fails the test: the refusal must come first."""
+
     def never(*args, **kwargs):
         pytest.fail("the registry was asked before the input was checked")
 
@@ -71,8 +73,8 @@ def fake_engine(monkeypatch, **images: dict) -> FakeEngine:
 
 # --- 1. push --sign, sbom: a builder image, checked before any push ------------------------
 
-def test_push_sign_refuses_an_image_the_builder_did_not_make_before_pushing(tmp_path, monkeypatch, capsys,
-                                                                             no_network):
+
+def test_push_sign_refuses_an_image_the_builder_did_not_make_before_pushing(tmp_path, monkeypatch, capsys, no_network):
     engine = fake_engine(monkeypatch, **{"helperb/scratch:1": {}})
     monkeypatch.setattr(signing, "unlock", lambda key, env: "pw")  # a key that opens (tested in test_supply_chain)
     key = tmp_path / "cosign.key"
@@ -95,11 +97,15 @@ def test_a_labelled_image_without_its_files_is_one_line_too(monkeypatch, capsys)
     fake_engine(monkeypatch, **{"helperb/labelled:1": BUILDER_LABELS})
     code = cli.main(["sbom", "helperb/labelled:1"])
     line = one_line_error(capsys, code)
-    assert "helperb/labelled:1: cannot read /opt/tensorflow/build-info.json" in line and "not an image the builder made" in line
+    assert (
+        "helperb/labelled:1: cannot read /opt/tensorflow/build-info.json" in line
+        and "not an image the builder made" in line
+    )
 
 
-@pytest.mark.parametrize("ref", ["$(id)", "Helperb/X:1", "a b", "x\nRUN y"],
-                         ids=["command-substitution", "upper-case", "space", "newline"])
+@pytest.mark.parametrize(
+    "ref", ["$(id)", "Helperb/X:1", "a b", "x\nRUN y"], ids=["command-substitution", "upper-case", "space", "newline"]
+)
 def test_sbom_and_push_refuse_a_malformed_image_reference(monkeypatch, capsys, ref, no_network):
     engine = fake_engine(monkeypatch)
     for args in (["sbom", ref], ["push", ref, "--registry", "r.example"]):
@@ -110,16 +116,20 @@ def test_sbom_and_push_refuse_a_malformed_image_reference(monkeypatch, capsys, r
 
 # --- 2. verify: reference grammar and key, before any network ---------------------------
 
-@pytest.mark.parametrize("ref,why", [
-    pytest.param("$(id)", "is not a repository name", id="command-substitution"),
-    pytest.param("tensorflow:21.08", "names no registry", id="no-registry"),  # Docker Hub is never asked implicitly
-    pytest.param("library/tensorflow:21.08", "names no registry", id="no-registry-path"),
-    pytest.param("r.example/ml/TF:1", "has upper-case letters", id="upper-case"),
-    pytest.param("r.example/ml/tf:1\n", "has an invalid tag", id="newline"),
-    pytest.param("r.example/ml/tf@md5:" + "0" * 32, "digest must be sha256:", id="not-sha256"),
-    pytest.param("r.example/ml/tf@sha256:abc", "is not an image reference", id="short-digest"),
-    pytest.param("", "is empty", id="empty"),
-])
+
+@pytest.mark.parametrize(
+    "ref,why",
+    [
+        pytest.param("$(id)", "is not a repository name", id="command-substitution"),
+        pytest.param("tensorflow:21.08", "names no registry", id="no-registry"),  # Docker Hub is never asked implicitly
+        pytest.param("library/tensorflow:21.08", "names no registry", id="no-registry-path"),
+        pytest.param("r.example/ml/TF:1", "has upper-case letters", id="upper-case"),
+        pytest.param("r.example/ml/tf:1\n", "has an invalid tag", id="newline"),
+        pytest.param("r.example/ml/tf@md5:" + "0" * 32, "digest must be sha256:", id="not-sha256"),
+        pytest.param("r.example/ml/tf@sha256:abc", "is not an image reference", id="short-digest"),
+        pytest.param("", "is empty", id="empty"),
+    ],
+)
 def test_verify_refuses_a_bad_reference_before_any_network(tmp_path, capsys, no_network, ref, why):
     key = tmp_path / "k.pub"
     key.write_text(PUBLIC_KEY)
@@ -127,20 +137,36 @@ def test_verify_refuses_a_bad_reference_before_any_network(tmp_path, capsys, no_
     assert why in line and line.startswith("error: REF "), line
 
 
-@pytest.mark.parametrize("content,why", [
-    pytest.param(b"garbage\n", "not a PEM public key", id="garbage"),
-    pytest.param(b"", "not a PEM public key", id="empty"),
-    pytest.param(b"\xff\xfe\x00", "not a PEM public key", id="binary"),
-    pytest.param(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\neyJr\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
-                 "its PEM block is ENCRYPTED SIGSTORE PRIVATE KEY, not a public key", id="private-key"),
-    pytest.param(b"-----BEGIN PUBLIC KEY-----\nnot base64!\n-----END PUBLIC KEY-----\n", "not base64", id="not-base64"),
-    pytest.param(b"-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZI\n-----END PUBLIC KEY-----\n", "not a DER public key",
-                 id="truncated-der"),
-    pytest.param(b"-----BEGIN PUBLIC KEY-----\n" + b"QUFB" * 20 + b"\n-----END PUBLIC KEY-----\n", "not a DER public key",
-                 id="not-der"),
-    pytest.param(PUBLIC_KEY.replace("-----END PUBLIC KEY-----\n", "").encode(), "not a PEM public key", id="no-end"),
-    pytest.param(b"x" * 100_000, "larger than", id="huge"),
-])
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        pytest.param(b"garbage\n", "not a PEM public key", id="garbage"),
+        pytest.param(b"", "not a PEM public key", id="empty"),
+        pytest.param(b"\xff\xfe\x00", "not a PEM public key", id="binary"),
+        pytest.param(
+            b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\neyJr\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+            "its PEM block is ENCRYPTED SIGSTORE PRIVATE KEY, not a public key",
+            id="private-key",
+        ),
+        pytest.param(
+            b"-----BEGIN PUBLIC KEY-----\nnot base64!\n-----END PUBLIC KEY-----\n", "not base64", id="not-base64"
+        ),
+        pytest.param(
+            b"-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZI\n-----END PUBLIC KEY-----\n",
+            "not a DER public key",
+            id="truncated-der",
+        ),
+        pytest.param(
+            b"-----BEGIN PUBLIC KEY-----\n" + b"QUFB" * 20 + b"\n-----END PUBLIC KEY-----\n",
+            "not a DER public key",
+            id="not-der",
+        ),
+        pytest.param(
+            PUBLIC_KEY.replace("-----END PUBLIC KEY-----\n", "").encode(), "not a PEM public key", id="no-end"
+        ),
+        pytest.param(b"x" * 100_000, "larger than", id="huge"),
+    ],
+)
 def test_verify_refuses_a_key_that_is_not_a_pem_public_key(tmp_path, capsys, no_network, content, why):
     key = tmp_path / "k.pub"
     key.write_bytes(content)
@@ -164,10 +190,15 @@ def test_a_cosign_public_key_passes_the_check(tmp_path):
 
 # --- 3. cache serve --dir with undecodable bytes -------------------------------------------
 
+
 def test_a_dir_with_undecodable_bytes_is_refused_before_anything_is_created(tmp_path):
     target = os.fsencode(tmp_path) + b"/c\xff"
-    out = subprocess.run([sys.executable, "-m", "builder.cli", "cache", "serve", "--dir", target],
-                         capture_output=True, cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "cache", "serve", "--dir", target],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     err = out.stderr.decode("utf-8", "replace")
     assert out.returncode == 2 and err.count("\n") == 1 and err.startswith("error: --dir "), err
     assert "undecodable" in err and "\\udcff" in err, err
@@ -176,7 +207,7 @@ def test_a_dir_with_undecodable_bytes_is_refused_before_anything_is_created(tmp_
 
 # --- 4. control characters in messages ------------------------------------------------------
 
-CONTROLS = [chr(c) for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)]] + ["\u2028", "\u2029", "\udcff"]
+CONTROLS = [chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]] + ["\u2028", "\u2029", "\udcff"]
 
 
 def test_escape_leaves_no_control_character_and_keeps_the_rest():
@@ -230,15 +261,20 @@ def write_catalog(tmp_path: Path, extra: str) -> Path:
     return d
 
 
-@pytest.mark.parametrize("extra", [
-    'env: {"X\\nRUN touch /tmp/pwned": "1"}\n',
-    'labels: {"a\\u001b]0;title\\u0007\\nRUN touch /tmp/pwned": "v"}\n',
-    'env: {"X\\rRUN touch /tmp/pwned\\u0085\\u2028": "1"}\n',
-], ids=["env-newline", "label-esc", "env-cr-nel-ls"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        'env: {"X\\nRUN touch /tmp/pwned": "1"}\n',
+        'labels: {"a\\u001b]0;title\\u0007\\nRUN touch /tmp/pwned": "v"}\n',
+        'env: {"X\\rRUN touch /tmp/pwned\\u0085\\u2028": "1"}\n',
+    ],
+    ids=["env-newline", "label-esc", "env-cr-nel-ls"],
+)
 def test_catalog_keys_with_control_characters_stay_on_their_line(tmp_path, extra):
     d = write_catalog(tmp_path, extra)
-    out = subprocess.run(["builder", "releases"], capture_output=True, timeout=60,
-                         env={**os.environ, "BUILDER_CATALOG": str(d)})
+    out = subprocess.run(
+        ["builder", "releases"], capture_output=True, timeout=60, env={**os.environ, "BUILDER_CATALOG": str(d)}
+    )
     err = out.stderr.decode()
     lines = err.split("\n")
     assert out.returncode == 2 and out.stdout == b"", err
@@ -248,9 +284,11 @@ def test_catalog_keys_with_control_characters_stay_on_their_line(tmp_path, extra
     assert "RUN touch /tmp/pwned" in err and ("\\n" in err or "\\r" in err), err
 
 
-EVIL_HUNKS = ("FAILED evil.patch\npatching file a.c\nHunk #1 FAILED at 1.\n"
-              "1 out of 1 hunk FAILED -- saving rejects to file a.c.rej\n--- rejected hunks in ./a.c:\n"
-              "--- a/a.c\n+++ b/a.c\n@@ -1 +1 @@\n-\x1b]0;pwned\x07old\n+\x1b[2J\x1b[Hnew\r\n+\tindented\x9b1m\n")
+EVIL_HUNKS = (
+    "FAILED evil.patch\npatching file a.c\nHunk #1 FAILED at 1.\n"
+    "1 out of 1 hunk FAILED -- saving rejects to file a.c.rej\n--- rejected hunks in ./a.c:\n"
+    "--- a/a.c\n+++ b/a.c\n@@ -1 +1 @@\n-\x1b]0;pwned\x07old\n+\x1b[2J\x1b[Hnew\r\n+\tindented\x9b1m\n"
+)
 
 
 def test_rejected_hunks_are_shown_with_control_characters_escaped(tmp_path, monkeypatch, capsys):
@@ -258,13 +296,26 @@ def test_rejected_hunks_are_shown_with_control_characters_escaped(tmp_path, monk
     engine.run_handler = lambda image, command: (10, EVIL_HUNKS)
     patch = tmp_path / "evil.patch"
     patch.write_text("--- a/a.c\n+++ b/a.c\n@@ -1 +1 @@\n-old\n+new\n")
-    code = cli.main(["derive", "--from", "local/tensorflow:21.08-tf2-py3", "--tag", "my/tf:1", "--patch", str(patch),
-                     "--no-host-ca", "--no-test"])
+    code = cli.main(
+        [
+            "derive",
+            "--from",
+            "local/tensorflow:21.08-tf2-py3",
+            "--tag",
+            "my/tf:1",
+            "--patch",
+            str(patch),
+            "--no-host-ca",
+            "--no-test",
+        ]
+    )
     err = capsys.readouterr().err
     lines = err.split("\n")
     assert code == 2, err
-    assert lines[0] == "error: patch evil.patch does not apply to the source in local/tensorflow:21.08-tf2-py3: " \
-                       "Hunk #1 FAILED at 1", err
+    assert (
+        lines[0] == "error: patch evil.patch does not apply to the source in local/tensorflow:21.08-tf2-py3: "
+        "Hunk #1 FAILED at 1"
+    ), err
     assert all(line.isprintable() for line in lines), err
     assert "  -\\x1b]0;pwned\\x07old" in lines and "  +\\x1b[2J\\x1b[Hnew\\r" in lines, err
     assert "  +\\tindented\\x9b1m" in lines, err
@@ -273,22 +324,47 @@ def test_rejected_hunks_are_shown_with_control_characters_escaped(tmp_path, monk
 
 # --- 5. options the backend cannot honour: refused in the plan ------------------------------
 
+
 def no_engine():
     pytest.fail("the engine was reached before the options were checked")
 
 
-@pytest.mark.parametrize("command,option", [
-    (["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run", "--compression", "zstd"], "--compression zstd"),
-    (["build", "-r", "21.08", "-v", "tf2-py3", "--compression", "zstd"], "--compression zstd"),
-    (["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run", "--layer-cache", "127.0.0.1:9/cache"], "--layer-cache"),
-    (["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run", "--builder", "e2"], "--builder"),
-    (["build", "-r", "21.08", "--all", "--dry-run", "--builders", "e2,default"], "--builders"),
-    (["base", "-r", "21.08", "--compression", "zstd"], "--compression zstd"),
-    (["base", "-r", "21.08", "--print", "--builder", "e2"], "--builder"),
-    (["derive", "--from", "local/tensorflow:21.08-tf2-py3", "--tag", "my/tf:1", "--apt", "jq",
-      "--layer-cache", "127.0.0.1:9/cache"], "--layer-cache"),
-], ids=["build-dry-run-zstd", "build-zstd", "build-dry-run-layer-cache", "build-dry-run-builder",
-        "build-all-builders", "base-zstd", "base-print-builder", "derive-layer-cache"])
+@pytest.mark.parametrize(
+    "command,option",
+    [
+        (["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run", "--compression", "zstd"], "--compression zstd"),
+        (["build", "-r", "21.08", "-v", "tf2-py3", "--compression", "zstd"], "--compression zstd"),
+        (["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run", "--layer-cache", "127.0.0.1:9/cache"], "--layer-cache"),
+        (["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run", "--builder", "e2"], "--builder"),
+        (["build", "-r", "21.08", "--all", "--dry-run", "--builders", "e2,default"], "--builders"),
+        (["base", "-r", "21.08", "--compression", "zstd"], "--compression zstd"),
+        (["base", "-r", "21.08", "--print", "--builder", "e2"], "--builder"),
+        (
+            [
+                "derive",
+                "--from",
+                "local/tensorflow:21.08-tf2-py3",
+                "--tag",
+                "my/tf:1",
+                "--apt",
+                "jq",
+                "--layer-cache",
+                "127.0.0.1:9/cache",
+            ],
+            "--layer-cache",
+        ),
+    ],
+    ids=[
+        "build-dry-run-zstd",
+        "build-zstd",
+        "build-dry-run-layer-cache",
+        "build-dry-run-builder",
+        "build-all-builders",
+        "base-zstd",
+        "base-print-builder",
+        "derive-layer-cache",
+    ],
+)
 def test_options_the_legacy_builder_cannot_honour_are_refused_in_the_plan(monkeypatch, capsys, command, option):
     monkeypatch.setenv("BUILDER_BACKEND", "legacy")
     monkeypatch.setattr(cli, "_engine", no_engine)
@@ -303,7 +379,9 @@ def test_the_plan_refuses_without_buildx_too(monkeypatch):
     monkeypatch.delenv("BUILDER_BACKEND", raising=False)
     monkeypatch.setattr("builder.engine.buildkit_engine.buildx_version", lambda: "")
     assert pl.chosen_backend() == ("legacy", "docker buildx is not installed")
-    with pytest.raises(UserError, match="--compression zstd needs the BuildKit backend .*docker buildx is not installed"):
+    with pytest.raises(
+        UserError, match="--compression zstd needs the BuildKit backend .*docker buildx is not installed"
+    ):
         pl.check_backend(pl.BackendAsks(compression="zstd"))
     pl.check_backend(pl.BackendAsks())  # nothing asked of BuildKit: fine on either
 
@@ -344,11 +422,16 @@ def run_builder_test(tmp_path: Path, mode: str) -> subprocess.Popen:
     script = tmp_path / "driver.py"
     script.write_text(TEST_DRIVER.format(suite=str(suite)))
     (tmp_path / "tmp").mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"),
-           "BUILDER_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "BUILDER_CACHE_DIR": str(tmp_path / "cache"),
+    }
     env.pop("PYTEST_ADDOPTS", None)
-    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=tmp_path)
+    return subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )
 
 
 @pytest.mark.parametrize("mode,code", [("pass", 0), ("fail", 1)])
@@ -356,7 +439,7 @@ def test_builder_test_removes_its_temporary_directories_when_pytest_ends(tmp_pat
     proc = run_builder_test(tmp_path, mode)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
-    assert (tmp_path / "ready").exists(), out + err   # the suite ran and made its directories
+    assert (tmp_path / "ready").exists(), out + err  # the suite ran and made its directories
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
@@ -378,12 +461,18 @@ def test_builder_test_removes_its_temporary_directories_on_a_signal(tmp_path, si
 
 # --- 7. push --tries: a ceiling, and a cap on the backoff -----------------------------------
 
+
 def test_tries_above_the_ceiling_are_one_line_before_the_engine(monkeypatch, capsys, no_network):
     monkeypatch.setattr(cli, "_engine", no_engine)
     line = one_line_error(capsys, cli.main(["push", "local/x:1", "--registry", "r.example", "--tries", "1000000"]))
     assert f"--tries 1000000: at most {registry.MAX_TRIES}" in line, line
-    help_text = subprocess.run([sys.executable, "-m", "builder.cli", "push", "--help"], capture_output=True,
-                               text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "300"}).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "push", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "300"},
+    ).stdout
     help_text = " ".join(help_text.split())  # as wrapped for the terminal
     assert f"at most {registry.MAX_TRIES};" in help_text, help_text
     assert f"double from {registry.BACKOFF:.0f} s and are capped at {registry.BACKOFF_CAP:.0f} s" in help_text
@@ -398,7 +487,9 @@ def test_the_backoff_between_tries_is_capped(monkeypatch):
     monkeypatch.setattr(registry, "config_credentials", lambda host: None)
     monkeypatch.setattr(registry.time, "sleep", waits.append)
     with pytest.raises(registry.PushError, match=f"after {registry.MAX_TRIES} tries"):
-        registry.Pusher(engine, tries=registry.MAX_TRIES, progress=ProgressMode.QUIET).push("local/x:1", "r.example/x:1", None)
+        registry.Pusher(engine, tries=registry.MAX_TRIES, progress=ProgressMode.QUIET).push(
+            "local/x:1", "r.example/x:1", None
+        )
     assert len(waits) == registry.MAX_TRIES - 1
     assert waits[:3] == [2, 4, 8] and max(waits) == registry.BACKOFF_CAP
     assert sum(waits) <= registry.MAX_TRIES * registry.BACKOFF_CAP

@@ -2,6 +2,7 @@
 lock files (BUILDER_CATALOG=DIR reads DIR/locks/) and `builder base --print`'s build
 options. Each is one `error:` line and exit 2: never a hang (a fifo), never an internal
 error (/dev/zero, a huge or non-UTF-8 file), never a silent exit 0."""
+
 import os
 import shutil
 import subprocess
@@ -18,8 +19,14 @@ HOROVOD = Path("horovod")  # 21.08's Horovod lock lives here
 
 def builder(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # timeout: a read that hangs (a fifo without a writer) is a failure, not a stuck suite
-    return subprocess.run(["builder", *args], capture_output=True, text=True, timeout=20,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["builder", *args],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *texts: str) -> str:
@@ -115,6 +122,7 @@ def test_a_missing_lock_is_still_reported_as_missing(private):
 
 # --- `builder base --print` checks the build options as the build does ---------------------
 
+
 @pytest.fixture
 def fifo(tmp_path: Path) -> Path:
     path = tmp_path / "fifo"
@@ -131,8 +139,16 @@ def test_base_print_refuses_a_fifo_as_ca_bundle(fifo):
 @pytest.mark.parametrize("credentials", ["fifo", "missing"])
 def test_base_print_refuses_an_unreadable_credentials_file(fifo, tmp_path, credentials):
     path = fifo if credentials == "fifo" else tmp_path / "no-such-file"
-    result = builder("base", "--release", "26.11", "--print", "--pip-index", "https://x/simple",
-                     "--pip-index-credentials-file", str(path))
+    result = builder(
+        "base",
+        "--release",
+        "26.11",
+        "--print",
+        "--pip-index",
+        "https://x/simple",
+        "--pip-index-credentials-file",
+        str(path),
+    )
     assert_one_line_error(result, "--pip-index")
     assert result.stdout == ""
 

@@ -3,6 +3,7 @@
 named, never through a link planted in it or on the way down, never over a file the
 builder did not write; an empty -o is refused; a source file vanishing while it is
 checked is one line. The user's own -o is trusted as given (it may be a link)."""
+
 import json
 import os
 import subprocess
@@ -76,8 +77,12 @@ def test_bake_refuses_a_link_planted_as_the_base_context(tmp_path, victim, capsy
     outputdir.remove_tree(out / "base-21.08")
     os.symlink(victim, out / "base-21.08")
     code, _, err = bake(capsys, out)
-    assert_one_error(code, err, f"{out / 'base-21.08'} is a symlink; the builder writes below {out} only into "
-                                "directories, never through a link")
+    assert_one_error(
+        code,
+        err,
+        f"{out / 'base-21.08'} is a symlink; the builder writes below {out} only into "
+        "directories, never through a link",
+    )
     assert unharmed(victim) and (out / "docker-bake.json").read_text() == before
 
 
@@ -126,8 +131,11 @@ def test_render_all_refuses_a_link_planted_at_a_release_directory_before_any_wri
     out.mkdir()
     os.symlink(victim, out / "21.08")
     code, _, err = run(capsys, "render", "--all", "-o", str(out))
-    assert_one_error(code, err, f"{out / '21.08'} is a symlink; the builder writes below {out} only into "
-                                "directories, never through a link")
+    assert_one_error(
+        code,
+        err,
+        f"{out / '21.08'} is a symlink; the builder writes below {out} only into directories, never through a link",
+    )
     assert unharmed(victim) and tree(out) == ["21.08"]  # 21.06 (before it) not written either
 
 
@@ -219,10 +227,15 @@ def test_the_output_parser_refuses_an_empty_path():
     assert outputdir.output_path("d") == Path("d")
 
 
-@pytest.mark.parametrize("args", [["render", "-r", "21.08", "-v", "tf2-py3", "-o", ""],
-                                  ["render", "--all", "-o", ""],
-                                  ["bake", "-r", "21.08", "-o", ""],
-                                  ["render", "-r", "21.08", "-v", "tf2-py3", "--output="]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["render", "-r", "21.08", "-v", "tf2-py3", "-o", ""],
+        ["render", "--all", "-o", ""],
+        ["bake", "-r", "21.08", "-o", ""],
+        ["render", "-r", "21.08", "-v", "tf2-py3", "--output="],
+    ],
+)
 def test_an_empty_output_path_is_refused_in_one_line(tmp_path, args):
     result = subprocess.run(["builder", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 2, result
@@ -245,8 +258,9 @@ def test_a_source_file_vanishing_during_the_check_is_one_line(tmp_path, monkeypa
             yield dirpath, dirnames, filenames + (["gone.py"] if dirpath == str(src) else [])
 
     monkeypatch.setattr(buildcontext.os, "walk", walk_seeing_a_file_that_then_vanishes)
-    code, _, err = run(capsys, "render", "-r", "21.08", "-v", "tf2-py3", "--framework-src", str(src),
-                       "-o", str(tmp_path / "out"))
+    code, _, err = run(
+        capsys, "render", "-r", "21.08", "-v", "tf2-py3", "--framework-src", str(src), "-o", str(tmp_path / "out")
+    )
     assert_one_error(code, err, f"{src / 'gone.py'} vanished while the framework source was read")
     assert not (tmp_path / "out").exists()
 
@@ -260,4 +274,5 @@ def test_a_newline_in_the_output_path_stays_on_its_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0 and (out / "Dockerfile").is_file()
     assert [line for line in err.splitlines() if line.startswith("wrote ")] == [
-        f"wrote {str(tmp_path)}/a\\nb/Dockerfile (local/tensorflow:21.08-tf2-py3)"], err
+        f"wrote {str(tmp_path)}/a\\nb/Dockerfile (local/tensorflow:21.08-tf2-py3)"
+    ], err

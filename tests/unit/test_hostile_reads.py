@@ -8,6 +8,7 @@ or the file's contents (issue 39, items 6, 7 and 17).
 The fifo and /dev/zero cases run the commands in a child process with an alarm, a deadline
 and a memory limit, so a reader that blocks or reads without end fails the test, not the
 run."""
+
 from __future__ import annotations
 
 import errno
@@ -48,12 +49,21 @@ def _derive(option: str, path: str) -> list[str]:
 OPTIONS = {
     "ca-bundle": (lambda p, d: _build("--ca-bundle", p), "--ca-bundle", True),
     "bake-ca": (lambda p, d: _build("--bake-ca", "--ca-bundle", p), "--ca-bundle", True),
-    "apt-credentials": (lambda p, d: _build("--apt-mirror", "http://mirror.example/debian",
-                                            "--apt-mirror-credentials-file", p), "--apt-mirror-credentials-file", True),
-    "pip-credentials": (lambda p, d: _build("--pip-index", "http://pypi.example/simple",
-                                            "--pip-index-credentials-file", p), "--pip-index-credentials-file", True),
-    "write-credentials": (lambda p, d: ["cache", "serve", "--dir", str(d / "cache"), "--write-credentials-file", p],
-                          "--write-credentials-file", True),
+    "apt-credentials": (
+        lambda p, d: _build("--apt-mirror", "http://mirror.example/debian", "--apt-mirror-credentials-file", p),
+        "--apt-mirror-credentials-file",
+        True,
+    ),
+    "pip-credentials": (
+        lambda p, d: _build("--pip-index", "http://pypi.example/simple", "--pip-index-credentials-file", p),
+        "--pip-index-credentials-file",
+        True,
+    ),
+    "write-credentials": (
+        lambda p, d: ["cache", "serve", "--dir", str(d / "cache"), "--write-credentials-file", p],
+        "--write-credentials-file",
+        True,
+    ),
     "patch": (lambda p, d: _derive("--patch", p), "--patch", False),
     "horovod-patch": (lambda p, d: _derive("--horovod-patch", p), "--horovod-patch", False),
     "dali-patch": (lambda p, d: _derive("--dali-patch", p), "--dali-patch", False),
@@ -69,6 +79,7 @@ class StillReading(Exception):
 def deadline():
     """A read that blocks in this process (a fifo opened for reading waits for a writer)
     is interrupted after 20 s: the test fails instead of holding the run."""
+
     def alarm(*_):
         raise StillReading("still reading after 20 s")
 
@@ -82,6 +93,7 @@ def deadline():
 @pytest.fixture
 def nothing_runs(monkeypatch):
     """The engine and the registry are never reached: the file is checked first."""
+
     def never(*args, **kwargs):
         pytest.fail("reached before the file was checked")
 
@@ -148,11 +160,13 @@ def special_files(tmp_path_factory) -> dict[tuple[str, str], tuple[int, str, str
     fifo = tmp / "named.fifo"
     os.mkfifo(fifo)
     given = {"fifo": str(fifo), "zero": "/dev/zero"}
-    cases = [[[kind, option], argv(path, tmp)] for kind, path in given.items()
-             for option, (argv, _, _) in OPTIONS.items()]
+    cases = [
+        [[kind, option], argv(path, tmp)] for kind, path in given.items() for option, (argv, _, _) in OPTIONS.items()
+    ]
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases)], cwd=ROOT, capture_output=True,
-                             text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(cases)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         stdout = out.stdout
     except subprocess.TimeoutExpired as exc:  # a case the alarm could not stop: the rest are missing
         stdout = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -219,10 +233,17 @@ def test_bytes_that_are_not_utf8_are_one_line_without_the_contents(tmp_path, cap
     assert "not UTF-8" in line and PASSWORD not in line
 
 
-@pytest.mark.parametrize("option,cap", [("ca-bundle", MAX_CA_BUNDLE), ("bake-ca", MAX_CA_BUNDLE),
-                                        ("apt-credentials", MAX_CREDENTIALS),
-                                        ("write-credentials", MAX_CREDENTIALS),
-                                        ("patch", MAX_PATCH), ("key", signing.MAX_PUBLIC_KEY)])
+@pytest.mark.parametrize(
+    "option,cap",
+    [
+        ("ca-bundle", MAX_CA_BUNDLE),
+        ("bake-ca", MAX_CA_BUNDLE),
+        ("apt-credentials", MAX_CREDENTIALS),
+        ("write-credentials", MAX_CREDENTIALS),
+        ("patch", MAX_PATCH),
+        ("key", signing.MAX_PUBLIC_KEY),
+    ],
+)
 def test_a_file_over_the_cap_is_refused_naming_the_cap(tmp_path, capsys, nothing_runs, option, cap):
     f = _work(tmp_path) / "huge.patch"
     with open(f, "wb") as out:  # sparse: the size without the disk
@@ -282,8 +303,9 @@ def test_good_files_still_pass(tmp_path):
     creds = tmp_path / "creds"
     creds.write_text(f"user:{PASSWORD}\n")
     assert plan.baked_ca(True, [pem]) == (pem.read_text(),)
-    settings = buildsettings.from_options("http://mirror.example/debian", None, [pem],
-                                          credentials=(creds, None, None, None))
+    settings = buildsettings.from_options(
+        "http://mirror.example/debian", None, [pem], credentials=(creds, None, None, None)
+    )
     assert settings.files()["ca.crt"] == pem.read_bytes()
     assert urls.read_credentials(creds, None, "--apt-mirror") == ("user", PASSWORD)
     from builder.core import userfiles
@@ -322,8 +344,16 @@ def test_the_derived_context_holds_the_patch_bytes_checked_not_a_file_swapped_in
     engine = FakeEngine()
     engine.add_image("local/parent:1", labels={Label.RELEASE: "21.08", Label.VARIANT: "tf2-py3"})
     spec = derive.DeriveSpec(parent="local/parent:1", patches=[patch])
-    job = derive.job(spec, "local/parent:1", engine.inspect("local/parent:1"), catalog.load(), "me/tf:1",
-                     "derive-me_tf_1.log", compile_cache=None, no_cache=False)
+    job = derive.job(
+        spec,
+        "local/parent:1",
+        engine.inspect("local/parent:1"),
+        catalog.load(),
+        "me/tf:1",
+        "derive-me_tf_1.log",
+        compile_cache=None,
+        no_cache=False,
+    )
     patch.unlink()
     os.mkfifo(patch)
     written = image.write_context(job.context, tmp_path / "context")

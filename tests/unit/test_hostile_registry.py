@@ -5,6 +5,7 @@ tokens no header can carry, and a listener on the port a port above 65535 wraps 
 
 Every peer is a thread on a loopback socket with bounded loops: it stops itself after a few
 seconds, so a client that does not give up cannot hold the suite for long either."""
+
 from __future__ import annotations
 
 import json
@@ -33,13 +34,21 @@ DEADLINE = 2.0  # seconds: the deadline the tests set, so that each takes a few 
 
 # --- peers ---------------------------------------------------------------------------------
 
+
 class Peer:
     """A loopback TCP server: each connection is read once and answered by ANSWER(request)
     (bytes, sent whole), or dribbled one byte every INTERVAL s when DRIBBLE; every connection
     ends after CAP s and the server after LIFE s, whatever the client does."""
 
-    def __init__(self, answer=None, dribble: bytes = b"", interval: float = 0.5, cap: float = 8.0,
-                 life: float = 30.0, tls: tuple[Path, Path] | None = None):
+    def __init__(
+        self,
+        answer=None,
+        dribble: bytes = b"",
+        interval: float = 0.5,
+        cap: float = 8.0,
+        life: float = 30.0,
+        tls: tuple[Path, Path] | None = None,
+    ):
         self.answer, self.dribble, self.interval, self.cap = answer, dribble, interval, cap
         self.requests: list[bytes] = []
         self.stop = threading.Event()
@@ -80,7 +89,7 @@ class Peer:
             for i in range(len(self.dribble)):
                 if self.stop.is_set() or time.monotonic() > end:
                     break
-                conn.sendall(self.dribble[i:i + 1])
+                conn.sendall(self.dribble[i : i + 1])
                 time.sleep(self.interval)
         except OSError:
             pass  # the client gave up: what the tests want
@@ -97,8 +106,9 @@ class Peer:
 
 
 def http_answer(status: int, headers: dict[str, str], body: bytes = b"") -> bytes:
-    head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Content-Length": str(len(body)),
-                                                  "Connection": "close"}.items())
+    head = "".join(
+        f"{k}: {v}\r\n" for k, v in {**headers, "Content-Length": str(len(body)), "Connection": "close"}.items()
+    )
     return f"HTTP/1.1 {status} X\r\n{head}\r\n".encode("latin-1") + body
 
 
@@ -152,6 +162,7 @@ def cosign_never(monkeypatch):
 
 # --- 1. credentials to a token service over plain HTTP: refused on every path ----------------
 
+
 def realm_registry(peers, certs, token: Peer) -> Peer:
     """A registry over TLS this machine trusts, naming TOKEN (plain HTTP) as its token service."""
     challenge = f'Bearer realm="http://{token.host}/token",service="reg"'
@@ -162,7 +173,8 @@ def realm_registry(peers, certs, token: Peer) -> Peer:
 
 @pytest.mark.parametrize("source", ["given", "docker-config"])
 def test_verify_refuses_credentials_for_a_plain_http_token_service_before_cosign(
-        peers, certs_d, cosign_never, tmp_path, monkeypatch, capsys, source):
+    peers, certs_d, cosign_never, tmp_path, monkeypatch, capsys, source
+):
     """cosign would send them as Basic auth to the realm in clear: refused by the same check
     push makes, before cosign starts; nothing reaches the token service."""
     token = peers(answer=lambda r: http_answer(200, {}, b'{"token": "t"}'))
@@ -197,8 +209,10 @@ def test_signing_after_a_push_takes_credentials_through_the_same_check(peers, ce
 
 
 def test_a_realm_that_is_no_url_is_refused_for_credentials_in_one_line(peers, certs_d):
-    reg = peers(answer=lambda r: http_answer(401, {"WWW-Authenticate": 'Bearer realm="https://[::1/token"'}),
-                tls=(certs_d.cert, certs_d.key))
+    reg = peers(
+        answer=lambda r: http_answer(401, {"WWW-Authenticate": 'Bearer realm="https://[::1/token"'}),
+        tls=(certs_d.cert, certs_d.key),
+    )
     trust(certs_d, reg.host)
     with pytest.raises(UserError) as exc:
         registry.allowed_credentials(registry.probe(reg.host), CREDS)
@@ -206,6 +220,7 @@ def test_a_realm_that_is_no_url_is_refused_for_credentials_in_one_line(peers, ce
 
 
 # --- 4. an overall deadline on every request -------------------------------------------------
+
 
 def elapsed(call) -> tuple[float, BaseException | None, object]:
     start = time.monotonic()
@@ -255,6 +270,7 @@ def test_a_deadline_leaves_a_fast_answer_whole(peers):
 
 # --- 5. ports are 1 to 65535 ---------------------------------------------------------------------
 
+
 def test_a_port_above_65535_reaches_no_server(peers):
     """getaddrinfo takes port 99999 modulo 65536: a listener on the wrapped port gets nothing."""
     listener = peers(answer=lambda r: http_answer(200, {}))
@@ -265,21 +281,26 @@ def test_a_port_above_65535_reaches_no_server(peers):
     assert listener.requests == []
 
 
-@pytest.mark.parametrize("ref", ["127.0.0.1:99999/ml/tf:1", "r.example:0/ml/tf:1", "[::1]:70000/tf:1",
-                                 "r.example:" + "9" * 40 + "/tf:1"])
+@pytest.mark.parametrize(
+    "ref", ["127.0.0.1:99999/ml/tf:1", "r.example:0/ml/tf:1", "[::1]:70000/tf:1", "r.example:" + "9" * 40 + "/tf:1"]
+)
 def test_a_reference_with_a_port_out_of_range_is_refused(ref):
     assert "a port is 1 to 65535" in (contract.reference_problem(ref) or "")
     with pytest.raises(UserError, match="a port is 1 to 65535"):
         registry.remote_reference(ref, "REF")
 
 
-@pytest.mark.parametrize("args", [
-    ["push", "local/tf:1", "--registry", "127.0.0.1:99999/ml"],
-    ["push", "127.0.0.1:99999/ml/tf:1"],
-    ["verify", "127.0.0.1:99999/ml/tf:1", "--key", "KEY"],
-    ["sbom", "127.0.0.1:99999/ml/tf:1"],
-    ["build", "--release", "21.08", "-t", "127.0.0.1:65536/ml/tf:1", "--dry-run"],
-], ids=["push-registry", "push-own", "verify", "sbom", "build-tag"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["push", "local/tf:1", "--registry", "127.0.0.1:99999/ml"],
+        ["push", "127.0.0.1:99999/ml/tf:1"],
+        ["verify", "127.0.0.1:99999/ml/tf:1", "--key", "KEY"],
+        ["sbom", "127.0.0.1:99999/ml/tf:1"],
+        ["build", "--release", "21.08", "-t", "127.0.0.1:65536/ml/tf:1", "--dry-run"],
+    ],
+    ids=["push-registry", "push-own", "verify", "sbom", "build-tag"],
+)
 def test_every_command_refuses_a_port_out_of_range_in_one_line(args, tmp_path, capsys, monkeypatch):
     def never(*a, **k):
         pytest.fail("the registry or the engine was asked")
@@ -303,6 +324,7 @@ def test_layer_cache_refuses_a_port_out_of_range(repo):
 
 
 # --- 10. every value from a token service is checked ------------------------------------------
+
 
 def token_case(peers, body: bytes, realm: str | None = None) -> tuple[str, BaseException | None, Peer]:
     token = peers(answer=lambda r: http_answer(200, {"Content-Type": "application/json"}, body))
@@ -332,24 +354,46 @@ def test_a_token_no_header_can_carry_is_one_line_naming_the_registry_never_the_t
     assert "tok" not in message.replace("token", "")
 
 
-@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"token": ' * 100_000,
-                                  b"\xff\xfe not json", b'["token", "t"]', b'{"token": 5}', b" " * (2 << 20)],
-                         ids=["deep-array", "deep-object", "not-utf8", "a-list", "a-number", "2-MiB"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"token": ' * 100_000,
+        b"\xff\xfe not json",
+        b'["token", "t"]',
+        b'{"token": 5}',
+        b" " * (2 << 20),
+    ],
+    ids=["deep-array", "deep-object", "not-utf8", "a-list", "a-number", "2-MiB"],
+)
 def test_a_token_answer_that_is_no_token_object_is_one_line(peers, body):
     host, exc, _ = token_case(peers, body)
     assert isinstance(exc, PushError) and f"registry {host}" in str(exc) and "\n" not in str(exc), repr(exc)
 
 
 def test_the_lifetime_of_a_token_is_a_finite_number_of_seconds():
-    for doc in ({"token": "t", "expires_in": 1e999}, {"token": "t", "expires_in": "nan"},
-                {"token": "t", "expires_in": -5}, {"token": "t", "expires_in": 10 ** 400}):
+    for doc in (
+        {"token": "t", "expires_in": 1e999},
+        {"token": "t", "expires_in": "nan"},
+        {"token": "t", "expires_in": -5},
+        {"token": "t", "expires_in": 10**400},
+    ):
         value, lifetime = registry_auth.token_of("r.example", json.dumps(doc).replace("Infinity", "1e999").encode())
         assert value == "t" and 0 < lifetime <= registry_auth.MAX_LIFETIME, (doc, lifetime)
 
 
-@pytest.mark.parametrize("realm", ["http://[::1/token", "https://127.0.0.1:99999/t", "https://user@127.0.0.1/t",
-                                   "ftp://127.0.0.1/t", "https:///t", "https://h/t\x1b[2J"],
-                         ids=["bad-ipv6", "port-out-of-range", "userinfo", "ftp", "no-host", "escape"])
+@pytest.mark.parametrize(
+    "realm",
+    [
+        "http://[::1/token",
+        "https://127.0.0.1:99999/t",
+        "https://user@127.0.0.1/t",
+        "ftp://127.0.0.1/t",
+        "https:///t",
+        "https://h/t\x1b[2J",
+    ],
+    ids=["bad-ipv6", "port-out-of-range", "userinfo", "ftp", "no-host", "escape"],
+)
 def test_a_realm_that_is_no_usable_url_is_one_line_naming_the_registry(peers, realm):
     host, exc, token = token_case(peers, b'{"token": "t"}', realm=realm)
     assert isinstance(exc, UserError) and f"registry {host} names no usable token service" in str(exc), repr(exc)
@@ -364,11 +408,16 @@ def test_a_registry_digest_that_is_no_sha256_digest_is_refused(peers):
 
 # --- 12. a digest reference is no tag to give an image -------------------------------------------
 
-@pytest.mark.parametrize("args", [
-    ["build", "--release", "21.08", "-t", f"local/tf@{DIGEST}", "--dry-run"],
-    ["build", "--release", "21.08", "-t", f"local/tf:1@{DIGEST}", "--dry-run"],
-    ["derive", "--from", "local/tf:1", "-t", f"local/mine@{DIGEST}", "--apt", "curl"],
-], ids=["build", "build-tag-and-digest", "derive"])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["build", "--release", "21.08", "-t", f"local/tf@{DIGEST}", "--dry-run"],
+        ["build", "--release", "21.08", "-t", f"local/tf:1@{DIGEST}", "--dry-run"],
+        ["derive", "--from", "local/tf:1", "-t", f"local/mine@{DIGEST}", "--apt", "curl"],
+    ],
+    ids=["build", "build-tag-and-digest", "derive"],
+)
 def test_a_digest_reference_as_a_tag_is_refused_in_the_plan(args, capsys, monkeypatch):
     monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the engine was reached"))
     line = one_line_error(capsys, cli.main(args))

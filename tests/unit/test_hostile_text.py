@@ -1,6 +1,7 @@
 """Hostile text, round four (issue 39, items 9, 13, 14 and 15): secrets found by
 structure, catalog parent chains of any length, control characters in catalog free text,
 and error lines that quote 10 kB values. No engine (a fake one where a command needs it)."""
+
 from __future__ import annotations
 
 import base64
@@ -36,9 +37,9 @@ def one_line_error(capsys, code: int) -> str:
 # Each password is made of pieces that appear nowhere else in a plan, so that "no piece of
 # it is shown" can be checked piece by piece.
 PASSWORDS = {
-    "delimiters": ("Zq#Xj/Vk?Wy", ["Zq", "Xj", "Vk", "Wy"]),      # urlsplit ends userinfo at # / ?
-    "at-signs": ("Qz@Jx@Kv", ["Qz", "Jx", "Kv"]),                # the URL pattern stopped at the first '@'
-    "quote-and-accent": ('Yq"Xé/Wv', ["Yq", "Xé", "Wv"]),       # JSON escapes '"' and 'é'
+    "delimiters": ("Zq#Xj/Vk?Wy", ["Zq", "Xj", "Vk", "Wy"]),  # urlsplit ends userinfo at # / ?
+    "at-signs": ("Qz@Jx@Kv", ["Qz", "Jx", "Kv"]),  # the URL pattern stopped at the first '@'
+    "quote-and-accent": ('Yq"Xé/Wv', ["Yq", "Xé", "Wv"]),  # JSON escapes '"' and 'é'
 }
 
 
@@ -56,8 +57,18 @@ def shows_none_of(text: str, pieces: list[str]) -> bool:
 def test_a_proxy_password_never_shows_in_the_dry_run(case, as_json, scheme, monkeypatch, capsys):
     password, pieces = PASSWORDS[case]
     monkeypatch.setattr(cli, "_engine", lambda: FakeEngine())
-    code = cli.main(["build", "--release", "21.08", "--dry-run", "--no-host-ca", *(["--json"] if as_json else []),
-                     "--build-arg", f"HTTPS_PROXY={proxy_value(password, scheme)}"])
+    code = cli.main(
+        [
+            "build",
+            "--release",
+            "21.08",
+            "--dry-run",
+            "--no-host-ca",
+            *(["--json"] if as_json else []),
+            "--build-arg",
+            f"HTTPS_PROXY={proxy_value(password, scheme)}",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "proxy.corp:3128" in out and shows_none_of(out + err, pieces), out
@@ -75,8 +86,9 @@ MISPLACED = {
 @pytest.mark.parametrize("case", sorted(MISPLACED))
 def test_credentials_in_a_value_that_takes_none_are_refused_unshown(case, monkeypatch, capsys):
     monkeypatch.setattr(cli, "_engine", lambda: FakeEngine())
-    code = cli.main(["build", "--release", "21.08", "--variant", "tf2-py3", "--dry-run", "--no-host-ca",
-                     *MISPLACED[case]])
+    code = cli.main(
+        ["build", "--release", "21.08", "--variant", "tf2-py3", "--dry-run", "--no-host-ca", *MISPLACED[case]]
+    )
     line = one_line_error(capsys, code)
     assert shows_none_of(line, ["Zq", "Xj", "Vk", "Wy"]), line
 
@@ -88,47 +100,61 @@ def test_a_proxy_password_never_shows_in_the_rawjson_stream(case, monkeypatch, c
     password, pieces = PASSWORDS[case]
     value = proxy_value(password)
     monkeypatch.setattr(cli, "_engine", lambda: FakeEngine())
-    assert cli.main(["build", "--release", "21.08", "--dry-run", "--no-host-ca",
-                     "--build-arg", f"HTTP_PROXY={value}"]) == 0
+    assert (
+        cli.main(["build", "--release", "21.08", "--dry-run", "--no-host-ca", "--build-arg", f"HTTP_PROXY={value}"])
+        == 0
+    )
     capsys.readouterr()
     legacy = io.StringIO()
     Progress("b", stream=legacy, mode=ProgressMode.RAWJSON, clock=lambda: 0.0).on_raw(
-        {"stream": f"Step 2/9 : ENV HTTP_PROXY={value} no_proxy=localhost\n"})
+        {"stream": f"Step 2/9 : ENV HTTP_PROXY={value} no_proxy=localhost\n"}
+    )
     kit = io.StringIO()
     progress = Progress("b", stream=kit, mode=ProgressMode.RAWJSON, clock=lambda: 0.0)
     job = buildx.Job([], lambda event: buildkit_engine.record(event, progress, None))
-    job.feed({"vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN env", "started": "2026-01-01T00:00:00Z"}],
-              "logs": [{"vertex": "sha256:a", "data": base64.b64encode(f"HTTP_PROXY={value}\n".encode()).decode()}]})
+    job.feed(
+        {
+            "vertexes": [{"digest": "sha256:a", "name": "[1/1] RUN env", "started": "2026-01-01T00:00:00Z"}],
+            "logs": [{"vertex": "sha256:a", "data": base64.b64encode(f"HTTP_PROXY={value}\n".encode()).decode()}],
+        }
+    )
     shown = [json.loads(line) for line in legacy.getvalue().splitlines() + kit.getvalue().splitlines()]
     texts = [shown[0]["stream"], base64.b64decode(shown[1]["logs"][0]["data"]).decode()]
     assert all("proxy.corp:3128" in t and shows_none_of(t, pieces) for t in texts), texts
 
 
-@pytest.mark.parametrize("url,user,password", [
-    ("http://u:p#a/ss?w@proxy:3128", "u", "p#a/ss?w"),
-    ("http://u:p@ss@proxy:3128/", "u", "p@ss"),
-    ("u:pw@proxy:3128", "u", "pw"),
-    ("http://t0ken-only@proxy", "t0ken-only", ""),
-    ("http://me@corp:pw@[::1]:3128", "me@corp", "pw"),
-    ("http://proxy:3128", None, None),
-])
+@pytest.mark.parametrize(
+    "url,user,password",
+    [
+        ("http://u:p#a/ss?w@proxy:3128", "u", "p#a/ss?w"),
+        ("http://u:p@ss@proxy:3128/", "u", "p@ss"),
+        ("u:pw@proxy:3128", "u", "pw"),
+        ("http://t0ken-only@proxy", "t0ken-only", ""),
+        ("http://me@corp:pw@[::1]:3128", "me@corp", "pw"),
+        ("http://proxy:3128", None, None),
+    ],
+)
 def test_userinfo_is_parsed_by_structure(url, user, password):
     assert errors.userinfo(url) == (None if user is None else (user, password))
 
 
-@pytest.mark.parametrize("text,shown", [
-    ("via http://bob:Zq#Xj/Vk?Wy@proxy:3128/x then", "via http://bob:***@proxy:3128/x then"),
-    ("via http://bob:Qz@Jx@proxy then", "via http://bob:***@proxy then"),
-    ('{"a":"http://bob:pw@h","b":"x@y"}', '{"a":"http://bob:***@h","b":"x@y"}'),  # a JSON line stays JSON
-    # not userinfo: an image digest, a pip VCS pin, a path with ':'
-    ("docker-image://localhost:5000/base@sha256:abc123", "docker-image://localhost:5000/base@sha256:abc123"),
-    ("git+https://github.com/org/repo@v1.2", "git+https://github.com/org/repo@v1.2"),
-])
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        ("via http://bob:Zq#Xj/Vk?Wy@proxy:3128/x then", "via http://bob:***@proxy:3128/x then"),
+        ("via http://bob:Qz@Jx@proxy then", "via http://bob:***@proxy then"),
+        ('{"a":"http://bob:pw@h","b":"x@y"}', '{"a":"http://bob:***@h","b":"x@y"}'),  # a JSON line stays JSON
+        # not userinfo: an image digest, a pip VCS pin, a path with ':'
+        ("docker-image://localhost:5000/base@sha256:abc123", "docker-image://localhost:5000/base@sha256:abc123"),
+        ("git+https://github.com/org/repo@v1.2", "git+https://github.com/org/repo@v1.2"),
+    ],
+)
 def test_foreign_urls_are_redacted_by_structure(text, shown):
     assert errors.redact(text) == shown
 
 
 # --- 13. a parent chain of any length is resolved without recursion ------------------------
+
 
 def chain_files(depth: int, cycle: bool = False) -> dict[str, str]:
     """c0000 <- c0001 <- ... (abstract), then 30.01 (GOOD) on the last; or a cycle of them."""
@@ -141,8 +167,14 @@ def chain_files(depth: int, cycle: bool = False) -> dict[str, str]:
 
 
 def releases_cli(directory: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "builder.cli", "releases"], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**__import__("os").environ, "BUILDER_CATALOG": str(directory)})
+    return subprocess.run(
+        [sys.executable, "-m", "builder.cli", "releases"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**__import__("os").environ, "BUILDER_CATALOG": str(directory)},
+    )
 
 
 @pytest.mark.parametrize("cycle", [False, True], ids=["chain", "cycle"])
@@ -152,10 +184,13 @@ def test_a_1500_deep_parent_chain_is_one_line_not_a_recursion_error(make_catalog
     assert result.returncode == 2 and lines[0] == "error: invalid release catalog:", result.stderr[-2000:]
     assert len(lines) == 2 and len(lines[1]) < 300, lines
     if cycle:
-        assert lines[1].startswith("  c") and "parent: inheritance cycle: " in lines[1] and "(1500 releases)" in lines[1]
+        assert (
+            lines[1].startswith("  c") and "parent: inheritance cycle: " in lines[1] and "(1500 releases)" in lines[1]
+        )
     else:
-        assert lines[1].startswith(f"  c{catalog.MAX_PARENTS:04d}.yaml: parent: inherits through more than "
-                                   f"{catalog.MAX_PARENTS} parents"), lines
+        assert lines[1].startswith(
+            f"  c{catalog.MAX_PARENTS:04d}.yaml: parent: inherits through more than {catalog.MAX_PARENTS} parents"
+        ), lines
 
 
 def test_a_chain_within_the_bound_loads(make_catalog):
@@ -166,22 +201,35 @@ def test_a_chain_within_the_bound_loads(make_catalog):
 
 
 def test_a_short_cycle_and_an_unknown_parent_are_one_problem_each(make_catalog):
-    files = {"30.01.yaml": GOOD.replace("parent: _common", 'parent: "30.02"'),
-             "30.02.yaml": 'release: "30.02"\nparent: "30.01"\n',
-             "30.03.yaml": GOOD.replace('release: "30.01"', 'release: "30.03"').replace("parent: _common",
-                                                                                         'parent: "nope"')}
+    files = {
+        "30.01.yaml": GOOD.replace("parent: _common", 'parent: "30.02"'),
+        "30.02.yaml": 'release: "30.02"\nparent: "30.01"\n',
+        "30.03.yaml": GOOD.replace('release: "30.01"', 'release: "30.03"').replace("parent: _common", 'parent: "nope"'),
+    }
     with pytest.raises(CatalogError) as exc:
         catalog.load(make_catalog(files))
     assert [str(p) for p in exc.value.problems] == [
         "30.01.yaml: parent: inheritance cycle: 30.01 -> 30.02 -> 30.01",
-        "30.03.yaml: parent: unknown parent 'nope'"]
+        "30.03.yaml: parent: unknown parent 'nope'",
+    ]
 
 
 # --- 14. catalog free text holds no control, C0, C1 or separator -----------------------------
 # YAML escapes, so the file itself is plain: \x85 (NEL), \x9b (CSI), \u2028/\u2029 (line and
 # paragraph separators), \t, \u202e (right-to-left override), \x1b.
-HOSTILE = [r"\x85", r"\x9b", r"\u2028", r"\u2029", r"\t", r"\u202e", r"\x1b",
-           r"\u200b", r"\ufeff", r"\xad", r"\U000e0041"]  # invisible: zero-width space, BOM, soft hyphen, a tag
+HOSTILE = [
+    r"\x85",
+    r"\x9b",
+    r"\u2028",
+    r"\u2029",
+    r"\t",
+    r"\u202e",
+    r"\x1b",
+    r"\u200b",
+    r"\ufeff",
+    r"\xad",
+    r"\U000e0041",
+]  # invisible: zero-width space, BOM, soft hyphen, a tag
 FIELDS = {
     "entrypoint.title": ('entrypoint: {title: "My{c}Title"}\n', "one line of text"),
     "vendor.name": ('vendor: {name: "Acme{c}Corp"}\n', "one line of text"),
@@ -197,8 +245,9 @@ FIELDS = {
 def test_catalog_free_text_with_a_control_is_a_located_problem(make_catalog, field, char):
     extra, what = FIELDS[field]
     if extra is None:
-        text = GOOD.replace('framework: {version: "2.14.1"}',
-                            'framework: {version: "2.14.1"}\n    env: {X: "a%sb"}' % char)
+        text = GOOD.replace(
+            'framework: {version: "2.14.1"}', 'framework: {version: "2.14.1"}\n    env: {X: "a%sb"}' % char
+        )
     else:
         text = GOOD + extra.replace("{c}", char)
     with pytest.raises(CatalogError) as exc:
@@ -214,8 +263,11 @@ def test_catalog_text_refuses_every_invisible_format_character():
     import sys
     import unicodedata
 
-    admitted = [hex(ord(c)) for c in map(chr, range(sys.maxunicode + 1))
-                if unicodedata.category(c) == "Cf" and grammar.matches(grammar.CATALOG_TEXT, f"a{c}b")]
+    admitted = [
+        hex(ord(c))
+        for c in map(chr, range(sys.maxunicode + 1))
+        if unicodedata.category(c) == "Cf" and grammar.matches(grammar.CATALOG_TEXT, f"a{c}b")
+    ]
     assert admitted == []
 
 
@@ -237,6 +289,7 @@ def test_no_writer_takes_a_c1_control_or_a_separator(char):
 
 # --- 15. error lines cut long values; doctor's lines are escaped ---------------------------
 
+
 def test_a_10_kb_option_value_is_cut_in_its_error_line(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_engine", lambda: pytest.fail("the engine was reached"))
     line = one_line_error(capsys, cli.main(["build", "--release", "21.08", "--dry-run", "--cuda-cc", "x" * 10000]))
@@ -245,8 +298,11 @@ def test_a_10_kb_option_value_is_cut_in_its_error_line(monkeypatch, capsys):
 
 def test_cuda_arch_messages_are_short_inside_images_too():
     """cuda_arch runs in images on its own: its messages bound and escape a value themselves."""
-    for bad in (lambda: cuda_arch.parse("8" * 10000 + "x"), lambda: cuda_arch.supported_archs("8.0" + "y" * 9000),
-                lambda: cuda_arch.parse("\x1b[2J\x9b")):
+    for bad in (
+        lambda: cuda_arch.parse("8" * 10000 + "x"),
+        lambda: cuda_arch.supported_archs("8.0" + "y" * 9000),
+        lambda: cuda_arch.parse("\x1b[2J\x9b"),
+    ):
         with pytest.raises(cuda_arch.ArchError) as exc:
             bad()
         assert len(str(exc.value)) < 200 and str(exc.value).isprintable(), str(exc.value)

@@ -2,6 +2,7 @@
 fatbin containers of .nv_fatbin (golden bytes from a real image, and synthetic ones), the
 files it finds and the components it sorts them into. The cross-check against cuobjdump on
 a real image is tests/integration/test_coverage.py."""
+
 import fnmatch
 import os
 import struct
@@ -51,7 +52,7 @@ def dynamic(soname: str) -> dict[str, bytes]:
 
 
 def reader(blob: bytes):
-    return lambda n, offset: blob[offset:offset + n]
+    return lambda n, offset: blob[offset : offset + n]
 
 
 # --- the fatbin format --------------------------------------------------------------------------
@@ -78,9 +79,16 @@ GOLDEN_ENTRIES = [
     "000000000000000000000000",
 ]
 # (kind, arch, flags, payload offset, payload size) as cuobjdump --list-elf/--list-ptx saw them there
-GOLDEN = [(2, 52, 0x11, 80, 23240), (2, 60, 0x11, 23384, 23528), (2, 61, 0x11, 46976, 23528),
-          (2, 70, 0x11, 70568, 26728), (2, 75, 0x11, 97360, 26984), (2, 80, 0x11, 124408, 28136),
-          (1, 86, 0x2011, 152616, 3776), (2, 86, 0x11, 156456, 28136)]
+GOLDEN = [
+    (2, 52, 0x11, 80, 23240),
+    (2, 60, 0x11, 23384, 23528),
+    (2, 61, 0x11, 46976, 23528),
+    (2, 70, 0x11, 70568, 26728),
+    (2, 75, 0x11, 97360, 26984),
+    (2, 80, 0x11, 124408, 28136),
+    (1, 86, 0x2011, 152616, 3776),
+    (2, 86, 0x11, 156456, 28136),
+]
 
 
 def golden_section() -> bytes:
@@ -93,8 +101,10 @@ def golden_section() -> bytes:
 def test_the_golden_fatbin_reads_as_cuobjdump_listed_it():
     section = golden_section()
     assert len(section) == 184592  # the section's size in the image
-    got = [(kind, arch, flags, at, size) for _, kind, arch, flags, at, size in
-           fatbin_entries(reader(section), 0, len(section))]
+    got = [
+        (kind, arch, flags, at, size)
+        for _, kind, arch, flags, at, size in fatbin_entries(reader(section), 0, len(section))
+    ]
     assert got == GOLDEN
 
 
@@ -102,8 +112,10 @@ def test_containers_padding_and_longer_headers():
     first = container(entry(2, 70, b"A" * 24), entry(1, 70, b"ptx\0" * 2, flags=0x2011, header=72))
     second = container(entry(2, 120, b"B" * 8, header=112), entry(1, 120, b"C" * 16, header=80))
     section = b"\0" * 8 + first + b"\0" * 24 + second  # zeros before and between containers
-    got = [(c, kind, arch, section[at:at + size]) for c, kind, arch, _, at, size in
-           fatbin_entries(reader(section), 0, len(section))]
+    got = [
+        (c, kind, arch, section[at : at + size])
+        for c, kind, arch, _, at, size in fatbin_entries(reader(section), 0, len(section))
+    ]
     at2 = 8 + len(first) + 24
     assert got == [(8, 2, 70, b"A" * 24), (8, 1, 70, b"ptx\0" * 2), (at2, 2, 120, b"B" * 8), (at2, 1, 120, b"C" * 16)]
     # a section found at an offset in a file: offsets are the file's
@@ -111,12 +123,17 @@ def test_containers_padding_and_longer_headers():
     assert [a for _, _, a, _, _, _ in fatbin_entries(reader(blob), 100, len(section))] == [70, 70, 120, 120]
 
 
-@pytest.mark.parametrize("section,why", [
-    (container(entry(2, 80, b"A" * 16))[:-8], "overruns its section"),           # cut short
-    (struct.pack("<IHHQ", MAGIC, 1, 16, 64) + entry(2, 80)[:8] + struct.pack("<I", 60) + b"\0" * 52,
-     "overruns its container"),                                                  # a 60-byte entry header
-    (b"\0" * 16 + b"garbage!" * 4, "no fatbin container"),
-])
+@pytest.mark.parametrize(
+    "section,why",
+    [
+        (container(entry(2, 80, b"A" * 16))[:-8], "overruns its section"),  # cut short
+        (
+            struct.pack("<IHHQ", MAGIC, 1, 16, 64) + entry(2, 80)[:8] + struct.pack("<I", 60) + b"\0" * 52,
+            "overruns its container",
+        ),  # a 60-byte entry header
+        (b"\0" * 16 + b"garbage!" * 4, "no fatbin container"),
+    ],
+)
 def test_a_damaged_fatbin_is_an_error_not_a_guess(section, why):
     with pytest.raises(FatbinError, match=why):
         list(fatbin_entries(reader(section), 0, len(section)))
@@ -135,22 +152,31 @@ def write(tmp_path, name: str, data: bytes) -> str:
 
 
 def test_device_code_of_a_shared_object(tmp_path):
-    section = container(entry(2, 70, cubin(True)), entry(2, 80, cubin(True)), entry(1, 80, b".entry k\0")) + \
-        container(entry(2, 90, cubin(True)))
+    section = container(entry(2, 70, cubin(True)), entry(2, 80, cubin(True)), entry(1, 80, b".entry k\0")) + container(
+        entry(2, 90, cubin(True))
+    )
     path = write(tmp_path, "libfoo.so.1.2", elf({".text": b"\xc3", ".nv_fatbin": section, **dynamic("libfoo.so.1")}))
-    assert device_code(path) == {"path": path, "soname": "libfoo.so.1", "sass": ["70", "80", "90"], "ptx": ["80"],
-                                 "modules": 2, "ptx_modules": {"80": 1}}
-    assert fatbin.elf_soname(reader(open(path, "rb").read()), fatbin.elf_sections(
-        reader(open(path, "rb").read()))) == "libfoo.so.1"
+    assert device_code(path) == {
+        "path": path,
+        "soname": "libfoo.so.1",
+        "sass": ["70", "80", "90"],
+        "ptx": ["80"],
+        "modules": 2,
+        "ptx_modules": {"80": 1},
+    }
+    assert (
+        fatbin.elf_soname(reader(open(path, "rb").read()), fatbin.elf_sections(reader(open(path, "rb").read())))
+        == "libfoo.so.1"
+    )
 
 
 def test_files_without_device_code_are_none(tmp_path, monkeypatch):
-    assert device_code(write(tmp_path, "a.so", elf({".text": b"\xc3"}))) is None       # an ELF without .nv_fatbin
-    assert device_code(write(tmp_path, "b.so", b"#!/bin/sh\n")) is None                # not ELF
+    assert device_code(write(tmp_path, "a.so", elf({".text": b"\xc3"}))) is None  # an ELF without .nv_fatbin
+    assert device_code(write(tmp_path, "b.so", b"#!/bin/sh\n")) is None  # not ELF
     assert device_code(str(tmp_path / "missing.so")) is None
     damaged = elf({".nv_fatbin": b"\0" * 16 + b"garbage!" * 4})
     monkeypatch.setattr(fatbin.shutil, "which", lambda *a, **k: None)
-    monkeypatch.setattr(fatbin.os, "access", lambda *a: False)           # no cuobjdump to fall back on
+    monkeypatch.setattr(fatbin.os, "access", lambda *a: False)  # no cuobjdump to fall back on
     out = device_code(write(tmp_path, "c.so", damaged))
     assert out == {"path": out["path"], "sass": [], "ptx": [], "error": out["error"]}
     assert "no fatbin container" in out["error"]
@@ -159,19 +185,23 @@ def test_files_without_device_code_are_none(tmp_path, monkeypatch):
 def test_a_fatbin_the_parser_cannot_walk_is_left_to_cuobjdump_where_there_is_one(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "cuobjdump"
     fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\ncase "$1" in --list-elf) echo "ELF file    1: x.1.sm_80.cubin";;\n'
-                    '--list-ptx) echo "PTX file    1: x.1.sm_80.ptx";; esac\n')
+    fake.write_text(
+        '#!/bin/sh\ncase "$1" in --list-elf) echo "ELF file    1: x.1.sm_80.cubin";;\n'
+        '--list-ptx) echo "PTX file    1: x.1.sm_80.ptx";; esac\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     out = device_code(write(tmp_path, "c.so", elf({".nv_fatbin": b"\0" * 16 + b"garbage!" * 4})))
-    assert (out["sass"], out["ptx"], out["read_by"]) == (["80"], ["80"], "cuobjdump") and "no fatbin container" in out["error"]
+    assert (out["sass"], out["ptx"], out["read_by"]) == (["80"], ["80"], "cuobjdump") and "no fatbin container" in out[
+        "error"
+    ]
 
 
 def test_extended_section_numbering(tmp_path):
     """More than 65535 sections: e_shnum is 0 and section 0's sh_size holds the count."""
     blob = bytearray(elf({".nv_fatbin": container(entry(2, 80, cubin(True))), ".text": b"\xc3"}))
-    shoff, = struct.unpack_from("<Q", blob, 0x28)
-    count, = struct.unpack_from("<H", blob, 0x3C)
+    (shoff,) = struct.unpack_from("<Q", blob, 0x28)
+    (count,) = struct.unpack_from("<H", blob, 0x3C)
     struct.pack_into("<H", blob, 0x3C, 0)
     struct.pack_into("<Q", blob, shoff + 0x20, count)
     assert device_code(write(tmp_path, "many.so", bytes(blob)))["sass"] == ["80"]
@@ -184,10 +214,11 @@ def test_a_library_whose_only_module_is_empty_has_no_kernels(tmp_path):
     real = device_code(write(tmp_path, "libx.so", elf({".nv_fatbin": container(entry(2, 52, cubin(True)))})))
     assert "no_kernels" not in real and real["sass"] == ["52"]
     ptx = device_code(write(tmp_path, "liby.so", elf({".nv_fatbin": container(entry(1, 52, b".version 7.0\0"))})))
-    assert ptx["no_kernels"] is True                                                  # PTX without .entry
-    squeezed = device_code(write(tmp_path, "libz.so", elf({".nv_fatbin": container(entry(2, 52, b"\x01" * 40,
-                                                                                           flags=0x2011))})))
-    assert squeezed["sass"] == ["52"]                                                  # compressed: taken as kernels
+    assert ptx["no_kernels"] is True  # PTX without .entry
+    squeezed = device_code(
+        write(tmp_path, "libz.so", elf({".nv_fatbin": container(entry(2, 52, b"\x01" * 40, flags=0x2011))}))
+    )
+    assert squeezed["sass"] == ["52"]  # compressed: taken as kernels
 
 
 def test_only_the_section_headers_and_entry_headers_are_read(tmp_path, monkeypatch):
@@ -202,26 +233,29 @@ def test_only_the_section_headers_and_entry_headers_are_read(tmp_path, monkeypat
 
 
 # --- finding and sorting binaries ---------------------------------------------------------------
-@pytest.mark.parametrize("path,root,component", [
-    ("/site/tensorflow/python/_pywrap_tensorflow_internal.so", "/site", "tensorflow"),
-    ("/site/tensorflow/libtensorflow_framework.so.2", "/site", "tensorflow"),
-    ("/site/tensorflow_io/core/python/ops/libtensorflow_io.so", "/site", "tensorflow_io"),
-    ("/site/tfext/_tfext_ops.so", "/site", "extension"),
-    ("/site/horovod/tensorflow/mpi_lib.cpython-39-x86_64-linux-gnu.so", "/site", "horovod"),
-    ("/site/nvidia/dali/.libs/libnvjpeg-12a3.so.12", "/site", "dali"),          # bundled: DALI's own
-    ("/site/nvidia/dali_tf_plugin/libdali_tf_2_21.so", "/site", "dali"),
-    ("/site/nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "/site", "cudnn"),
-    ("/site/nvidia/cublas/lib/libcublasLt.so.12", "/site", "cublas"),
-    ("/site/nvidia/cusparselt/lib/libcusparseLt.so.0", "/site", "cusparselt"),
-    ("/site/nvidia/cusparse/lib/libcusparse.so.12", "/site", "cusparse"),
-    ("/site/nvidia/nvjitlink/lib/libnvJitLink.so.12", "/site", "nvjitlink"),
-    ("/site/nvidia/something/lib/libwhatever.so", "/site", "nvidia-something"),
-    ("/site/cupy/_core/core.so", "/site", "cupy"),
-    ("/usr/lib/x86_64-linux-gnu/libnccl.so.2.13.4", "/usr/lib/x86_64-linux-gnu", "nccl"),
-    ("/usr/lib/x86_64-linux-gnu/libnppif.so.11.3.2.152", "/usr/lib/x86_64-linux-gnu", "npp"),
-    ("/usr/lib/x86_64-linux-gnu/libnvblas.so.11", "/usr/lib/x86_64-linux-gnu", "cublas"),
-    ("/usr/lib/x86_64-linux-gnu/libmystery.so.3", "/usr/lib/x86_64-linux-gnu", "libmystery"),
-])
+@pytest.mark.parametrize(
+    "path,root,component",
+    [
+        ("/site/tensorflow/python/_pywrap_tensorflow_internal.so", "/site", "tensorflow"),
+        ("/site/tensorflow/libtensorflow_framework.so.2", "/site", "tensorflow"),
+        ("/site/tensorflow_io/core/python/ops/libtensorflow_io.so", "/site", "tensorflow_io"),
+        ("/site/tfext/_tfext_ops.so", "/site", "extension"),
+        ("/site/horovod/tensorflow/mpi_lib.cpython-39-x86_64-linux-gnu.so", "/site", "horovod"),
+        ("/site/nvidia/dali/.libs/libnvjpeg-12a3.so.12", "/site", "dali"),  # bundled: DALI's own
+        ("/site/nvidia/dali_tf_plugin/libdali_tf_2_21.so", "/site", "dali"),
+        ("/site/nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "/site", "cudnn"),
+        ("/site/nvidia/cublas/lib/libcublasLt.so.12", "/site", "cublas"),
+        ("/site/nvidia/cusparselt/lib/libcusparseLt.so.0", "/site", "cusparselt"),
+        ("/site/nvidia/cusparse/lib/libcusparse.so.12", "/site", "cusparse"),
+        ("/site/nvidia/nvjitlink/lib/libnvJitLink.so.12", "/site", "nvjitlink"),
+        ("/site/nvidia/something/lib/libwhatever.so", "/site", "nvidia-something"),
+        ("/site/cupy/_core/core.so", "/site", "cupy"),
+        ("/usr/lib/x86_64-linux-gnu/libnccl.so.2.13.4", "/usr/lib/x86_64-linux-gnu", "nccl"),
+        ("/usr/lib/x86_64-linux-gnu/libnppif.so.11.3.2.152", "/usr/lib/x86_64-linux-gnu", "npp"),
+        ("/usr/lib/x86_64-linux-gnu/libnvblas.so.11", "/usr/lib/x86_64-linux-gnu", "cublas"),
+        ("/usr/lib/x86_64-linux-gnu/libmystery.so.3", "/usr/lib/x86_64-linux-gnu", "libmystery"),
+    ],
+)
 def test_components(path, root, component):
     assert fatbin.component_of(path, root, ["/site"]) == component
 
@@ -258,13 +292,17 @@ def test_the_loaders_copy_counts_and_the_other_is_shadowed(tmp_path, monkeypatch
 
 def test_cuda_binaries_walks_the_python_tree_and_the_library_path(tmp_path, monkeypatch):
     site, libdir = tmp_path / "site", tmp_path / "lib"
-    code = lambda arch: elf({".nv_fatbin": container(entry(2, arch, cubin(True)), entry(1, arch, b".entry k\0")),  # noqa: E731
-                             **dynamic(f"libcudnn_ops.so.{arch}")})
+    code = lambda arch: elf(  # noqa: E731
+        {
+            ".nv_fatbin": container(entry(2, arch, cubin(True)), entry(1, arch, b".entry k\0")),  # noqa: E731
+            **dynamic(f"libcudnn_ops.so.{arch}"),
+        }
+    )
     write(tmp_path, "site/tensorflow/python/_pywrap_tensorflow_internal.so", code(80))
     write(tmp_path, "site/nvidia/cudnn/lib/libcudnn_ops.so.9", code(90))
-    os.symlink("libcudnn_ops.so.9", site / "nvidia/cudnn/lib/libcudnn_ops.so")       # one file, read once
-    write(tmp_path, "site/nvidia/cudnn/lib/stubs/libcudnn_stub.so", code(90))       # link stubs: skipped
-    write(tmp_path, "site/tensorflow/python/plain.so", elf({".text": b"\xc3"}))      # no device code: not listed
+    os.symlink("libcudnn_ops.so.9", site / "nvidia/cudnn/lib/libcudnn_ops.so")  # one file, read once
+    write(tmp_path, "site/nvidia/cudnn/lib/stubs/libcudnn_stub.so", code(90))  # link stubs: skipped
+    write(tmp_path, "site/tensorflow/python/plain.so", elf({".text": b"\xc3"}))  # no device code: not listed
     write(tmp_path, "site/tensorflow/__init__.py", b"")
     write(tmp_path, "lib/libnccl.so.2.19.3", code(90))
     write(tmp_path, "lib/libnvblas.so.12", elf({".nv_fatbin": container(entry(2, 52, cubin(False)))}))
@@ -273,11 +311,13 @@ def test_cuda_binaries_walks_the_python_tree_and_the_library_path(tmp_path, monk
     found = {os.path.relpath(b["path"], tmp_path): b for b in fatbin.cuda_binaries({})}
     assert {p: b["component"] for p, b in found.items()} == {
         "site/tensorflow/python/_pywrap_tensorflow_internal.so": "tensorflow",
-        "site/nvidia/cudnn/lib/libcudnn_ops.so.9": "cudnn", "lib/libnccl.so.2.19.3": "nccl",
-        "lib/libnvblas.so.12": "cublas"}
+        "site/nvidia/cudnn/lib/libcudnn_ops.so.9": "cudnn",
+        "lib/libnccl.so.2.19.3": "nccl",
+        "lib/libnvblas.so.12": "cublas",
+    }
     assert found["lib/libnccl.so.2.19.3"]["sass"] == ["90"] and found["lib/libnvblas.so.12"]["no_kernels"]
     table = coverage_table(list(found.values()), ["9.0"])
-    assert len(table["9.0"]) == 3                                                    # the empty one is not counted
+    assert len(table["9.0"]) == 3  # the empty one is not counted
 
 
 def test_search_roots_follow_the_loader(monkeypatch, tmp_path):
@@ -286,19 +326,25 @@ def test_search_roots_follow_the_loader(monkeypatch, tmp_path):
     monkeypatch.setenv("LD_LIBRARY_PATH", f"{tmp_path / 'a'}::{tmp_path / 'missing'}")
     monkeypatch.setattr(fatbin, "_ld_so_conf_dirs", lambda: [str(tmp_path / "b"), str(tmp_path / "a")])
     trees, flat = fatbin.search_roots()
-    assert flat[:2] == [str(tmp_path / "a"), str(tmp_path / "b")]                 # in order, each once
+    assert flat[:2] == [str(tmp_path / "a"), str(tmp_path / "b")]  # in order, each once
     assert all(os.path.isdir(d) for d in trees + flat)
 
 
 # --- the coverage table -------------------------------------------------------------------------
 def test_coverage_table_counts_the_loaded_kernels_and_says_how_much_jit_covers():
     binaries = [
-        {"component": "cudnn", "path": "/a.so", "sass": ["70", "80"], "ptx": ["70"], "modules": 10,
-         "ptx_modules": {"70": 2}},
+        {
+            "component": "cudnn",
+            "path": "/a.so",
+            "sass": ["70", "80"],
+            "ptx": ["70"],
+            "modules": 10,
+            "ptx_modules": {"70": 2},
+        },
         {"component": "cudnn", "path": "/b.so", "sass": ["80"], "ptx": ["80"], "modules": 3, "ptx_modules": {"80": 3}},
         {"component": "cublas", "path": "/old.so", "sass": ["60"], "ptx": [], "shadowed_by": "/new.so"},
         {"component": "cublas", "path": "/stub.so", "sass": [], "ptx": [], "no_kernels": True},
-        {"component": "tensorflow", "path": "/tf.so", "sass": ["80"], "ptx": ["80"]},   # a report before modules
+        {"component": "tensorflow", "path": "/tf.so", "sass": ["80"], "ptx": ["80"]},  # a report before modules
     ]
     table = coverage_table(binaries, ["8.6", "12.0"])
     assert set(table["12.0"]) == {"/a.so", "/b.so", "/tf.so"}
@@ -312,8 +358,13 @@ def test_coverage_table_counts_the_loaded_kernels_and_says_how_much_jit_covers()
 def test_a_library_whose_kernels_are_not_in_its_fatbin_is_listed_not_counted():
     # cuFFT 11.4 (CUDA 12.9): one sm_52 stub module in .nv_fatbin, its kernels loaded from
     # its own data; counting the stub would say cuFFT runs on no GPU newer than Maxwell
-    stub = {"path": "/x/nvidia/cufft/lib/libcufft.so.11", "sass": ["52"], "ptx": [], "modules": 1,
-            "kernels_elsewhere": True}
+    stub = {
+        "path": "/x/nvidia/cufft/lib/libcufft.so.11",
+        "sass": ["52"],
+        "ptx": [],
+        "modules": 1,
+        "kernels_elsewhere": True,
+    }
     assert not fatbin.counted(stub)
     assert "not in .nv_fatbin" in readback._why_not_counted(stub)
     assert fatbin.counted({**stub, "kernels_elsewhere": False})
@@ -324,8 +375,8 @@ def test_a_corrupt_elf_is_one_files_error_never_the_reports(tmp_path):
     # a section-name table that claims 2**62 bytes: read within the file, never allocated
     head = bytearray(64)
     head[:6] = b"\x7fELF\x02\x01"
-    struct.pack_into("<Q", head, 0x28, 64)            # section headers right after
-    struct.pack_into("<HHH", head, 0x3A, 64, 2, 1)    # 2 sections, names in section 1
+    struct.pack_into("<Q", head, 0x28, 64)  # section headers right after
+    struct.pack_into("<HHH", head, 0x3A, 64, 2, 1)  # 2 sections, names in section 1
     names = bytearray(64)
     struct.pack_into("<IIQQQQ", names, 0, 0, 3, 0, 0, 200, 1 << 62)
     path = tmp_path / "libcorrupt.so"

@@ -7,6 +7,7 @@ instructions as with a benign value and the value reads back byte-identical.
 Examples per property: HYPOTHESIS_SCALE (default 1) multiplies them, e.g. 10 for a
 thorough run; the defaults keep the unit suite fast.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,10 +38,47 @@ def many(n: int):
     return settings(max_examples=n * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-HOSTILE_PARTS = ["\n", "\r", "\r\n", "\x00", '"', "'", "\\", "$(touch /tmp/pwned)", "`id`", "$HOME", "${PATH}",
-                 "#", "&", ";", "|", "../", " ", "\t", "\\\nRUN touch /pwned", "\nRUN touch /pwned\n",
-                 "\" \\\n LABEL x=\"", "\x1b[2J", "\u2028", "\x85", "\xa0", "\udc80\udcff", "=", "{{ x }}", "%s",
-                 "-", ".", "_", ":", "/", "@", "a", "Z", "9", "é"]
+HOSTILE_PARTS = [
+    "\n",
+    "\r",
+    "\r\n",
+    "\x00",
+    '"',
+    "'",
+    "\\",
+    "$(touch /tmp/pwned)",
+    "`id`",
+    "$HOME",
+    "${PATH}",
+    "#",
+    "&",
+    ";",
+    "|",
+    "../",
+    " ",
+    "\t",
+    "\\\nRUN touch /pwned",
+    "\nRUN touch /pwned\n",
+    '" \\\n LABEL x="',
+    "\x1b[2J",
+    "\u2028",
+    "\x85",
+    "\xa0",
+    "\udc80\udcff",
+    "=",
+    "{{ x }}",
+    "%s",
+    "-",
+    ".",
+    "_",
+    ":",
+    "/",
+    "@",
+    "a",
+    "Z",
+    "9",
+    "é",
+]
 hostile = st.one_of(
     st.lists(st.one_of(st.sampled_from(HOSTILE_PARTS), st.text(max_size=4)), max_size=8).map("".join),
     st.text(),
@@ -52,9 +90,14 @@ PATTERNS = {name: value for name, value in vars(grammar).items() if isinstance(v
 
 # --- the grammars ---------------------------------------------------------------------
 
+
 @many(300)
-@given(name=st.sampled_from(sorted(PATTERNS)), value=st.text(max_size=40), bad=st.sampled_from(BAD_CHARS),
-       where=st.integers(0, 40))
+@given(
+    name=st.sampled_from(sorted(PATTERNS)),
+    value=st.text(max_size=40),
+    bad=st.sampled_from(BAD_CHARS),
+    where=st.integers(0, 40),
+)
 def test_no_grammar_lets_a_line_break_or_nul_through(name, value, bad, where):
     """The `^...$` bug: `$` matches before a trailing newline. No grammar has it."""
     pattern = PATTERNS[name]
@@ -62,27 +105,53 @@ def test_no_grammar_lets_a_line_break_or_nul_through(name, value, bad, where):
         assert pattern.fullmatch(candidate) is None, (name, candidate)
 
 
-@pytest.mark.parametrize("ref", [
-    "ubuntu", "local/tensorflow:21.08-tf2-py3", "nvcr.io/nvidia/cuda:11.8.0-cudnn8-devel-ubuntu20.04",
-    "localhost:5000/a/b:c", "[::1]:5000/ns/img:1", "a__b/c--d/e.f_g:T_a.g-1", "Registry.Example.com/x",
-    "nvcr.io/nvidia/cuda:11.8.0@sha256:" + "a" * 64, "a" * 255, "a:" + "t" * 128,
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "ubuntu",
+        "local/tensorflow:21.08-tf2-py3",
+        "nvcr.io/nvidia/cuda:11.8.0-cudnn8-devel-ubuntu20.04",
+        "localhost:5000/a/b:c",
+        "[::1]:5000/ns/img:1",
+        "a__b/c--d/e.f_g:T_a.g-1",
+        "Registry.Example.com/x",
+        "nvcr.io/nvidia/cuda:11.8.0@sha256:" + "a" * 64,
+        "a" * 255,
+        "a:" + "t" * 128,
+    ],
+)
 def test_docker_reference_grammar_accepts(ref):
     assert grammar.reference_problem(ref) is None
 
 
-@pytest.mark.parametrize("ref,why", [
-    ("", "is empty"), ("Local/TF", "repository names are lowercase"), ("MyRepo", "repository names are lowercase"),
-    ("local/TensorFlow:1", "repository names are lowercase"), ("a" * 256, "longer than 255"),
-    ("a:" + "t" * 129, "longer than 128"), ("a:-x", "invalid tag"), ("a:.x", "invalid tag"), ("a/", "not a repository"),
-    ("a//b", "not a repository"), ("-a", "not a repository"), ("a_", "not a repository"), ("a___b", "not a repository"),
-    ("a@sha256:abc", "not an image reference"), ("a b", "not"), ("a\n", "not"), ("a:b\n", "invalid tag"),
-])
+@pytest.mark.parametrize(
+    "ref,why",
+    [
+        ("", "is empty"),
+        ("Local/TF", "repository names are lowercase"),
+        ("MyRepo", "repository names are lowercase"),
+        ("local/TensorFlow:1", "repository names are lowercase"),
+        ("a" * 256, "longer than 255"),
+        ("a:" + "t" * 129, "longer than 128"),
+        ("a:-x", "invalid tag"),
+        ("a:.x", "invalid tag"),
+        ("a/", "not a repository"),
+        ("a//b", "not a repository"),
+        ("-a", "not a repository"),
+        ("a_", "not a repository"),
+        ("a___b", "not a repository"),
+        ("a@sha256:abc", "not an image reference"),
+        ("a b", "not"),
+        ("a\n", "not"),
+        ("a:b\n", "invalid tag"),
+    ],
+)
 def test_docker_reference_grammar_refuses(ref, why):
     assert why in (grammar.reference_problem(ref) or "accepted")
 
 
 # --- the writers -------------------------------------------------------------------------
+
 
 @many(300)
 @given(value=hostile)
@@ -176,33 +245,53 @@ def _refused_or_same_shape(make, value):
 
 FIELDS = {
     # field -> (how the value gets in, what must read back)
-    "env value": (lambda v: _files(replace(REL, env={**REL.env, "X_ENV": v})),
-                  lambda f, v: lex.merged(f["Dockerfile"], "ENV")["X_ENV"] == v),
-    "variant env value": (lambda v: _files(var=replace(VAR, env={"X_ENV": v})),
-                          lambda f, v: lex.merged(f["Dockerfile"], "ENV")["X_ENV"] == v),
-    "label value": (lambda v: _files(replace(REL, labels={"com.example.x": v})),
-                    lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["com.example.x"] == v),
-    "variant label value": (lambda v: _files(var=replace(VAR, labels={"com.example.x": v})),
-                            lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["com.example.x"] == v),
-    "env name": (lambda v: _files(replace(REL, env={v: "1"})),
-                 lambda f, v: lex.merged(f["Dockerfile"], "ENV")[v] == "1"),
-    "label key": (lambda v: _files(replace(REL, labels={v: "1"})),
-                  lambda f, v: lex.merged(f["Dockerfile"], "LABEL")[v] == "1"),
-    "framework name": (lambda v: _files(var=replace(VAR, framework_name=v)),
-                       lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["org.opencontainers.image.title"]
-                       == f"{v} {VAR.tag}"),
-    "framework version": (lambda v: _files(var=replace(VAR, framework_version=v)),
-                          lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["dev.tfbuilder.requested-framework"]
-                          == f"{VAR.package}=={v}"),
-    "upstream image": (lambda v: _files(replace(REL, upstream_image=v, upstream_digest=None),
-                                        opts=replace(OPTS, base="upstream")),  # auto: the offline base
-                       lambda f, v: lex.pairs(lex.instructions(f["Dockerfile"])[0]) == {"BASE_IMAGE": v}),
-    "variant tag": (lambda v: _files(var=replace(VAR, tag=v)),
-                    lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["org.opencontainers.image.version"] == v),
-    "repository": (lambda v: _files(replace(REL, repository=v)),
-                   lambda f, v: f"-t {v}:{VAR.tag} ." in f["Dockerfile"]),
-    "nvbuildopts flag": (lambda v: _files(replace(REL, nvbuildopts=["-c", v])),
-                         lambda f, v: _nvbuild_flags(f["nvbuildopts"]) == ["--config=v2", "-c", v]),
+    "env value": (
+        lambda v: _files(replace(REL, env={**REL.env, "X_ENV": v})),
+        lambda f, v: lex.merged(f["Dockerfile"], "ENV")["X_ENV"] == v,
+    ),
+    "variant env value": (
+        lambda v: _files(var=replace(VAR, env={"X_ENV": v})),
+        lambda f, v: lex.merged(f["Dockerfile"], "ENV")["X_ENV"] == v,
+    ),
+    "label value": (
+        lambda v: _files(replace(REL, labels={"com.example.x": v})),
+        lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["com.example.x"] == v,
+    ),
+    "variant label value": (
+        lambda v: _files(var=replace(VAR, labels={"com.example.x": v})),
+        lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["com.example.x"] == v,
+    ),
+    "env name": (
+        lambda v: _files(replace(REL, env={v: "1"})),
+        lambda f, v: lex.merged(f["Dockerfile"], "ENV")[v] == "1",
+    ),
+    "label key": (
+        lambda v: _files(replace(REL, labels={v: "1"})),
+        lambda f, v: lex.merged(f["Dockerfile"], "LABEL")[v] == "1",
+    ),
+    "framework name": (
+        lambda v: _files(var=replace(VAR, framework_name=v)),
+        lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["org.opencontainers.image.title"] == f"{v} {VAR.tag}",
+    ),
+    "framework version": (
+        lambda v: _files(var=replace(VAR, framework_version=v)),
+        lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["dev.tfbuilder.requested-framework"] == f"{VAR.package}=={v}",
+    ),
+    "upstream image": (
+        lambda v: _files(
+            replace(REL, upstream_image=v, upstream_digest=None), opts=replace(OPTS, base="upstream")
+        ),  # auto: the offline base
+        lambda f, v: lex.pairs(lex.instructions(f["Dockerfile"])[0]) == {"BASE_IMAGE": v},
+    ),
+    "variant tag": (
+        lambda v: _files(var=replace(VAR, tag=v)),
+        lambda f, v: lex.merged(f["Dockerfile"], "LABEL")["org.opencontainers.image.version"] == v,
+    ),
+    "repository": (lambda v: _files(replace(REL, repository=v)), lambda f, v: f"-t {v}:{VAR.tag} ." in f["Dockerfile"]),
+    "nvbuildopts flag": (
+        lambda v: _files(replace(REL, nvbuildopts=["-c", v])),
+        lambda f, v: _nvbuild_flags(f["nvbuildopts"]) == ["--config=v2", "-c", v],
+    ),
 }
 
 
@@ -245,8 +334,9 @@ def test_entrypoint_texts_are_shown_verbatim_and_never_run(tmp_path_factory, key
             assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
             # df reports the 64 MB default so that the shm advice is printed.
             run = f"df() {{ printf 'Filesystem 1K-blocks\\nshm 65536\\n'; }}; source {shlex.quote(str(script))}"
-            out = subprocess.run(["bash", "-c", run], capture_output=True, cwd=tmp, timeout=30,
-                                 env={"PATH": os.environ["PATH"]})
+            out = subprocess.run(
+                ["bash", "-c", run], capture_output=True, cwd=tmp, timeout=30, env={"PATH": os.environ["PATH"]}
+            )
             assert out.returncode == 0 and not (tmp / "pwned").exists(), out.stderr
             if key == "title":
                 assert value.encode() in out.stdout
@@ -273,8 +363,13 @@ def test_vendor_texts_are_shown_verbatim_and_never_run(tmp_path_factory, key, va
         script = tmp / f"{i}-10-banner.sh"
         script.write_text(files["entrypoint/entrypoint.d/10-banner.sh"], encoding="utf-8")
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-        out = subprocess.run(["bash", "-c", f"source {shlex.quote(str(script))}"], capture_output=True, cwd=tmp,
-                             timeout=30, env={"PATH": os.environ["PATH"]})
+        out = subprocess.run(
+            ["bash", "-c", f"source {shlex.quote(str(script))}"],
+            capture_output=True,
+            cwd=tmp,
+            timeout=30,
+            env={"PATH": os.environ["PATH"]},
+        )
         assert out.returncode == 0 and not (tmp / "pwned").exists(), out.stderr
         if key == "copyright_holder":
             assert value in files["entrypoint/entrypoint.d/15-container-copyright.txt"]
@@ -286,13 +381,28 @@ def test_vendor_texts_are_shown_verbatim_and_never_run(tmp_path_factory, key, va
 
 RESOLVED = CAT.get("21.08").resolved  # the shipped release, resolved through its parents
 CATALOG_FIELDS = [
-    ("repository",), ("os", "distro"), ("os", "version"), ("python",), ("cuda",), ("base", "upstream", "image"),
-    ("base", "offline", "cuda"), ("base", "offline", "python"), ("env", "X_ENV"), ("labels", "com.example.x"),
-    ("entrypoint", "title"), ("vendor", "name"), ("vendor", "maintainer"), ("vendor", "url"),
-    ("vendor", "copyright_holder"), ("entrypoint", "upstream_copyright"),
-    ("entrypoint", "shm_recommend"), ("variants", "tf2-py3", "framework", "name"),
-    ("variants", "tf2-py3", "framework", "version"), ("variants", "tf2-py3", "tag"),
-    ("variants", "tf2-py3", "env", "X_ENV"), ("variants", "tf2-py3", "labels", "com.example.x"),
+    ("repository",),
+    ("os", "distro"),
+    ("os", "version"),
+    ("python",),
+    ("cuda",),
+    ("base", "upstream", "image"),
+    ("base", "offline", "cuda"),
+    ("base", "offline", "python"),
+    ("env", "X_ENV"),
+    ("labels", "com.example.x"),
+    ("entrypoint", "title"),
+    ("vendor", "name"),
+    ("vendor", "maintainer"),
+    ("vendor", "url"),
+    ("vendor", "copyright_holder"),
+    ("entrypoint", "upstream_copyright"),
+    ("entrypoint", "shm_recommend"),
+    ("variants", "tf2-py3", "framework", "name"),
+    ("variants", "tf2-py3", "framework", "version"),
+    ("variants", "tf2-py3", "tag"),
+    ("variants", "tf2-py3", "env", "X_ENV"),
+    ("variants", "tf2-py3", "labels", "com.example.x"),
     ("components", "cudnn"),
 ]
 
@@ -315,8 +425,11 @@ def test_catalog_fields_refuse_or_render_safely(path, value):
     if release is None:
         assert problems and all(p.file == "21.08.yaml" and "\n" not in str(p) for p in problems)
         # a new framework version also un-describes the wheel's measured device code
-        where = {".".join(path)} | ({"variants.tf2-py3.framework.device_code.version"}
-                                   if path == ("variants", "tf2-py3", "framework", "version") else set())
+        where = {".".join(path)} | (
+            {"variants.tf2-py3.framework.device_code.version"}
+            if path == ("variants", "tf2-py3", "framework", "version")
+            else set()
+        )
         assert any(p.key in where for p in problems), problems
         assert all(len(p.message) < 400 for p in problems)  # a huge value is never printed whole
         return
@@ -345,7 +458,9 @@ def test_release_names_with_paths_are_refused(make_catalog, name):
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
-    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(9)
+)
 
 
 def _load_problems(make_catalog, files):
@@ -364,7 +479,7 @@ def test_an_alias_bomb_is_refused_at_once(make_catalog):
 
 
 def test_anchors_are_refused_even_without_aliases(make_catalog):
-    problems = _load_problems(make_catalog, {"30.01.yaml": GOOD.replace("python: \"3.10\"", "python: &p \"3.10\"")})
+    problems = _load_problems(make_catalog, {"30.01.yaml": GOOD.replace('python: "3.10"', 'python: &p "3.10"')})
     assert [p.file for p in problems] == ["30.01.yaml"] and "line 4" in problems[0].message
 
 
@@ -380,8 +495,9 @@ def test_oversized_and_deep_files_are_refused(make_catalog):
 def test_a_parents_problem_is_reported_once_at_the_parent(make_catalog):
     parent = 'release: base\nabstract: true\nparent: _common\nlabels: {"Bad Key": "1"}\n'
     child = GOOD.replace("parent: _common", "parent: base")
-    problems = _load_problems(make_catalog, {"base.yaml": parent, "30.01.yaml": child,
-                                             "30.02.yaml": child.replace('"30.01"', '"30.02"')})
+    problems = _load_problems(
+        make_catalog, {"base.yaml": parent, "30.01.yaml": child, "30.02.yaml": child.replace('"30.01"', '"30.02"')}
+    )
     assert [(p.file, p.key) for p in problems] == [("base.yaml", "labels.Bad Key")]
 
 
@@ -391,6 +507,7 @@ def test_messages_never_print_a_huge_value(make_catalog):
 
 
 # --- the command line: options are checked before anything is built ------------------------
+
 
 class _Engine(BaseException):
     """Raised where the command would talk to the engine: the checks have all passed."""
@@ -429,8 +546,10 @@ CLI_RENDER = {
     "--env name": (lambda v: ["--env", f"{v}=1"], lambda df, v: lex.merged(df, "ENV")[v] == "1"),
     "--repo": (lambda v: ["--repo", v], lambda df, v: f"-t {v}:{VAR.tag} ." in df),
     "--base": (lambda v: ["--base", v], lambda df, v: lex.pairs(lex.instructions(df)[0]) == {"BASE_IMAGE": v}),
-    "--cuda-cc": (lambda v: ["--cuda-cc", v], lambda df, v: re.fullmatch(
-        r"[0-9.,]+|all|local", lex.merged(df, "ENV")["TF_CUDA_COMPUTE_CAPABILITIES"])),
+    "--cuda-cc": (
+        lambda v: ["--cuda-cc", v],
+        lambda df, v: re.fullmatch(r"[0-9.,]+|all|local", lex.merged(df, "ENV")["TF_CUDA_COMPUTE_CAPABILITIES"]),
+    ),
 }
 
 
@@ -450,8 +569,12 @@ def test_render_options_refused_or_written_safely(capsys, cached_catalog, option
 
 
 BUILD = ["build", "-r", "21.08", "--dry-run"]
-CLI_BUILD = {"--build-id": lambda v: ["--build-id", v], "--tag": lambda v: ["--tag", v],
-             "--repo": lambda v: ["--repo", v], "--env": lambda v: ["--env", f"X={v}"]}
+CLI_BUILD = {
+    "--build-id": lambda v: ["--build-id", v],
+    "--tag": lambda v: ["--tag", v],
+    "--repo": lambda v: ["--repo", v],
+    "--env": lambda v: ["--env", f"X={v}"],
+}
 
 
 @pytest.mark.parametrize("option", sorted(CLI_BUILD))
@@ -461,20 +584,30 @@ def test_build_options_are_checked_before_the_engine(capsys, cached_catalog, no_
     assume(not value.startswith("-"))
     code, out, err = _main(capsys, BUILD + CLI_BUILD[option](value))
     if code is None:  # it got as far as the engine: the value is valid for its target
-        assert {"--build-id": grammar.BUILD_ID.fullmatch(value),
-                "--tag": grammar.reference_problem(value) is None,
-                "--repo": grammar.repository_problem(value) is None,
-                "--env": grammar.TEXT.fullmatch(value)}[option], (option, value)
+        assert {
+            "--build-id": grammar.BUILD_ID.fullmatch(value),
+            "--tag": grammar.reference_problem(value) is None,
+            "--repo": grammar.repository_problem(value) is None,
+            "--env": grammar.TEXT.fullmatch(value),
+        }[option], (option, value)
         return
     _assert_refused(code, out, err)
 
 
 DERIVE = ["derive", "--from", "local/tensorflow:21.08-tf2-py3", "--tag", "my/tf:1"]
-CLI_DERIVE = {"--apt": lambda v: ["--apt", v], "--pip": lambda v: ["--pip", v],
-              "--nvbuild-args": lambda v: ["--nvbuild-args", shlex.quote(v)],
-              "--tag": lambda v: ["--apt", "jq", "--tag", v], "--from": lambda v: ["--apt", "jq", "--from", v]}
-BENIGN_DERIVED = derive.render(derive.DeriveSpec(parent="p", apt=["jq"], pip=["tabulate"], nvbuild_args=["--sm", "8.6"]),
-                               "local/tensorflow:21.08-tf2-py3", "sha256:" + "0" * 64, {})
+CLI_DERIVE = {
+    "--apt": lambda v: ["--apt", v],
+    "--pip": lambda v: ["--pip", v],
+    "--nvbuild-args": lambda v: ["--nvbuild-args", shlex.quote(v)],
+    "--tag": lambda v: ["--apt", "jq", "--tag", v],
+    "--from": lambda v: ["--apt", "jq", "--from", v],
+}
+BENIGN_DERIVED = derive.render(
+    derive.DeriveSpec(parent="p", apt=["jq"], pip=["tabulate"], nvbuild_args=["--sm", "8.6"]),
+    "local/tensorflow:21.08-tf2-py3",
+    "sha256:" + "0" * 64,
+    {},
+)
 
 
 @pytest.mark.parametrize("option", sorted(CLI_DERIVE))
@@ -489,8 +622,14 @@ def test_derive_options_refused_or_written_safely(capsys, cached_catalog, no_eng
     if option not in ("--apt", "--pip", "--nvbuild-args"):
         return  # --tag and --from passed Docker's grammar (checked in the tests above)
     spec = derive.DeriveSpec(parent="p", apt=["jq"], pip=["tabulate"], nvbuild_args=["--sm", "8.6"])
-    spec = replace(spec, **{"--apt": {"apt": [value]}, "--pip": {"pip": [value]},
-                            "--nvbuild-args": {"nvbuild_args": ["--sm", "8.6", value]}}[option])
+    spec = replace(
+        spec,
+        **{
+            "--apt": {"apt": [value]},
+            "--pip": {"pip": [value]},
+            "--nvbuild-args": {"nvbuild_args": ["--sm", "8.6", value]},
+        }[option],
+    )
     try:
         text = derive.render(spec, "local/tensorflow:21.08-tf2-py3", "sha256:" + "0" * 64, {})
     except UserError:
@@ -505,14 +644,22 @@ def test_derive_options_refused_or_written_safely(capsys, cached_catalog, no_eng
 
 # --- the real console script, with bytes that are not UTF-8 ----------------------------------
 
-@pytest.mark.parametrize("args", [
-    [b"--repo", b"local/x\nRUN touch /tmp/pwned"], [b"--repo", b"Local/TF"], [b"--repo", b"local/\xff\xfe"],
-    [b"--env", b"X=\xff\xfe"], [b"--env", b"X=a\rb"],  # (argv cannot hold NUL: in-process tests do)
-    [b"--base", b"a\nRUN id"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [b"--repo", b"local/x\nRUN touch /tmp/pwned"],
+        [b"--repo", b"Local/TF"],
+        [b"--repo", b"local/\xff\xfe"],
+        [b"--env", b"X=\xff\xfe"],
+        [b"--env", b"X=a\rb"],  # (argv cannot hold NUL: in-process tests do)
+        [b"--base", b"a\nRUN id"],
+    ],
+)
 def test_console_script_refuses_with_one_line(args):
-    result = subprocess.run([b"builder", b"render", b"-r", b"21.08", b"-v", b"tf2-py3", *args],
-                            capture_output=True, timeout=60)
+    result = subprocess.run(
+        [b"builder", b"render", b"-r", b"21.08", b"-v", b"tf2-py3", *args], capture_output=True, timeout=60
+    )
     assert result.returncode == 2 and result.stdout == b"", result
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(b"error: ") and b"Traceback" not in result.stderr
@@ -520,8 +667,12 @@ def test_console_script_refuses_with_one_line(args):
 
 def test_console_script_round_trips_a_hostile_env_value():
     value = "a\"b'c$(touch /tmp/pwned)`id`#&\\ ${PATH} ../ é"
-    result = subprocess.run(["builder", "render", "-r", "21.08", "-v", "tf2-py3", "--env", f"X_ENV={value}"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["builder", "render", "-r", "21.08", "-v", "tf2-py3", "--env", f"X_ENV={value}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert len(lex.instructions(result.stdout)) == BENIGN_COUNT
     assert lex.merged(result.stdout, "ENV")["X_ENV"] == value
@@ -530,6 +681,7 @@ def test_console_script_round_trips_a_hostile_env_value():
 def test_a_bad_value_in_a_parent_fails_every_child_without_a_crash(make_catalog):
     parent = 'release: base\nabstract: true\nparent: _common\npython: "x"\n'
     child = GOOD.replace("parent: _common", "parent: base").replace('python: "3.10"\n', "")
-    problems = _load_problems(make_catalog, {"base.yaml": parent, "30.01.yaml": child,
-                                             "30.02.yaml": child.replace('"30.01"', '"30.02"')})
+    problems = _load_problems(
+        make_catalog, {"base.yaml": parent, "30.01.yaml": child, "30.02.yaml": child.replace('"30.01"', '"30.02"')}
+    )
     assert [(p.file, p.key) for p in problems] == [("base.yaml", "python")]

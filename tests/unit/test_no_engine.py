@@ -2,6 +2,7 @@
 checks its options (its plan, the settings, the credentials, the key) before it connects,
 so nobody is told "cannot reach the Docker engine" about a typo. Run as a user runs it:
 `python3 -m builder.cli` with DOCKER_HOST pointing nowhere."""
+
 from __future__ import annotations
 
 import os
@@ -24,18 +25,29 @@ CASES = [
     (DERIVE + ["--layer-cache", "BAD"], "error: --layer-cache"),
     (DERIVE + ["--apt-mirror", "ftp://mirror"], "error: --apt-mirror 'ftp://mirror' is not an http:// or https:// URL"),
     (DERIVE + ["--ca-bundle", "/nonexistent/ca.pem"], "error: --ca-bundle /nonexistent/ca.pem: no such file"),
-    (DERIVE + ["--push", "--registry", "reg.example", "--password-env", "NO_SUCH_VARIABLE_HERE"],
-     "error: --password-env NO_SUCH_VARIABLE_HERE: that variable is not set"),
+    (
+        DERIVE + ["--push", "--registry", "reg.example", "--password-env", "NO_SUCH_VARIABLE_HERE"],
+        "error: --password-env NO_SUCH_VARIABLE_HERE: that variable is not set",
+    ),
     (["base", "-r", "21.08", "--layer-cache", "BAD"], "error: --layer-cache"),
     (["base", "-r", "21.08", "--compression", "xz"], "error: --compression 'xz': use one of gzip, zstd"),
-    (["base", "-r", "21.08", "--ca-bundle", "/nonexistent/ca.pem"],
-     "error: --ca-bundle /nonexistent/ca.pem: no such file"),
+    (
+        ["base", "-r", "21.08", "--ca-bundle", "/nonexistent/ca.pem"],
+        "error: --ca-bundle /nonexistent/ca.pem: no such file",
+    ),
     (["build", "-r", "21.08", "--compression", "xz"], "error: --compression 'xz': use one of gzip, zstd"),
-    (["build", "-r", "21.08", "--push", "-t", "reg.example/tf:1", "--password-env", "NO_SUCH_VARIABLE_HERE"],
-     "error: --password-env NO_SUCH_VARIABLE_HERE: that variable is not set"),
-    (["push", "reg.example/tf:1", "--password-env", "NO_SUCH_VARIABLE_HERE"],
-     "error: --password-env NO_SUCH_VARIABLE_HERE: that variable is not set"),
-    (["push", "reg.example/tf:1", "--sign", "/nonexistent/cosign.key"], "error: --sign /nonexistent/cosign.key: no such key"),
+    (
+        ["build", "-r", "21.08", "--push", "-t", "reg.example/tf:1", "--password-env", "NO_SUCH_VARIABLE_HERE"],
+        "error: --password-env NO_SUCH_VARIABLE_HERE: that variable is not set",
+    ),
+    (
+        ["push", "reg.example/tf:1", "--password-env", "NO_SUCH_VARIABLE_HERE"],
+        "error: --password-env NO_SUCH_VARIABLE_HERE: that variable is not set",
+    ),
+    (
+        ["push", "reg.example/tf:1", "--sign", "/nonexistent/cosign.key"],
+        "error: --sign /nonexistent/cosign.key: no such key",
+    ),
     (["push", "reg.example/tf:1", "--tries", "0"], "error: --tries 0: at most 10 and at least 1"),
     (["inspect", "local/tf:1", "--cuda-cc", "abc"], "error: --cuda-cc: 'abc' is not a compute capability"),
 ]
@@ -44,8 +56,9 @@ CASES = [
 def cli(args: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "DOCKER_HOST": NOWHERE, "PYTHONPATH": str(ROOT)}
     env.pop("NO_SUCH_VARIABLE_HERE", None)
-    return subprocess.run([sys.executable, "-m", "builder.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "builder.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("args, line", CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])

@@ -2,6 +2,7 @@
 real nvbuild.sh on a minimal extension-shaped tree whose Makefile "compiles" through
 $(COMPILER_LAUNCHER) with a fake compiler, and a fake ccache on PATH that logs in
 ccache's format (so the units really compiled are known). Nothing is compiled here."""
+
 import json
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ clean:
 """
 
 # A wheel of a `tfext` whose build info holds what nvbuild.sh exported to the build.
-MAKE_WHEEL = r'''
+MAKE_WHEEL = r"""
 import base64, hashlib, json, os, sys, zipfile
 from pathlib import Path
 info = {"patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]"),
@@ -41,11 +42,11 @@ with zipfile.ZipFile(out / "tfext-0.1-py3-none-any.whl", "w") as z:
     for n, t in files.items():
         z.writestr(n, t)
     z.writestr("tfext-0.1.dist-info/RECORD", "\n".join(record) + "\n")
-'''
+"""
 
 # ccache's log lines as units_report reads them; a unit compiled before with the same
 # content is a hit, as with a kept cache.
-FAKE_CCACHE = r'''#!/usr/bin/env python3
+FAKE_CCACHE = r"""#!/usr/bin/env python3
 import hashlib, os, subprocess, sys
 if sys.argv[1:2] == ["--version"]:
     print("ccache version 4.9.1\nFeatures: http-storage")
@@ -66,7 +67,7 @@ with open(os.environ["CCACHE_LOGFILE"], "a") as log:
     log.write(f"[2026-01-01T00:00:00.000000 {pid} ] Source file: {src}\n")
     log.write(f"[2026-01-01T00:00:00.000000 {pid} ] Result: {result}\n")
 sys.exit(subprocess.call(sys.argv[1:]))
-'''
+"""
 
 
 @pytest.fixture
@@ -91,15 +92,22 @@ def tree(tmp_path, venv):
     bin_dir.mkdir()
     (bin_dir / "ccache").write_text(FAKE_CCACHE)
     (bin_dir / "ccache").chmod(0o755)
-    env = {"PATH": f"{bin_dir}:{Path(venv).parent}:/usr/bin:/bin", "PYTHON_BIN_PATH": str(venv),
-           "NVBUILD_WHEEL_DIR": str(tmp_path / "pip"), "NVBUILD_BUILD_INFO": str(tmp_path / "build-info.json"),
-           "NVBUILD_HOROVOD": "0", "HOME": str(tmp_path), "FAKE_CCACHE_STORE": str(tmp_path / "ccache-store")}
+    env = {
+        "PATH": f"{bin_dir}:{Path(venv).parent}:/usr/bin:/bin",
+        "PYTHON_BIN_PATH": str(venv),
+        "NVBUILD_WHEEL_DIR": str(tmp_path / "pip"),
+        "NVBUILD_BUILD_INFO": str(tmp_path / "build-info.json"),
+        "NVBUILD_HOROVOD": "0",
+        "HOME": str(tmp_path),
+        "FAKE_CCACHE_STORE": str(tmp_path / "ccache-store"),
+    }
 
     def run(*args, path=None, extra=None):
         e = dict(env, PATH=path) if path else dict(env)
         e.update(extra or {})
-        proc = subprocess.run(["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True,
-                              env=e, timeout=300)
+        proc = subprocess.run(
+            ["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True, env=e, timeout=300
+        )
         info = json.loads((tmp_path / "build-info.json").read_text()) if proc.returncode == 0 else None
         return proc, info
 
@@ -196,6 +204,7 @@ def test_added_changed_and_removed_files_are_recorded_with_the_patches(tree):
     assert proc.returncode == 0, proc.stderr
     assert info["modified_files"] == ["csrc/ops/a.cc", "csrc/ops/b.cc", "csrc/ops/new.cc"]
     import hashlib
+
     digest = hashlib.sha256((tree.opt / "patches" / "mine.patch").read_bytes()).hexdigest()
     assert info["patches"] == [{"name": "mine.patch", "sha256": digest}]
 

@@ -10,6 +10,7 @@ bazel expands them (rc `build` lines, then the command line, each --config in pl
 later --repo_env winning), and leaves the wheel the real target would make. Nothing is
 compiled or downloaded: this proves the commands and the settings, not a TensorFlow build.
 """
+
 import json
 import shutil
 import subprocess
@@ -158,7 +159,7 @@ with (record_dir / "calls.jsonl").open("a") as f:
 
 # configure.py of a 2.18+ tree, as far as nvbuild.sh's contract reaches: what it reads
 # from the environment, and the .tf_configure.bazelrc lines it writes from it.
-FAKE_CONFIGURE_HERMETIC = r'''
+FAKE_CONFIGURE_HERMETIC = r"""
 import json, os
 keys = ["TF_NEED_CUDA", "TF_CUDA_CLANG", "TF_NEED_CLANG", "HERMETIC_CUDA_VERSION", "HERMETIC_CUDNN_VERSION",
         "HERMETIC_CUDA_COMPUTE_CAPABILITIES", "HERMETIC_PYTHON_VERSION", "LOCAL_CUDA_PATH", "LOCAL_CUDNN_PATH",
@@ -175,17 +176,17 @@ if os.environ.get("TF_NEED_CUDA") == "1":
 for opt in os.environ.get("CC_OPT_FLAGS", "").split():
     lines.append(f"build:opt --copt={opt}")
 open(".tf_configure.bazelrc", "w").write("\n".join(lines) + "\n")
-'''
+"""
 
 # configure.py of a tree up to 2.15 (the configure way): TF_* in, .tf_configure.bazelrc out.
-FAKE_CONFIGURE_215 = r'''
+FAKE_CONFIGURE_215 = r"""
 import json, os
 keys = ["TF_NEED_CUDA", "TF_CUDA_COMPUTE_CAPABILITIES", "TF_CUDA_VERSION", "TF_CUDNN_VERSION", "HERMETIC_CUDA_VERSION"]
 with open(os.path.join(os.environ["RECORD_DIR"], "calls.jsonl"), "a") as f:
     f.write(json.dumps({"tool": "configure.py", "env": {k: os.environ.get(k) for k in keys}}) + "\n")
 open(".tf_configure.bazelrc", "w").write('build --action_env TF_CUDA_COMPUTE_CAPABILITIES="%s"\n'
                                         % os.environ["TF_CUDA_COMPUTE_CAPABILITIES"])
-'''
+"""
 
 # TensorFlow 2.21's .bazelrc, the lines this contract touches (the real one has hundreds).
 BAZELRC_221 = """\
@@ -225,19 +226,33 @@ CUDNN_REDIST_JSON_DICT = {
 
 
 def python_version(python) -> str:
-    return subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 @pytest.fixture(scope="module")
 def image_python(venv):
     """The venv's Python with site-packages/nvidia/{cudnn,nccl}/{include,lib} laid out as
     26.11's wheels install them (cuDNN 9.28.0, NCCL 2.32.3)."""
-    purelib = Path(subprocess.run([str(venv), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(venv), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     for pkg, header, text, lib in [
-        ("cudnn", "cudnn_version.h", "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 28\n#define CUDNN_PATCHLEVEL 0\n",
-         "libcudnn.so.9"),
+        (
+            "cudnn",
+            "cudnn_version.h",
+            "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 28\n#define CUDNN_PATCHLEVEL 0\n",
+            "libcudnn.so.9",
+        ),
         ("nccl", "nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 32\n#define NCCL_PATCH 3\n", "libnccl.so.2"),
     ]:
         (purelib / "nvidia" / pkg / "include").mkdir(parents=True, exist_ok=True)
@@ -263,7 +278,8 @@ def tf_tree(tmp_path, image_python):
         if kind.startswith("2.21"):
             (src / "configure.py").write_text(FAKE_CONFIGURE_HERMETIC)
             (src / "tensorflow" / "tf_version.bzl").write_text(
-                'load("//tensorflow:tf_version.default.bzl", "VERSION_SUFFIX")\nTF_VERSION = "2.21.0"\n')
+                'load("//tensorflow:tf_version.default.bzl", "VERSION_SUFFIX")\nTF_VERSION = "2.21.0"\n'
+            )
             (src / ".bazelrc").write_text(BAZELRC_221)
             (src / ".bazelversion").write_text("7.4.1\n")
             if kind == "2.21+list":
@@ -272,9 +288,11 @@ def tf_tree(tmp_path, image_python):
                 (hermetic / "cuda_redist_versions.bzl").write_text(REDIST_VERSIONS)
         else:
             (src / "configure.py").write_text(FAKE_CONFIGURE_215)
-            (src / ".bazelrc").write_text("build -c opt\nbuild:v2 --define=tf_api_version=2\n"
-                                          "build:cuda --config=using_cuda\nbuild:using_cuda --define=using_cuda=true\n"
-                                          "try-import %workspace%/.tf_configure.bazelrc\n")
+            (src / ".bazelrc").write_text(
+                "build -c opt\nbuild:v2 --define=tf_api_version=2\n"
+                "build:cuda --config=using_cuda\nbuild:using_cuda --define=using_cuda=true\n"
+                "try-import %workspace%/.tf_configure.bazelrc\n"
+            )
             if kind in ("2.15", "2.17"):
                 public.mkdir(parents=True)
                 (public / "version.h").write_text(f"#define TF_MAJOR_VERSION 2\n#define TF_MINOR_VERSION {kind[2:]}\n")
@@ -295,10 +313,19 @@ def tf_tree(tmp_path, image_python):
         (nvcc_dir / "nvcc").chmod(0o755)
         record = root / "record"
         record.mkdir()
-        base_env = {"RECORD_DIR": str(record), "PYTHON_BIN_PATH": str(image_python.python),
-                    "NVBUILD_WHEEL_DIR": str(root / "pip"), "NVBUILD_BUILD_INFO": str(root / "build-info.json"),
-                    "NVBUILD_SM_ALL": ALL_CCS, "NVBUILD_HOROVOD": "0", "CUDA_VERSION": "12.4.1",
-                    "TF_ENABLE_XLA": "1", "TF_NEED_GCP": "0", "TF_NEED_HDFS": "0", "HOME": str(root)}
+        base_env = {
+            "RECORD_DIR": str(record),
+            "PYTHON_BIN_PATH": str(image_python.python),
+            "NVBUILD_WHEEL_DIR": str(root / "pip"),
+            "NVBUILD_BUILD_INFO": str(root / "build-info.json"),
+            "NVBUILD_SM_ALL": ALL_CCS,
+            "NVBUILD_HOROVOD": "0",
+            "CUDA_VERSION": "12.4.1",
+            "TF_ENABLE_XLA": "1",
+            "TF_NEED_GCP": "0",
+            "TF_NEED_HDFS": "0",
+            "HOME": str(root),
+        }
 
         def run(*args, env=None, bazel=True, nvcc=True):
             path = [str(bin_dir)] if bazel else []
@@ -306,8 +333,9 @@ def tf_tree(tmp_path, image_python):
             path += [str(image_python.python.parent), "/usr/bin", "/bin"]
             full_env = {**base_env, "PATH": ":".join(path), **(env or {})}
             full_env = {k: v for k, v in full_env.items() if v is not None}
-            proc = subprocess.run(["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True,
-                                  env=full_env, timeout=300)
+            proc = subprocess.run(
+                ["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True, env=full_env, timeout=300
+            )
             log = record / "calls.jsonl"
             calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
             log.unlink(missing_ok=True)
@@ -336,24 +364,47 @@ def test_a_2_21_tree_builds_the_wheel_target_with_hermetic_cuda(tf_tree):
     assert [c["tool"] for c in calls] == ["configure.py", "bazel", "bazel"]
     caps = "sm_60,sm_61,sm_70,sm_75,sm_80,sm_86,sm_89,compute_90"
     assert calls[0]["env"] == {
-        "TF_NEED_CUDA": "1", "TF_CUDA_CLANG": "0", "TF_NEED_CLANG": None, "HERMETIC_CUDA_VERSION": "12.4.1",
-        "HERMETIC_CUDNN_VERSION": "9.28.0", "HERMETIC_CUDA_COMPUTE_CAPABILITIES": caps,
-        "HERMETIC_PYTHON_VERSION": run.py, "LOCAL_CUDA_PATH": None, "LOCAL_CUDNN_PATH": None,
-        "LOCAL_NCCL_PATH": None, "PYTHON_BIN_PATH": calls[0]["env"]["PYTHON_BIN_PATH"],
-        "CC_OPT_FLAGS": "-O2 -march=x86-64 -mtune=generic"}
+        "TF_NEED_CUDA": "1",
+        "TF_CUDA_CLANG": "0",
+        "TF_NEED_CLANG": None,
+        "HERMETIC_CUDA_VERSION": "12.4.1",
+        "HERMETIC_CUDNN_VERSION": "9.28.0",
+        "HERMETIC_CUDA_COMPUTE_CAPABILITIES": caps,
+        "HERMETIC_PYTHON_VERSION": run.py,
+        "LOCAL_CUDA_PATH": None,
+        "LOCAL_CUDNN_PATH": None,
+        "LOCAL_NCCL_PATH": None,
+        "PYTHON_BIN_PATH": calls[0]["env"]["PYTHON_BIN_PATH"],
+        "CC_OPT_FLAGS": "-O2 -march=x86-64 -mtune=generic",
+    }
     build = calls[1]
     assert build["argv"] == [
-        "build", "--config=v2", "-c", "opt", "--output_filter=MATCH_NOTHING", "--config=cuda", "--config=cuda_wheel",
-        "--repo_env=HERMETIC_CUDA_VERSION=12.4.1", "--repo_env=HERMETIC_CUDNN_VERSION=9.28.0",
-        f"--repo_env=HERMETIC_CUDA_COMPUTE_CAPABILITIES={caps}", f"--repo_env=HERMETIC_PYTHON_VERSION={run.py}",
-        "--repo_env=WHEEL_NAME=tensorflow", WHEEL_TARGET]
+        "build",
+        "--config=v2",
+        "-c",
+        "opt",
+        "--output_filter=MATCH_NOTHING",
+        "--config=cuda",
+        "--config=cuda_wheel",
+        "--repo_env=HERMETIC_CUDA_VERSION=12.4.1",
+        "--repo_env=HERMETIC_CUDNN_VERSION=9.28.0",
+        f"--repo_env=HERMETIC_CUDA_COMPUTE_CAPABILITIES={caps}",
+        f"--repo_env=HERMETIC_PYTHON_VERSION={run.py}",
+        "--repo_env=WHEEL_NAME=tensorflow",
+        WHEEL_TARGET,
+    ]
     # the rc files bazel reads: the tree's own, and configure.py's that it try-imports
     assert list(build["rc_files"]) == [".bazelrc", ".tf_configure.bazelrc"]
     assert "build --config=cuda" in build["rc_files"][".tf_configure.bazelrc"]
     # what bazel ends up with: the command line's settings over the .bazelrc's defaults
     assert build["repo_env"] == {
-        "TF_NEED_CUDA": "1", "HERMETIC_CUDA_VERSION": "12.4.1", "HERMETIC_CUDNN_VERSION": "9.28.0",
-        "HERMETIC_CUDA_COMPUTE_CAPABILITIES": caps, "HERMETIC_PYTHON_VERSION": run.py, "WHEEL_NAME": "tensorflow"}
+        "TF_NEED_CUDA": "1",
+        "HERMETIC_CUDA_VERSION": "12.4.1",
+        "HERMETIC_CUDNN_VERSION": "9.28.0",
+        "HERMETIC_CUDA_COMPUTE_CAPABILITIES": caps,
+        "HERMETIC_PYTHON_VERSION": run.py,
+        "WHEEL_NAME": "tensorflow",
+    }
     libs = [f for f in build["expanded"] if "include_cuda_libs" in f]
     assert libs[-1] == "--@local_config_cuda//cuda:include_cuda_libs=false"  # cuda_wheel: no CUDA in the wheel
     assert build["env"]["HERMETIC_CUDA_VERSION"] == "12.4.1" and build["env"]["WHEEL_NAME"] == "tensorflow"
@@ -364,12 +415,15 @@ def test_a_2_21_tree_builds_the_wheel_target_with_hermetic_cuda(tf_tree):
     assert (info["cuda_version"], info["cudnn_version"]) == ("12.4.1", "9.28.0")
 
 
-@pytest.mark.parametrize("sm,expected", [
-    ("86,70", "sm_70,compute_86"),
-    ("8.0", "compute_80"),
-    ("9.0,7.5,sm_86", "sm_75,sm_86,compute_90"),
-    ("all", "sm_60,sm_61,sm_70,sm_75,sm_80,sm_86,sm_89,compute_90"),
-])
+@pytest.mark.parametrize(
+    "sm,expected",
+    [
+        ("86,70", "sm_70,compute_86"),
+        ("8.0", "compute_80"),
+        ("9.0,7.5,sm_86", "sm_75,sm_86,compute_90"),
+        ("all", "sm_60,sm_61,sm_70,sm_75,sm_80,sm_86,sm_89,compute_90"),
+    ],
+)
 def test_capabilities_are_sass_for_each_and_ptx_for_the_newest(tf_tree, sm, expected):
     """TF_CUDA_COMPUTE_CAPABILITIES' X.Y list, resolved by the image's policy, becomes
     hermetic CUDA's sm_XY (SASS only) for each and compute_XY (SASS and PTX) for the newest."""
@@ -388,18 +442,35 @@ def test_an_air_gapped_run_passes_its_caches_and_the_images_own_libraries(tf_tre
     dirs = {name: run.tmp / name for name in ("repo-cache", "mirror0", "mirror1", "mirror2")}
     for d in dirs.values():
         d.mkdir()
-    local = {"LOCAL_CUDNN_PATH": str(image_python.nvidia / "cudnn"), "LOCAL_NCCL_PATH": str(image_python.nvidia / "nccl")}
-    proc, calls = run("--sm", "8.6", "--repository-cache", str(dirs["repo-cache"]), "--distdir", str(dirs["mirror1"]),
-                      f"--distdir={dirs['mirror2']}", env={"NVBUILD_BAZEL_DISTDIR": str(dirs["mirror0"]), **local})
+    local = {
+        "LOCAL_CUDNN_PATH": str(image_python.nvidia / "cudnn"),
+        "LOCAL_NCCL_PATH": str(image_python.nvidia / "nccl"),
+    }
+    proc, calls = run(
+        "--sm",
+        "8.6",
+        "--repository-cache",
+        str(dirs["repo-cache"]),
+        "--distdir",
+        str(dirs["mirror1"]),
+        f"--distdir={dirs['mirror2']}",
+        env={"NVBUILD_BAZEL_DISTDIR": str(dirs["mirror0"]), **local},
+    )
     assert proc.returncode == 0, proc.stderr
     assert {k: calls[0]["env"][k] for k in local} == local
     argv = bazel_build(calls)["argv"]
-    tail = argv[argv.index("--repo_env=HERMETIC_CUDA_COMPUTE_CAPABILITIES=compute_86") + 1:]
-    assert tail == [f"--repo_env=LOCAL_CUDNN_PATH={local['LOCAL_CUDNN_PATH']}",
-                    f"--repo_env=LOCAL_NCCL_PATH={local['LOCAL_NCCL_PATH']}",
-                    f"--repo_env=HERMETIC_PYTHON_VERSION={run.py}", "--repo_env=WHEEL_NAME=tensorflow",
-                    f"--repository_cache={dirs['repo-cache']}", f"--distdir={dirs['mirror0']}",
-                    f"--distdir={dirs['mirror1']}", f"--distdir={dirs['mirror2']}", WHEEL_TARGET]
+    tail = argv[argv.index("--repo_env=HERMETIC_CUDA_COMPUTE_CAPABILITIES=compute_86") + 1 :]
+    assert tail == [
+        f"--repo_env=LOCAL_CUDNN_PATH={local['LOCAL_CUDNN_PATH']}",
+        f"--repo_env=LOCAL_NCCL_PATH={local['LOCAL_NCCL_PATH']}",
+        f"--repo_env=HERMETIC_PYTHON_VERSION={run.py}",
+        "--repo_env=WHEEL_NAME=tensorflow",
+        f"--repository_cache={dirs['repo-cache']}",
+        f"--distdir={dirs['mirror0']}",
+        f"--distdir={dirs['mirror1']}",
+        f"--distdir={dirs['mirror2']}",
+        WHEEL_TARGET,
+    ]
     assert bazel_build(calls)["repo_env"]["LOCAL_CUDNN_PATH"] == local["LOCAL_CUDNN_PATH"]
 
 
@@ -429,29 +500,46 @@ def test_air_gapped_directories_and_local_paths_are_checked_first(tf_tree):
     (run.tmp / "cuda" / "include").mkdir(parents=True)
     proc, calls = run("--sm", "8.6", env={"LOCAL_CUDA_PATH": str(run.tmp / "cuda")})
     assert proc.returncode == 1 and calls == []
-    assert failures(proc.stderr) == [f"nvbuild.sh: configure phase failed: LOCAL_CUDA_PATH={run.tmp / 'cuda'} has no "
-                                     "lib/ (expected the layout NVIDIA's redistributions unpack to: include/ and lib/, "
-                                     "and for CUDA bin/ and nvvm/ too)"]
+    assert failures(proc.stderr) == [
+        f"nvbuild.sh: configure phase failed: LOCAL_CUDA_PATH={run.tmp / 'cuda'} has no "
+        "lib/ (expected the layout NVIDIA's redistributions unpack to: include/ and lib/, "
+        "and for CUDA bin/ and nvvm/ too)"
+    ]
 
 
 def test_the_remote_executor_and_the_shared_cache(tf_tree, loopback_http):
     run = tf_tree("2.21")
     cache = f"{loopback_http}/bazel"
-    proc, calls = run("--sm", "8.6", "--cache", cache, "--remote-executor", "grpcs://farm.example.com:443",
-                      "--remote-instance-name", "tf/main")
+    proc, calls = run(
+        "--sm",
+        "8.6",
+        "--cache",
+        cache,
+        "--remote-executor",
+        "grpcs://farm.example.com:443",
+        "--remote-instance-name",
+        "tf/main",
+    )
     assert proc.returncode == 0, proc.stderr
     argv = bazel_build(calls)["argv"]
-    assert argv[argv.index(f"--remote_cache={cache}"):] == [
-        f"--remote_cache={cache}", "--remote_local_fallback", "--remote_timeout=30",
-        "--remote_executor=grpcs://farm.example.com:443", "--remote_instance_name=tf/main", WHEEL_TARGET]
+    assert argv[argv.index(f"--remote_cache={cache}") :] == [
+        f"--remote_cache={cache}",
+        "--remote_local_fallback",
+        "--remote_timeout=30",
+        "--remote_executor=grpcs://farm.example.com:443",
+        "--remote_instance_name=tf/main",
+        WHEEL_TARGET,
+    ]
     # env form, and no --cache: the executor is bazel's cache too
     proc, calls = run("--sm", "8.6", env={"NVBUILD_REMOTE_EXECUTOR": "grpc://buildbarn:8980"})
     assert proc.returncode == 0, proc.stderr
     assert bazel_build(calls)["argv"][-2:] == ["--remote_executor=grpc://buildbarn:8980", WHEEL_TARGET]
     proc, calls = run("--remote-executor", "https://farm.example.com")
     assert proc.returncode == 2 and calls == []
-    assert proc.stderr.strip() == ("nvbuild.sh: --remote-executor https://farm.example.com: expected a REAPI endpoint, "
-                                   "grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH")
+    assert proc.stderr.strip() == (
+        "nvbuild.sh: --remote-executor https://farm.example.com: expected a REAPI endpoint, "
+        "grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH"
+    )
     proc, _ = run("--remote-instance-name", "x")
     assert proc.returncode == 2 and "--remote-instance-name needs --remote-executor" in proc.stderr
 
@@ -466,15 +554,21 @@ def test_the_environment_and_the_flags_file_override_the_images_versions(tf_tree
     build = bazel_build(calls)
     assert "--repo_env=HERMETIC_CUDA_VERSION=12.8.1" in build["argv"]
     assert not any(a.startswith("--repo_env=HERMETIC_CUDNN_VERSION") for a in build["argv"])
-    assert (build["repo_env"]["HERMETIC_CUDA_VERSION"], build["repo_env"]["HERMETIC_CUDNN_VERSION"]) == ("12.8.1", "9.3.0")
+    assert (build["repo_env"]["HERMETIC_CUDA_VERSION"], build["repo_env"]["HERMETIC_CUDNN_VERSION"]) == (
+        "12.8.1",
+        "9.3.0",
+    )
     flags_file = run.tmp / "opt" / "nvbuildopts"
     flags_file.write_text(flags_file.read_text() + "--repo_env=HERMETIC_CUDNN_VERSION=9.8.0\n--config=cuda_clang\n")
     proc, calls = run("--sm", "8.6")
     assert proc.returncode == 0, proc.stderr
     build = bazel_build(calls)
     argv = build["argv"]
-    assert argv.index("--config=cuda_clang") < argv.index("--config=cuda") \
+    assert (
+        argv.index("--config=cuda_clang")
+        < argv.index("--config=cuda")
         < argv.index("--repo_env=HERMETIC_CUDNN_VERSION=9.8.0")
+    )
     assert "--repo_env=HERMETIC_CUDNN_VERSION=9.28.0" not in argv
     # cuda_clang's own capability list and the .bazelrc's cuDNN are overridden, not the reverse
     assert build["repo_env"]["HERMETIC_CUDNN_VERSION"] == "9.8.0"
@@ -547,9 +641,16 @@ def test_without_nvcc_a_cpu_only_wheel(tf_tree):
     assert proc.returncode == 0, proc.stderr
     assert calls[0]["env"]["TF_NEED_CUDA"] == "0" and calls[0]["env"]["HERMETIC_CUDA_VERSION"] is None
     build = bazel_build(calls)
-    assert build["argv"] == ["build", "--config=v2", "-c", "opt", "--output_filter=MATCH_NOTHING",
-                             f"--repo_env=HERMETIC_PYTHON_VERSION={run.py}", "--repo_env=WHEEL_NAME=tensorflow",
-                             WHEEL_TARGET]
+    assert build["argv"] == [
+        "build",
+        "--config=v2",
+        "-c",
+        "opt",
+        "--output_filter=MATCH_NOTHING",
+        f"--repo_env=HERMETIC_PYTHON_VERSION={run.py}",
+        "--repo_env=WHEEL_NAME=tensorflow",
+        WHEEL_TARGET,
+    ]
     assert "TF_NEED_CUDA" not in build["repo_env"]
 
 
@@ -558,7 +659,8 @@ def test_no_bazel_is_one_line_naming_the_trees_bazel(tf_tree):
     proc, calls = run("--sm", "8.6", bazel=False)
     assert proc.returncode == 1 and calls == []
     assert failures(proc.stderr) == [
-        "nvbuild.sh: configure phase failed: no bazel (nor bazelisk) on PATH: TensorFlow 2.21 builds with Bazel 7.4.1"]
+        "nvbuild.sh: configure phase failed: no bazel (nor bazelisk) on PATH: TensorFlow 2.21 builds with Bazel 7.4.1"
+    ]
 
 
 def test_a_2_15_tree_keeps_the_configure_way(tf_tree):
@@ -568,10 +670,22 @@ def test_a_2_15_tree_keeps_the_configure_way(tf_tree):
     proc, calls = run("--sm", "86,70")
     assert proc.returncode == 0, proc.stderr
     assert [c["tool"] for c in calls] == ["configure.py", "bazel", "build_pip_package", "bazel"]
-    assert calls[0]["env"] == {"TF_NEED_CUDA": "1", "TF_CUDA_COMPUTE_CAPABILITIES": "7.0,8.6", "TF_CUDA_VERSION": "12.4",
-                               "TF_CUDNN_VERSION": "9", "HERMETIC_CUDA_VERSION": None}
-    assert calls[1]["argv"] == ["build", "--config=v2", "-c", "opt", "--config=cuda", "--output_filter=MATCH_NOTHING",
-                                "//tensorflow/tools/pip_package:build_pip_package"]
+    assert calls[0]["env"] == {
+        "TF_NEED_CUDA": "1",
+        "TF_CUDA_COMPUTE_CAPABILITIES": "7.0,8.6",
+        "TF_CUDA_VERSION": "12.4",
+        "TF_CUDNN_VERSION": "9",
+        "HERMETIC_CUDA_VERSION": None,
+    }
+    assert calls[1]["argv"] == [
+        "build",
+        "--config=v2",
+        "-c",
+        "opt",
+        "--config=cuda",
+        "--output_filter=MATCH_NOTHING",
+        "//tensorflow/tools/pip_package:build_pip_package",
+    ]
     assert calls[2]["argv"] == [str(run.tmp / "pip"), "--gpu", "--project_name", "tensorflow"]
     assert calls[3]["argv"] == ["clean", "--expunge"]
     assert "driver: tensorflow 2.15 (configure)" in proc.stderr
@@ -582,15 +696,20 @@ def test_a_2_15_tree_keeps_the_configure_way(tf_tree):
     assert calls[1]["argv"][-2:] == [f"--distdir={mirror}", "//tensorflow/tools/pip_package:build_pip_package"]
     proc, calls = run("--sm", "8.6", "--remote-executor", "grpc://farm:8980")
     assert proc.returncode == 1 and calls == []
-    assert failures(proc.stderr) == ["nvbuild.sh: configure phase failed: --remote-executor needs a TensorFlow 2.18+ "
-                                     "tree (hermetic CUDA): this 2.15 tree compiles against this image's CUDA"]
+    assert failures(proc.stderr) == [
+        "nvbuild.sh: configure phase failed: --remote-executor needs a TensorFlow 2.18+ "
+        "tree (hermetic CUDA): this 2.15 tree compiles against this image's CUDA"
+    ]
 
 
-@pytest.mark.parametrize("kind,why", [
-    ("2.16", "TensorFlow 2.16 tree: 2.16 and 2.17 build with hermetic Python but this image's CUDA toolkit"),
-    ("2.17", "TensorFlow 2.17 tree: 2.16 and 2.17 build with hermetic Python but this image's CUDA toolkit"),
-    ("unknown", "cannot tell which TensorFlow"),
-])
+@pytest.mark.parametrize(
+    "kind,why",
+    [
+        ("2.16", "TensorFlow 2.16 tree: 2.16 and 2.17 build with hermetic Python but this image's CUDA toolkit"),
+        ("2.17", "TensorFlow 2.17 tree: 2.16 and 2.17 build with hermetic Python but this image's CUDA toolkit"),
+        ("unknown", "cannot tell which TensorFlow"),
+    ],
+)
 def test_2_16_2_17_and_unknown_trees_are_refused_in_one_line(tf_tree, kind, why):
     run = tf_tree(kind)
     proc, calls = run("--sm", "8.6")

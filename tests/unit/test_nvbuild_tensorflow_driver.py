@@ -5,6 +5,7 @@ It runs the real nvbuild.sh against a minimal TensorFlow-shaped tree with a reco
 configure step receives and which flags and targets reach bazel and build_pip_package,
 and that the phases run in order; nothing more: no TensorFlow is compiled here.
 """
+
 import json
 import shutil
 import subprocess
@@ -34,7 +35,7 @@ if sys.argv[1:2] == ["build"]:
     tool.chmod(0o755)
 '''
 
-FAKE_BUILD_PIP_PACKAGE = r'''
+FAKE_BUILD_PIP_PACKAGE = r"""
 import base64, hashlib, json, os, sys, zipfile
 from pathlib import Path
 with (Path(os.environ["RECORD_DIR"]) / "calls.jsonl").open("a") as f:
@@ -55,9 +56,9 @@ with zipfile.ZipFile(out / "tensorflow-2.5.0-py3-none-any.whl", "w") as z:
     for name, text in files.items():
         z.writestr(name, text)
     z.writestr("tensorflow-2.5.0.dist-info/RECORD", "\n".join(record) + "\n")
-'''
+"""
 
-FAKE_CONFIGURE = r'''
+FAKE_CONFIGURE = r"""
 import json, os
 keys = ["TF_NEED_CUDA", "TF_CUDA_COMPUTE_CAPABILITIES", "TF_CUDA_VERSION", "TF_CUDNN_VERSION", "TF_NCCL_VERSION",
         "TF_ENABLE_XLA", "TF_NEED_GCP", "TF_NEED_HDFS", "TF_NEED_TENSORRT", "PYTHON_BIN_PATH", "CC_OPT_FLAGS"]
@@ -65,7 +66,7 @@ with open(os.path.join(os.environ["RECORD_DIR"], "calls.jsonl"), "a") as f:
     f.write(json.dumps(["configure.py", {k: os.environ.get(k) for k in keys}]) + "\n")
 open(".tf_configure.bazelrc", "w").write('build --action_env TF_CUDA_COMPUTE_CAPABILITIES="%s"\n'
                                         % os.environ["TF_CUDA_COMPUTE_CAPABILITIES"])
-'''
+"""
 
 
 @pytest.fixture
@@ -76,7 +77,8 @@ def tree(tmp_path, venv):
     (src / "configure.py").write_text(FAKE_CONFIGURE)
     (src / "tensorflow" / "core" / "public").mkdir(parents=True)  # a 2.5 tree: the configure way
     (src / "tensorflow" / "core" / "public" / "version.h").write_text(
-        "#define TF_MAJOR_VERSION 2\n#define TF_MINOR_VERSION 5\n#define TF_PATCH_VERSION 0\n")
+        "#define TF_MAJOR_VERSION 2\n#define TF_MINOR_VERSION 5\n#define TF_PATCH_VERSION 0\n"
+    )
     shutil.copy(ROOT / "nvbuild.sh", opt)
     (opt / "image_report.py").write_text(STUB_REPORT)
     shutil.copy(ROOT / "builder" / "in_image" / "cuda_arch.py", opt)
@@ -92,16 +94,28 @@ def tree(tmp_path, venv):
     record = tmp_path / "record"
     record.mkdir()
     (record / "build_pip_package.py").write_text(FAKE_BUILD_PIP_PACKAGE)
-    env = {"PATH": f"{bin_dir}:{Path(venv).parent}:/usr/bin:/bin", "RECORD_DIR": str(record),
-           "PYTHON_BIN_PATH": str(venv), "NVBUILD_WHEEL_DIR": str(tmp_path / "pip"),
-           "NVBUILD_BUILD_INFO": str(tmp_path / "build-info.json"), "NVBUILD_SM_ALL": "5.2,6.0,6.1,7.0,7.5,8.0,8.6",
-           "TF_ENABLE_XLA": "1", "TF_NEED_GCP": "0", "TF_NEED_HDFS": "1", "HOME": str(tmp_path)}
+    env = {
+        "PATH": f"{bin_dir}:{Path(venv).parent}:/usr/bin:/bin",
+        "RECORD_DIR": str(record),
+        "PYTHON_BIN_PATH": str(venv),
+        "NVBUILD_WHEEL_DIR": str(tmp_path / "pip"),
+        "NVBUILD_BUILD_INFO": str(tmp_path / "build-info.json"),
+        "NVBUILD_SM_ALL": "5.2,6.0,6.1,7.0,7.5,8.0,8.6",
+        "TF_ENABLE_XLA": "1",
+        "TF_NEED_GCP": "0",
+        "TF_NEED_HDFS": "1",
+        "HOME": str(tmp_path),
+    }
 
     def run(*args):
-        proc = subprocess.run(["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True,
-                              env=env, timeout=300)
-        calls = [json.loads(line) for line in (record / "calls.jsonl").read_text().splitlines()] \
-            if (record / "calls.jsonl").exists() else []
+        proc = subprocess.run(
+            ["bash", str(opt / "nvbuild.sh"), *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        calls = (
+            [json.loads(line) for line in (record / "calls.jsonl").read_text().splitlines()]
+            if (record / "calls.jsonl").exists()
+            else []
+        )
         (record / "calls.jsonl").unlink(missing_ok=True)
         return proc, calls
 
@@ -119,8 +133,16 @@ def test_configure_bazel_package_install_in_order(tree):
     assert (env["TF_ENABLE_XLA"], env["TF_NEED_GCP"], env["TF_NEED_HDFS"]) == ("1", "0", "1")
     assert env["TF_NEED_TENSORRT"] == "0" and env["PYTHON_BIN_PATH"].endswith("/bin/python")
     assert env["CC_OPT_FLAGS"]
-    assert calls[1] == ["bazel", "build", "--config=v2", "-c", "opt", "--config=cuda",
-                        "--output_filter=MATCH_NOTHING", "//tensorflow/tools/pip_package:build_pip_package"]
+    assert calls[1] == [
+        "bazel",
+        "build",
+        "--config=v2",
+        "-c",
+        "opt",
+        "--config=cuda",
+        "--output_filter=MATCH_NOTHING",
+        "//tensorflow/tools/pip_package:build_pip_package",
+    ]
     assert calls[2] == ["build_pip_package", str(tree.tmp / "pip"), "--gpu", "--project_name", "tensorflow"]
     assert calls[3] == ["bazel", "clean", "--expunge"]
     info = json.loads((tree.tmp / "build-info.json").read_text())

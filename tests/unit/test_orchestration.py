@@ -1,6 +1,7 @@
 """The orchestration of build, derive, push and base, carried out on the in-memory
 FakeEngine: which engine calls happen in which order, that a tag moves only after every
 check passed, and that a failure moves none. No Docker engine."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,9 @@ def engine(monkeypatch, tmp_path) -> FakeEngine:
 
 
 def build_plan(**kw) -> pl.BuildPlan:
-    return pl.plan_build(CAT, pl.BuildArgs(**{"release": "21.08", "build_id": "t1",
-                                              "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6", **kw}))
+    return pl.plan_build(
+        CAT, pl.BuildArgs(**{"release": "21.08", "build_id": "t1", "cuda_cc": "5.2,6.0,6.1,7.0,7.5,8.0,8.6", **kw})
+    )
 
 
 def test_a_build_is_built_read_back_labelled_then_tagged(engine):
@@ -100,8 +102,11 @@ def test_the_engine_is_not_reached_when_the_source_tree_is_refused(tmp_path, eng
 
 
 def parent(engine: FakeEngine) -> str:
-    labels = {"dev.tfbuilder.release": "21.08", "dev.tfbuilder.variant": "tf2-py3",
-              "dev.tfbuilder.cuda-compute-capabilities": "5.2,6.0,6.1,7.0,7.5,8.0,8.6"}
+    labels = {
+        "dev.tfbuilder.release": "21.08",
+        "dev.tfbuilder.variant": "tf2-py3",
+        "dev.tfbuilder.cuda-compute-capabilities": "5.2,6.0,6.1,7.0,7.5,8.0,8.6",
+    }
     env = ["TF_CUDA_COMPUTE_CAPABILITIES=5.2,6.0,6.1,7.0,7.5,8.0,8.6", "TF_ENABLE_XLA=1", "CUDA_VERSION=11.2.152"]
     engine.add_image("local/tensorflow:21.08-tf2-py3", labels=labels, env=env)
     return "local/tensorflow:21.08-tf2-py3"
@@ -130,14 +135,19 @@ def test_a_patch_that_does_not_apply_builds_nothing(engine, tmp_path):
 
 
 def test_a_runtime_image_is_not_a_parent_and_the_one_line_names_its_devel_image(engine):
-    labels = {"dev.tfbuilder.release": "26.11", "dev.tfbuilder.variant": "tf2-py3",
-              "dev.tfbuilder.runtime-of": "local/tensorflow:26.11-tf2-py3"}
+    labels = {
+        "dev.tfbuilder.release": "26.11",
+        "dev.tfbuilder.variant": "tf2-py3",
+        "dev.tfbuilder.runtime-of": "local/tensorflow:26.11-tf2-py3",
+    }
     engine.add_image("local/tensorflow:26.11-tf2-py3-runtime", labels=labels, env=[])
     plan = pl.plan_derive("local/tensorflow:26.11-tf2-py3-runtime", "me/tf:x", pip=["jq"], test=False)
     with pytest.raises(UserError) as err:
         run.run_derive(plan, lambda: engine, BuildSettings(), CAT, out=Captured())
-    assert str(err.value) == ("--from local/tensorflow:26.11-tf2-py3-runtime is a runtime image (no compiler, no CUDA "
-                              "toolkit): derive from its devel image, local/tensorflow:26.11-tf2-py3")
+    assert str(err.value) == (
+        "--from local/tensorflow:26.11-tf2-py3-runtime is a runtime image (no compiler, no CUDA "
+        "toolkit): derive from its devel image, local/tensorflow:26.11-tf2-py3"
+    )
     assert "build" not in engine.names() and "tag" not in engine.names()
 
 
@@ -156,7 +166,9 @@ def test_a_missing_base_is_built_on_its_rootfs_then_tagged(monkeypatch, tmp_path
     tag = run.run_base(pl.plan_base(CAT, "21.08"), lambda: engine, BuildSettings(), out=Captured())
     assert [n for n in engine.names() if n in ("build", "tag")] == ["build", "tag"] and engine.image_id(tag)
     request = next(c[1] for c in engine.calls if c[0] == "build")
-    assert request.log_path == tmp_path / "cache" / "logs" / f"base-{tag.split(':')[-1]}.log"  # where every command logs
+    assert (
+        request.log_path == tmp_path / "cache" / "logs" / f"base-{tag.split(':')[-1]}.log"
+    )  # where every command logs
 
 
 def test_a_layer_cache_and_a_builder_reach_each_image_build_and_never_the_label_step(monkeypatch, tmp_path):
@@ -173,8 +185,13 @@ def test_a_layer_cache_and_a_builder_reach_each_image_build_and_never_the_label_
     refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
     assert refs == ["r.corp/tf-cache:base-bullseye-cuda11.2-py3.9", "r.corp/tf-cache:21.08-tf2-py3", None]
     engine.calls.clear()
-    run.run_derive(pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
-                   lambda: engine, settings, CAT, out=Captured())
+    run.run_derive(
+        pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
+        lambda: engine,
+        settings,
+        CAT,
+        out=Captured(),
+    )
     refs = [c[1].cache_ref for c in engine.calls if c[0] == "build"]
     assert refs == ["r.corp/tf-cache:derive-me_tf_jq", None]
 
@@ -190,8 +207,13 @@ def test_zstd_reaches_every_build_the_label_step_included(monkeypatch, tmp_path)
     run.run_build(build_plan(), lambda: engine, settings, out=Captured())
     assert [c[1].compression for c in engine.calls if c[0] == "build"] == ["zstd"] * 3  # base, image, labels
     engine.calls.clear()
-    run.run_derive(pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
-                   lambda: engine, settings, CAT, out=Captured())
+    run.run_derive(
+        pl.plan_derive(parent(engine), "me/tf:jq", apt=["jq"], test=False),
+        lambda: engine,
+        settings,
+        CAT,
+        out=Captured(),
+    )
     assert [c[1].compression for c in engine.calls if c[0] == "build"] == ["zstd", "zstd"]
 
 
@@ -218,13 +240,27 @@ def report_2611() -> dict:
     report = sample_report()
     archs = REL_2611.cuda_cc
     sms = [a.replace(".", "") for a in archs]
-    binaries = [{"component": "tensorflow", "path": "/tf/libtensorflow_cc.so.2", "sass": ["60", "70", "80", "89", "90"],
-                 "ptx": ["90"]},
-                {"component": "extension", "path": "/x/tfext/_tfext_ops.so", "sass": sms, "ptx": ["90"]}]
-    report.update(version="2.21.0", python="3.13.5", horovod=None, cuda_binaries=binaries,
-                  coverage=coverage_table(binaries, archs))
-    report["extension"] = {**report["extension"], "library": "/x/tfext/_tfext_ops.so",
-                           "cuda_compute_capabilities": [f"sm_{a}" for a in sms] + ["compute_90"]}
+    binaries = [
+        {
+            "component": "tensorflow",
+            "path": "/tf/libtensorflow_cc.so.2",
+            "sass": ["60", "70", "80", "89", "90"],
+            "ptx": ["90"],
+        },
+        {"component": "extension", "path": "/x/tfext/_tfext_ops.so", "sass": sms, "ptx": ["90"]},
+    ]
+    report.update(
+        version="2.21.0",
+        python="3.13.5",
+        horovod=None,
+        cuda_binaries=binaries,
+        coverage=coverage_table(binaries, archs),
+    )
+    report["extension"] = {
+        **report["extension"],
+        "library": "/x/tfext/_tfext_ops.so",
+        "cuda_compute_capabilities": [f"sm_{a}" for a in sms] + ["compute_90"],
+    }
     return report
 
 
@@ -259,13 +295,22 @@ def test_runtime_is_built_from_the_tagged_devel_image_checked_then_tagged(engine
     devel = ["local/tensorflow:26.11-tf2-py3", "local/tensorflow:26.11-tf2-py3-t1"]
     assert out.results == devel + [f"{r}-runtime" for r in devel]
     builds = [c[1] for c in engine_2611.calls if c[0] == "build"]
-    assert [b.buildargs.get("DEVEL_IMAGE") for b in builds] == [None, None, devel[0], None]  # image, labels, runtime, labels
+    assert [b.buildargs.get("DEVEL_IMAGE") for b in builds] == [
+        None,
+        None,
+        devel[0],
+        None,
+    ]  # image, labels, runtime, labels
     # one layered Dockerfile, its devel stage then its runtime stage, on the same base
     assert [b.target for b in builds] == ["devel", None, "runtime", None]
-    assert builds[0].buildargs["BASE_IMAGE"] == builds[2].buildargs["BASE_IMAGE"] == BaseRecipe.for_release(REL_2611).tag
+    assert (
+        builds[0].buildargs["BASE_IMAGE"] == builds[2].buildargs["BASE_IMAGE"] == BaseRecipe.for_release(REL_2611).tag
+    )
     assert builds[2].contexts == {}  # the legacy builder has no named contexts: core and devel from its cache
     runtime = engine_2611.image_labels(f"{devel[0]}-runtime")
-    assert runtime[Label.FRAMEWORK_VERSION] == "2.21.0"  # measured in the runtime image (the real label test: integration)
+    assert (
+        runtime[Label.FRAMEWORK_VERSION] == "2.21.0"
+    )  # measured in the runtime image (the real label test: integration)
     assert runtime[Label.COVERAGE] == engine_2611.image_labels(devel[0])[Label.COVERAGE] != ""
 
 
@@ -279,17 +324,28 @@ def test_on_buildkit_the_runtime_stage_takes_the_devel_image_itself(engine_2611)
     assert builds[2].contexts == {"devel": "docker-image://local/tensorflow:26.11-tf2-py3"}
 
 
-@pytest.mark.parametrize("toolchain,digest,message", [
-    ("/usr/bin/gcc\n/usr/bin/nvcc\n", "d1", "the runtime image holds a compiler toolchain: /usr/bin/gcc, /usr/bin/nvcc"),
-    ("", "d2", "the runtime image's /x/tfext/_tfext_ops.so is not the devel image's"),
-])
+@pytest.mark.parametrize(
+    "toolchain,digest,message",
+    [
+        (
+            "/usr/bin/gcc\n/usr/bin/nvcc\n",
+            "d1",
+            "the runtime image holds a compiler toolchain: /usr/bin/gcc, /usr/bin/nvcc",
+        ),
+        ("", "d2", "the runtime image's /x/tfext/_tfext_ops.so is not the devel image's"),
+    ],
+)
 def test_a_runtime_image_with_a_compiler_or_another_extension_is_not_tagged(engine_2611, toolchain, digest, message):
     def handler(image, command):
         # the runtime image is the third build's (untagged) id; the devel image is tagged by then
         devel_ids = {engine_2611.image_id("local/tensorflow:26.11-tf2-py3")}
         runtime = image not in devel_ids and not image.startswith("local/")
-        return answers_2611("runtime" if runtime else image, command, toolchain, digest) if (
-            "command -v" in " ".join(command) or " ".join(command).startswith("sha256sum")) else answers_2611(image, command)
+        return (
+            answers_2611("runtime" if runtime else image, command, toolchain, digest)
+            if ("command -v" in " ".join(command) or " ".join(command).startswith("sha256sum"))
+            else answers_2611(image, command)
+        )
+
     engine_2611.run_handler = handler
     with pytest.raises(BuildError) as err:
         run.run_build(runtime_plan(), lambda: engine_2611, BuildSettings(), out=Captured())
@@ -302,10 +358,12 @@ def test_runtime_only_builds_one_image_and_never_exports_the_devel_stage(engine_
     image), read back and labelled, tagged TAG-runtime; no devel tag, no devel comparison."""
     engine_2611.backend = "buildkit"
     out = Captured()
-    plan = pl.plan_build(CAT, pl.BuildArgs(release="26.11", build_id="t1", base="offline", runtime=True,
-                                           runtime_only=True))
+    plan = pl.plan_build(
+        CAT, pl.BuildArgs(release="26.11", build_id="t1", base="offline", runtime=True, runtime_only=True)
+    )
     assert [[ref for job in vp.images["offline"] for ref in job.refs] for vp in plan.variants] == [
-        ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]]
+        ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]
+    ]
     run.run_build(plan, lambda: engine_2611, BuildSettings(), out=out)
     assert out.results == ["local/tensorflow:26.11-tf2-py3-runtime", "local/tensorflow:26.11-tf2-py3-t1-runtime"]
     builds = [c[1] for c in engine_2611.calls if c[0] == "build"]
@@ -328,8 +386,10 @@ def test_a_push_published_but_not_verified_leaves_no_other_ref_unpushed_and_exit
     def push(self, image, ref, creds, insecure=False):
         pushed.append(ref)
         if len(pushed) == 1:
-            raise Unverified(f"published {ref}@sha256:{'1' * 64} (the engine's digest), but could not read it back "
-                             "to verify it: HTTP 503")
+            raise Unverified(
+                f"published {ref}@sha256:{'1' * 64} (the engine's digest), but could not read it back "
+                "to verify it: HTTP 503"
+            )
         return reg.PushResult(ref, "sha256:" + "2" * 64)
 
     monkeypatch.setattr(reg, "check_before_build", lambda *a: None)
@@ -338,7 +398,11 @@ def test_a_push_published_but_not_verified_leaves_no_other_ref_unpushed_and_exit
     with pytest.raises(Reported) as exc:
         run.run_build(build_plan(push_to="registry.example:5000/ml"), lambda: engine, BuildSettings(), out=out)
     assert exc.value.exit_code == 3
-    assert pushed == ["registry.example:5000/ml/tensorflow:21.08-tf2-py3",
-                      "registry.example:5000/ml/tensorflow:21.08-tf2-py3-t1"]
-    assert any(m.startswith("error: published registry.example:5000/ml/tensorflow:21.08-tf2-py3@") for m in out.messages)
+    assert pushed == [
+        "registry.example:5000/ml/tensorflow:21.08-tf2-py3",
+        "registry.example:5000/ml/tensorflow:21.08-tf2-py3-t1",
+    ]
+    assert any(
+        m.startswith("error: published registry.example:5000/ml/tensorflow:21.08-tf2-py3@") for m in out.messages
+    )
     assert f"registry.example:5000/ml/tensorflow:21.08-tf2-py3-t1@sha256:{'2' * 64}" in out.results

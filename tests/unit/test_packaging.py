@@ -6,6 +6,7 @@ paths it then uses, tested in process with the wheel's layout stood in for.
 The wheel is built from a copy of the checkout's files with the checkout's commit in
 BUILD_COMMIT (what an sdist carries): building in place would write build/ into the
 checkout. Building and installing takes about 15 s with pip's cache warm."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,13 +28,26 @@ from builder.core.errors import UserError
 from builder.run.run_files import run_render_all
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", ".pytest_cache",
-                                 ".hypothesis", "out", ".venv")
+NO_COPY = shutil.ignore_patterns(
+    ".git", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis", "out", ".venv"
+)
 # The modes that matter: nvbuild.sh and the scripts the images run keep their executable bit.
-EXECUTABLES = ("nvbuild.sh", "templates/with-build-settings", "templates/pip-constraints",
-               "templates/collect-compiled", "framework-src/configure")
-SUITE = ("pytest.ini", "plugin.py", "runner.py", "test_image.py", "test_python_env.py", "test_dali.py",
-         "derived/test_derived.py")
+EXECUTABLES = (
+    "nvbuild.sh",
+    "templates/with-build-settings",
+    "templates/pip-constraints",
+    "templates/collect-compiled",
+    "framework-src/configure",
+)
+SUITE = (
+    "pytest.ini",
+    "plugin.py",
+    "runner.py",
+    "test_image.py",
+    "test_python_env.py",
+    "test_dali.py",
+    "derived/test_derived.py",
+)
 
 
 def load_setup():
@@ -51,8 +65,9 @@ def project_version() -> str:
 def copy_checkout(dest: Path) -> None:
     """The checkout's files as an sdist holds them: what git sees, or (no git) the tree
     without build products."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
-                            capture_output=True, text=True)
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True, text=True
+    )
     if listed.returncode != 0:
         shutil.copytree(ROOT, dest, ignore=NO_COPY)
         return
@@ -70,8 +85,12 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
     copy_checkout(src)
     commit = version.checkout_commit(ROOT)
     (src / "BUILD_COMMIT").write_text(commit + "\n")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     (built,) = dist.glob("tf_image_builder-*.whl")
     return built, commit
@@ -82,8 +101,12 @@ def installed(wheel, tmp_path_factory) -> Path:
     """A clean virtual environment with the wheel and its dependencies; its bin/."""
     venv = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel[0])],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel[0])],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     return venv / "bin"
 
@@ -99,17 +122,22 @@ def outside(tmp_path) -> Path:
 def run_installed(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("BUILDER_HOME", "BUILDER_CATALOG", "PYTHONPATH")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run([str(bin_dir / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [str(bin_dir / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def tree(root: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under ROOT: its bytes and permission bits."""
-    return {p.relative_to(root).as_posix(): (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # --- the wheel ------------------------------------------------------------------------
+
 
 def test_the_wheel_carries_the_data_the_builder_reads_with_its_modes(wheel):
     built, commit = wheel
@@ -122,8 +150,12 @@ def test_the_wheel_carries_the_data_the_builder_reads_with_its_modes(wheel):
     for rel in EXECUTABLES:
         assert modes[f"builder/_data/{rel}"] == 0o755, rel
     assert {f"builder/image/conformance/{p}" for p in SUITE} <= set(modes)
-    assert {"builder/releases/21.08.yaml", "builder/releases/_common.yaml", "builder/locks/21.08/tf2-py3-py3.8.txt",
-            "builder/locks/horovod/horovod-0.22.1.txt"} <= set(modes)
+    assert {
+        "builder/releases/21.08.yaml",
+        "builder/releases/_common.yaml",
+        "builder/locks/21.08/tf2-py3-py3.8.txt",
+        "builder/locks/horovod/horovod-0.22.1.txt",
+    } <= set(modes)
     assert not [n for n in modes if "__pycache__" in n or n.endswith(".pyc")]
     print(f"wheel: {built.name}, {built.stat().st_size / 1e6:.2f} MB, {len(modes)} files")
 
@@ -160,15 +192,27 @@ def test_setup_ships_what_git_sees_and_says_the_checkouts_commit(tmp_path):
 
 def test_setup_without_git_walks_the_tree_leaving_build_products_out(tmp_path):
     setup = load_setup()
-    for rel in ("nvbuild.sh", "templates/a.j2", "framework-src/.gitignore", "framework-src/src/x.cc",
-                "framework-src/build/out.o", "framework-src/config.mk", "templates/__pycache__/a.pyc"):
+    for rel in (
+        "nvbuild.sh",
+        "templates/a.j2",
+        "framework-src/.gitignore",
+        "framework-src/src/x.cc",
+        "framework-src/build/out.o",
+        "framework-src/config.mk",
+        "templates/__pycache__/a.pyc",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
-    assert setup.shipped_files(tmp_path) == ["framework-src/.gitignore", "framework-src/src/x.cc", "nvbuild.sh",
-                                             "templates/a.j2"]
+    assert setup.shipped_files(tmp_path) == [
+        "framework-src/.gitignore",
+        "framework-src/src/x.cc",
+        "nvbuild.sh",
+        "templates/a.j2",
+    ]
 
 
 # --- the installed tool, run from elsewhere --------------------------------------------
+
 
 def test_installed_files_keep_their_modes(installed):
     (site,) = installed.parent.glob("lib/python*/site-packages")
@@ -178,7 +222,9 @@ def test_installed_files_keep_their_modes(installed):
 
 def test_version_names_the_commit_the_wheel_was_built_from(installed, wheel, outside):
     want = f"builder {project_version()} (commit {wheel[1]}, wheel)"
-    proc = run_installed(installed, outside, "python", "-c", "from builder.core.version import version_text; print(version_text())")
+    proc = run_installed(
+        installed, outside, "python", "-c", "from builder.core.version import version_text; print(version_text())"
+    )
     assert proc.stdout.strip() == want, proc.stderr
     if "--version" in run_installed(installed, outside, "builder", "--help").stdout:  # wired in builder/cli/__init__.py
         proc = run_installed(installed, outside, "builder", "--version")
@@ -247,8 +293,10 @@ def test_lock_checks_but_never_rewrites_the_installed_locks(installed, outside):
 
 def test_the_conformance_suite_collects_from_the_wheel(installed, outside):
     """`builder test` runs pytest over the installed suite (its pytest.ini, plugin, derived/)."""
-    ask = ("import json; from builder.image.conformance import runner; "
-           "print(json.dumps(runner.command('local/x:y', [], None, 'c')))")
+    ask = (
+        "import json; from builder.image.conformance import runner; "
+        "print(json.dumps(runner.command('local/x:y', [], None, 'c')))"
+    )
     cmd = json.loads(run_installed(installed, outside, "python", "-c", ask).stdout)
     assert "/site-packages/builder/image/conformance" in cmd[cmd.index("-c") + 1]
     for suite in (cmd[-1], f"{cmd[-1]}/derived"):
@@ -260,16 +308,21 @@ def test_the_conformance_suite_collects_from_the_wheel(installed, outside):
 def test_uv_and_syft_are_found_without_the_venv_on_path(installed, outside):
     """pipx puts only `builder` on PATH: the locks' uv and the SBOM's syft come from their packages."""
     ask = "from builder.catalog import lock; from builder.supply_chain import sbom; print(lock.uv_command()[0]); print(sbom.syft_dir())"
-    proc = subprocess.run([str(installed / "python"), "-c", ask], cwd=outside, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(outside)}, timeout=60)
+    proc = subprocess.run(
+        [str(installed / "python"), "-c", ask],
+        cwd=outside,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(outside)},
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert all(line.startswith(str(installed.parent)) for line in proc.stdout.splitlines()), proc.stdout
 
 
 def test_a_dry_run_from_the_wheel(installed, outside):
+    """The plan is printed whether or not an engine answers (without one, it says so)."""
     proc = run_installed(installed, outside, "builder", "build", "--release", "21.08", "--dry-run")
-    if "cannot reach the Docker engine" in proc.stderr:
-        pytest.skip("a dry run asks the engine which base it has; none answers here")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (plan["release"], plan["variant"]) == ("21.08", "tf2-py3")
@@ -277,6 +330,7 @@ def test_a_dry_run_from_the_wheel(installed, outside):
 
 
 # --- the paths, with an installed wheel's layout stood in for ---------------------------
+
 
 @pytest.fixture
 def as_wheel(tmp_path, monkeypatch) -> Path:

@@ -1,4 +1,5 @@
 """Plans are pure values: computed from the catalog and the options, no engine."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_default_build_id_is_the_utc_time():
 def test_render_options_reach_the_rendered_dockerfile():
     plan = build_plan(cuda_cc="8.6", xla=False, env=("A=1",))
     rendered = plan.variants[0].rendered
-    assert "TF_CUDA_COMPUTE_CAPABILITIES=\"8.6\"" in rendered.dockerfile or "8.6" in str(rendered.meta)
+    assert 'TF_CUDA_COMPUTE_CAPABILITIES="8.6"' in rendered.dockerfile or "8.6" in str(rendered.meta)
     assert plan.options.xla is False and plan.options.env == (("A", "1"),)
 
 
@@ -75,8 +76,10 @@ def test_the_upstream_base_has_tags_of_its_own():
     plan = build_plan(base="upstream")
     rel = CAT.get("21.08")
     assert [(o.kind, o.image) for o in plan.base_decision.options] == [("upstream", rel.upstream_ref)]
-    assert plan.variants[0].refs == ("local/tensorflow:21.08-tf2-py3-ubuntu20.04",
-                                     "local/tensorflow:21.08-tf2-py3-ubuntu20.04-b1")
+    assert plan.variants[0].refs == (
+        "local/tensorflow:21.08-tf2-py3-ubuntu20.04",
+        "local/tensorflow:21.08-tf2-py3-ubuntu20.04-b1",
+    )
     assert plan.variants[0].images["upstream"][0].buildargs["BASE_IMAGE"] == rel.upstream_ref
     assert plan.base_job is None
     assert build_plan(base="upstream", tags=("me/tf:u",)).variants[0].refs == ("me/tf:u",)  # -t: the user's choice
@@ -93,20 +96,26 @@ def test_a_custom_base_needs_its_own_tag():
 def test_push_sends_each_tag_where_it_names_or_under_registry():
     plan = build_plan(tags=("reg.example:5000/team/tf:1",), push=True)
     assert plan.push and {r: p.ref for r, p in plan.pushes.items()} == {
-        "reg.example:5000/team/tf:1": "reg.example:5000/team/tf:1"}
+        "reg.example:5000/team/tf:1": "reg.example:5000/team/tf:1"
+    }
     plan = build_plan(push=True, registry="reg.example:5000/ml")
-    assert [p.ref for p in plan.pushes.values()] == ["reg.example:5000/ml/tensorflow:21.08-tf2-py3",
-                                                     "reg.example:5000/ml/tensorflow:21.08-tf2-py3-b1"]
+    assert [p.ref for p in plan.pushes.values()] == [
+        "reg.example:5000/ml/tensorflow:21.08-tf2-py3",
+        "reg.example:5000/ml/tensorflow:21.08-tf2-py3-b1",
+    ]
     assert build_plan(push_to="reg.example/ml").pushes  # the library's shorthand: --push --registry
     assert not build_plan().pushes and not build_plan().push
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"push": True}, "--push: 'local/tensorflow:21.08-tf2-py3' names no registry host"),
-    ({"push": True, "tags": ("team/tf:1",)}, "names no registry host"),
-    ({"registry": "reg.example:5000"}, "--registry says where --push pushes: give --push too"),
-    ({"sign": Path("k.key")}, "--sign signs what --push pushes"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"push": True}, "--push: 'local/tensorflow:21.08-tf2-py3' names no registry host"),
+        ({"push": True, "tags": ("team/tf:1",)}, "names no registry host"),
+        ({"registry": "reg.example:5000"}, "--registry says where --push pushes: give --push too"),
+        ({"sign": Path("k.key")}, "--sign signs what --push pushes"),
+    ],
+)
 def test_push_mistakes_are_refused_before_anything_is_built(kw, message):
     with pytest.raises(UserError, match=message.replace("(", "\\(").replace(")", "\\)")):
         build_plan(**kw)
@@ -123,18 +132,21 @@ def test_build_args_reach_the_jobs_and_are_checked():
     assert job.expect == build_plan().variants[0].images["offline"][0].expect  # the read-back is unchanged
 
 
-@pytest.mark.parametrize("arg,message", [
-    ("BASE_IMAGE=x", "--build-arg BASE_IMAGE: set by --base"),
-    ("BUILD_ID=x", "--build-arg BUILD_ID: set by --build-id"),
-    ("COMPILE_CACHE=x", "--build-arg COMPILE_CACHE: set by --compile-cache"),
-    ("BUILD_SETTINGS=x", "--build-arg BUILD_SETTINGS: set by the build settings"),
-    ("DEVEL_IMAGE=x", "--build-arg DEVEL_IMAGE: set by --runtime"),
-    ("FOO=1", "--build-arg FOO: the Dockerfile declares no such build argument; accepted: ALL_PROXY"),
-    ("FOO", "--build-arg 'FOO' is not NAME=VALUE"),
-    ("1FOO=x", "--build-arg '1FOO': not a build argument name"),
-    ("A B=x", "not a build argument name"),
-    ("HTTP_PROXY=a\nb", "--build-arg HTTP_PROXY: the value holds a control character"),
-])
+@pytest.mark.parametrize(
+    "arg,message",
+    [
+        ("BASE_IMAGE=x", "--build-arg BASE_IMAGE: set by --base"),
+        ("BUILD_ID=x", "--build-arg BUILD_ID: set by --build-id"),
+        ("COMPILE_CACHE=x", "--build-arg COMPILE_CACHE: set by --compile-cache"),
+        ("BUILD_SETTINGS=x", "--build-arg BUILD_SETTINGS: set by the build settings"),
+        ("DEVEL_IMAGE=x", "--build-arg DEVEL_IMAGE: set by --runtime"),
+        ("FOO=1", "--build-arg FOO: the Dockerfile declares no such build argument; accepted: ALL_PROXY"),
+        ("FOO", "--build-arg 'FOO' is not NAME=VALUE"),
+        ("1FOO=x", "--build-arg '1FOO': not a build argument name"),
+        ("A B=x", "not a build argument name"),
+        ("HTTP_PROXY=a\nb", "--build-arg HTTP_PROXY: the value holds a control character"),
+    ],
+)
 def test_bad_build_args_are_one_line_refusals(arg, message):
     with pytest.raises(UserError, match=message.replace("(", "\\(").replace(")", "\\)")):
         build_plan(build_args=(arg,))
@@ -159,21 +171,24 @@ def test_a_proxy_password_is_redacted():
     assert "t0ken-only-abc" not in shown and "s3kr1t" not in shown
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"all_variants": True, "variant": "tf2-py3"}, "--all and --variant exclude each other"),
-    ({"all_variants": True, "tags": ("a:b",)}, "--tag names one image"),
-    ({"build_id": "../x"}, "--build-id"),
-    ({"build_id": "x" * 65}, "64 at most"),
-    ({"tags": ("Upper/Case:x",)}, "lowercase"),
-    ({"base": "a b"}, "--base"),
-    ({"compile_cache": "ftp://x"}, "--compile-cache"),
-    ({"push_to": "not a registry"}, "--registry"),
-    ({"push": True, "registry": "not a registry"}, "--registry"),
-    ({"variant": "nope"}, "nope"),
-    ({"release": "99.99"}, "unknown release"),
-    ({"env": ("NOEQUALS",)}, "NAME=VALUE"),
-    ({"framework_src": Path("/no/such/dir")}, "is not a directory"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"all_variants": True, "variant": "tf2-py3"}, "--all and --variant exclude each other"),
+        ({"all_variants": True, "tags": ("a:b",)}, "--tag names one image"),
+        ({"build_id": "../x"}, "--build-id"),
+        ({"build_id": "x" * 65}, "64 at most"),
+        ({"tags": ("Upper/Case:x",)}, "lowercase"),
+        ({"base": "a b"}, "--base"),
+        ({"compile_cache": "ftp://x"}, "--compile-cache"),
+        ({"push_to": "not a registry"}, "--registry"),
+        ({"push": True, "registry": "not a registry"}, "--registry"),
+        ({"variant": "nope"}, "nope"),
+        ({"release": "99.99"}, "unknown release"),
+        ({"env": ("NOEQUALS",)}, "NAME=VALUE"),
+        ({"framework_src": Path("/no/such/dir")}, "is not a directory"),
+    ],
+)
 def test_bad_options_are_refused_in_the_plan(kw, message):
     with pytest.raises(UserError, match=message.replace("-", "\\-").replace(".", "\\.")):
         build_plan(**kw)
@@ -201,8 +216,10 @@ def test_derive_plan(tmp_path):
     dali = tmp_path / "0001-dali.patch"
     dali.write_text(patch.read_text())
     assert pl.plan_derive("a:b", "c:d", dali_patches=[dali]).spec.dali_patches == [dali]
-    for bad, says in ((tmp_path / "none.patch", "--dali-patch .*none.patch: no such file"),
-                      (patch.with_name("fix.diff"), "--dali-patch .*fix.diff: name it NAME.patch")):
+    for bad, says in (
+        (tmp_path / "none.patch", "--dali-patch .*none.patch: no such file"),
+        (patch.with_name("fix.diff"), "--dali-patch .*fix.diff: name it NAME.patch"),
+    ):
         if says.endswith("NAME.patch"):
             bad.write_text(patch.read_text())
         with pytest.raises(UserError, match=says):

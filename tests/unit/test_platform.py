@@ -1,5 +1,6 @@
 """--platform, as Docker spells it: each release says which platforms it serves, and a
 platform it cannot serve is refused in one line, before anything is built."""
+
 import pytest
 
 from builder import catalog
@@ -19,12 +20,15 @@ def test_every_release_serves_amd64_and_says_why_not_arm64(releases):
         assert "CPU-only" in served["linux/arm64"] and "compiled from source" in served["linux/arm64"]
 
 
-@pytest.mark.parametrize("platform,tree,text", [
-    ("linux/arm64", False, "cannot serve an arm64 GPU: TensorFlow's aarch64 wheels on PyPI are CPU-only"),
-    ("linux/arm64", True, "offline base is built for linux/amd64 only"),
-    ("linux/riscv64", False, "release 26.11 serves linux/amd64 only (Docker's OS/ARCH form; linux/arm64 refused"),
-    ("arm64", False, "release 26.11 serves linux/amd64 only"),
-])
+@pytest.mark.parametrize(
+    "platform,tree,text",
+    [
+        ("linux/arm64", False, "cannot serve an arm64 GPU: TensorFlow's aarch64 wheels on PyPI are CPU-only"),
+        ("linux/arm64", True, "offline base is built for linux/amd64 only"),
+        ("linux/riscv64", False, "release 26.11 serves linux/amd64 only (Docker's OS/ARCH form; linux/arm64 refused"),
+        ("arm64", False, "release 26.11 serves linux/amd64 only"),
+    ],
+)
 def test_what_cannot_be_served_is_refused_naming_why(releases, platform, tree, text):
     assert text in policy.why_not_platform(releases.get("26.11"), platform, tree)
 

@@ -1,5 +1,6 @@
 """Progress in non-TTY runs: a heartbeat line at least every 30 s while a step is silent.
 A fake clock and stream; no engine."""
+
 import io
 import time
 
@@ -56,7 +57,10 @@ def test_before_the_first_step_it_says_starting():
 
 
 def test_no_heartbeat_when_quiet_or_on_a_terminal():
-    for p in (Progress("q", stream=io.StringIO(), mode=ProgressMode.QUIET, clock=Clock()), Progress("t", stream=Tty(), clock=Clock())):
+    for p in (
+        Progress("q", stream=io.StringIO(), mode=ProgressMode.QUIET, clock=Clock()),
+        Progress("t", stream=Tty(), clock=Clock()),
+    ):
         p.clock.now += 600
         assert not p.tick()
 
@@ -70,4 +74,3 @@ def test_the_heartbeat_thread_ticks_while_the_block_runs_and_stops_after():
     assert beats >= 3
     time.sleep(0.2)
     assert out.getvalue().count("(still running)") == beats
-

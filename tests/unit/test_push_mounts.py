@@ -1,28 +1,37 @@
 """The push ledger and cross-repository mounts (builder/registry/push_mounts.py): what is recorded,
 what is mounted from where, and that a registry declining a mount costs nothing but the
 upload the push then makes."""
+
 import json
 
 import pytest
 
 from builder.registry import push_mounts
 
-A, B, C = ("sha256:" + c * 64 for c in "abc")             # diff ids
-GA, GB, GC = ("sha256:" + c * 64 for c in "def")          # their blobs (gzip)
+A, B, C = ("sha256:" + c * 64 for c in "abc")  # diff ids
+GA, GB, GC = ("sha256:" + c * 64 for c in "def")  # their blobs (gzip)
 
 
 def manifest(*blobs: str) -> bytes:
-    return json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "0" * 64},
-                       "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": b,
-                                   "size": 1} for b in blobs]}).encode()
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "config": {"digest": "sha256:" + "0" * 64},
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": b, "size": 1} for b in blobs
+            ],
+        }
+    ).encode()
 
 
 def test_a_push_is_remembered_and_its_layers_found_from_another_repository(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     assert push_mounts.record("r:5000", "ml/tensorflow", manifest(GA, GB), [A, B], ledger)
     # the derived image (A, B, C) going to another repository: A and B are there already
-    assert push_mounts.sources("r:5000", "team/derived", [A, B, C], ledger) == {GA: "ml/tensorflow",
-                                                                              GB: "ml/tensorflow"}
+    assert push_mounts.sources("r:5000", "team/derived", [A, B, C], ledger) == {
+        GA: "ml/tensorflow",
+        GB: "ml/tensorflow",
+    }
     # nothing to mount into the same repository (the push finds them), or on another host
     assert push_mounts.sources("r:5000", "ml/tensorflow", [A, B, C], ledger) == {}
     assert push_mounts.sources("other:5000", "team/derived", [A, B], ledger) == {}
@@ -39,13 +48,16 @@ def test_the_newest_push_of_a_layer_is_the_source(tmp_path):
     assert push_mounts.sources("r", "x", [A], ledger) == {GA: "new"}
 
 
-@pytest.mark.parametrize("body, diff_ids", [
-    (manifest(GA, GB), [A]),                                   # does not pair with the image's layers
-    (json.dumps({"manifests": [{"digest": GA}]}).encode(), [A]),  # an index
-    (b"not json", [A]),
-    (manifest(GA), []),
-    (json.dumps({"layers": [{"digest": "md5:x"}]}).encode(), [A]),
-])
+@pytest.mark.parametrize(
+    "body, diff_ids",
+    [
+        (manifest(GA, GB), [A]),  # does not pair with the image's layers
+        (json.dumps({"manifests": [{"digest": GA}]}).encode(), [A]),  # an index
+        (b"not json", [A]),
+        (manifest(GA), []),
+        (json.dumps({"layers": [{"digest": "md5:x"}]}).encode(), [A]),
+    ],
+)
 def test_what_does_not_pair_is_not_recorded(tmp_path, body, diff_ids):
     ledger = tmp_path / "ledger.jsonl"
     assert not push_mounts.record("r", "x", body, diff_ids, ledger)
@@ -91,14 +103,17 @@ def test_mounts_are_made_declined_uploads_cancelled_each_with_the_scopes_it_need
     mounted = push_mounts.mount(registry, "team/derived", {GA: "ml/tensorflow", GB: "ml/gone"})
     assert mounted == 1
     assert [r[0] for r in registry.requests] == ["POST", "POST", "DELETE"]
-    assert registry.requests[0][1] == f"/v2/team/derived/blobs/uploads/?mount={GA.replace(':', '%3A')}" \
-                                      "&from=ml%2Ftensorflow"
+    assert (
+        registry.requests[0][1] == f"/v2/team/derived/blobs/uploads/?mount={GA.replace(':', '%3A')}"
+        "&from=ml%2Ftensorflow"
+    )
     assert registry.requests[2][1] == "/v2/team/derived/blobs/uploads/u-1?_state=s"  # the opened upload, cancelled
     # a token registry grants a mount only with push to the target and pull from the source
     assert [r[2] for r in registry.requests] == [
         ("repository:team/derived:pull,push", "repository:ml/tensorflow:pull"),
         ("repository:team/derived:pull,push", "repository:ml/gone:pull"),
-        ("repository:team/derived:pull,push", "repository:ml/gone:pull")]
+        ("repository:team/derived:pull,push", "repository:ml/gone:pull"),
+    ]
 
 
 def test_a_registry_that_goes_away_stops_the_mounting_without_an_error():

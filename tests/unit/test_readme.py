@@ -1,6 +1,7 @@
 """README.md stays short and true: under 250 lines, its two commands exactly what a fresh
 machine and CI run, the first one planning the image it then tests, and every link of the
 README and docs/ pointing at a page (and heading) that exists."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-SETUP_AND_BUILD = ("bash scripts/setup.sh && builder build --release 21.08 --variant tf2-py3 "
-                   "&& builder test local/tensorflow:21.08-tf2-py3")
+SETUP_AND_BUILD = (
+    "bash scripts/setup.sh && builder build --release 21.08 --variant tf2-py3 "
+    "&& builder test local/tensorflow:21.08-tf2-py3"
+)
 TEST = "bash scripts/test.sh"
-GUIDE = ("first-image", "patch-and-rebuild", "add-packages", "private-registries", "sign-and-verify",
-         "private-catalog", "new-gpus-and-coverage", "caches-and-builders", "running-on-a-gpu",
-         "tensorflow-from-source")
+GUIDE = (
+    "first-image",
+    "patch-and-rebuild",
+    "add-packages",
+    "private-registries",
+    "sign-and-verify",
+    "private-catalog",
+    "new-gpus-and-coverage",
+    "caches-and-builders",
+    "running-on-a-gpu",
+    "tensorflow-from-source",
+)
 
 
 def test_the_readme_is_under_250_lines():
@@ -37,8 +49,13 @@ def test_the_two_commands_are_the_readmes_and_ci_runs_the_second():
 def test_the_first_command_builds_the_tag_it_tests():
     """`builder build --release 21.08 --variant tf2-py3` plans (no engine) the tag the same
     command line then hands to `builder test`."""
-    out = subprocess.run([sys.executable, "-m", "builder.cli", "build", "--release", "21.08", "--variant", "tf2-py3",
-                          "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "build", "--release", "21.08", "--variant", "tf2-py3", "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     plans = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     tested = SETUP_AND_BUILD.rsplit(" ", 1)[1]

@@ -3,6 +3,7 @@ docs/reference/cli.md and catalog.md equal a fresh `python3 -m builder.cli.refer
 catalog's JSON Schema it is written from (generated from the models of
 builder/catalog/schema.py) agrees with the loader both ways: a catalog holding every described
 field loads, and at every level the loader's own list of allowed keys is the schema's."""
+
 from __future__ import annotations
 
 import copy
@@ -26,8 +27,9 @@ UNKNOWN = "zz_not_a_field"
 @pytest.mark.parametrize("name", sorted(reference.PAGES))
 def test_the_committed_reference_equals_a_fresh_generation(name):
     committed = (ROOT / "docs" / "reference" / name).read_text(encoding="utf-8")
-    assert committed == reference.pages()[name], \
+    assert committed == reference.pages()[name], (
         f"docs/reference/{name} drifted from the code: run python3 -m builder.cli.reference"
+    )
 
 
 def test_the_check_mode_says_so_in_one_line(tmp_path, monkeypatch):
@@ -41,11 +43,21 @@ def test_the_check_mode_says_so_in_one_line(tmp_path, monkeypatch):
 def test_the_cli_page_names_every_command_and_option():
     """A spot check that the walk reaches subcommands and options from the help itself."""
     text = reference.cli_markdown()
-    for needle in ("### `builder build`", "#### `builder cache serve`", "`--layer-cache <str>`",
-                   "`-r, --release <str>`", "| `--compression <str>` | `gzip` |"):
+    for needle in (
+        "### `builder build`",
+        "#### `builder cache serve`",
+        "`--layer-cache <str>`",
+        "`-r, --release <str>`",
+        "| `--compression <str>` | `gzip` |",
+    ):
         assert needle in text, needle
-    out = subprocess.run([sys.executable, "-m", "builder.cli", "build", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "build", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"},
+    )
     options = set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", out.stdout)) - {"--help"}
     section = text.split("### `builder build`", 1)[1].split("\n### ", 1)[0]
     assert options and {o for o in options if o not in section} == set()
@@ -97,8 +109,11 @@ def _load(tmp_path: Path, release: dict):
 
 def test_a_release_with_every_described_field_loads(tmp_path):
     data = maximal()
-    assert data["parent"] == "_schema_root" and "horovod" in data and "device_code" in \
-        data["variants"][SAMPLE_VARIANT]["framework"]
+    assert (
+        data["parent"] == "_schema_root"
+        and "horovod" in data
+        and "device_code" in data["variants"][SAMPLE_VARIANT]["framework"]
+    )
     loaded = _load(tmp_path, data).get(str(data["release"]))
     assert set(loaded.variants) == {SAMPLE_VARIANT}
 
@@ -119,6 +134,7 @@ def _levels() -> dict[str, set[str]]:
                 entry = choice.get("additionalProperties")
                 if isinstance(entry, dict) and "$ref" in entry:
                     walk(_deref(doc, entry), f"{where}.{SAMPLE_VARIANT}")
+
     walk(doc, "")
     return levels
 
@@ -138,8 +154,9 @@ def test_the_validator_allows_exactly_the_described_keys(tmp_path, level):
     assert found, f"the validator does not refuse {key}: {[str(p) for p in caught.value.problems]}"
     allowed = set(re.fullmatch(r"unknown key \(allowed: (.*)\)", found[0]).group(1).split(", "))
     described = _levels()[level]
-    assert (sorted(allowed - described), sorted(described - allowed)) == ([], []), \
+    assert (sorted(allowed - described), sorted(described - allowed)) == ([], []), (
         f"{level or 'top level'}: (accepted but not described, described but not accepted)"
+    )
 
 
 def test_the_key_sets_other_modules_read_are_the_models():

@@ -1,6 +1,7 @@
 """The registry token protocol (builder/registry/registry_auth.py) against a scripted registry and
 token service: what is sent where, and what never is. The real token registry is in
 tests/integration/test_token_registry.py."""
+
 from __future__ import annotations
 
 import base64
@@ -30,11 +31,16 @@ class Fake:
     """A registry that wants a Bearer token granting SCOPES of its token service; the token
     service hands out tokens (anonymous ones only when ANONYMOUS) living LIFETIME seconds."""
 
-    def __init__(self, grants: dict[str | None, set[str]], lifetime: float = 300, challenge: str = BEARER,
-                 token_status: int = 200) -> None:
+    def __init__(
+        self,
+        grants: dict[str | None, set[str]],
+        lifetime: float = 300,
+        challenge: str = BEARER,
+        token_status: int = 200,
+    ) -> None:
         self.grants, self.lifetime, self.challenge, self.token_status = grants, lifetime, challenge, token_status
         self.sent: list[tuple[str, str, str, str, dict, bytes | None]] = []
-        self.valid: dict[str, set[str]] = {}   # token -> scopes it grants
+        self.valid: dict[str, set[str]] = {}  # token -> scopes it grants
         self.revoked: set[str] = set()
         self.n = 0
 
@@ -51,13 +57,17 @@ class Fake:
             ok = auth.startswith("Bearer ") and token not in self.revoked and needed <= self.valid.get(token, set())
         if ok:
             return 200, {"docker-content-digest": "sha256:" + "a" * 64}, b"{}"
-        return 401, {"www-authenticate": self.challenge + (f',scope="{" ".join(sorted(needed))}"' if needed else "")}, b""
+        return (
+            401,
+            {"www-authenticate": self.challenge + (f',scope="{" ".join(sorted(needed))}"' if needed else "")},
+            b"",
+        )
 
     @staticmethod
     def wanted(path: str) -> list[str]:
         for marker, actions in (("/manifests/", ("pull",)), ("/blobs/uploads/", ("pull", "push"))):
             if path.startswith("/v2/") and marker in path:
-                return [scope(path[4:path.index(marker)], *actions)]
+                return [scope(path[4 : path.index(marker)], *actions)]
         return []
 
     def _token(self, method, path, headers, body):
@@ -93,10 +103,16 @@ PULL = scope("team/ml/tensorflow", "pull")
 
 
 def test_challenges_parse_with_quotes_commas_and_escapes():
-    c = parse_challenge('Bearer realm="https://a/token",service="reg, one",scope="repository:x:pull,push",error="x\\"y"')
+    c = parse_challenge(
+        'Bearer realm="https://a/token",service="reg, one",scope="repository:x:pull,push",error="x\\"y"'
+    )
     assert c.scheme == "bearer"
-    assert c.params == {"realm": "https://a/token", "service": "reg, one", "scope": "repository:x:pull,push",
-                        "error": 'x"y'}
+    assert c.params == {
+        "realm": "https://a/token",
+        "service": "reg, one",
+        "scope": "repository:x:pull,push",
+        "error": 'x"y',
+    }
     assert parse_challenge('Basic realm="Registry Realm"').scheme == "basic"
     assert parse_challenge("") is None
 
@@ -116,7 +132,7 @@ def test_the_users_password_goes_to_the_token_service_only_and_the_token_is_kept
     fake = Fake({"alice": {PULL}})
     s = session(fake, ALICE)
     assert s.request("GET", MANIFEST, (PULL,))[0] == 200
-    assert s.request("GET", MANIFEST, (PULL,))[0] == 200          # the kept token: no second fetch
+    assert s.request("GET", MANIFEST, (PULL,))[0] == 200  # the kept token: no second fetch
     assert len(fake.to_realm()) == 1 and fake.to_realm()[0][4]["Authorization"] == ALICE.basic()
     assert all(ALICE.basic() != r[4].get("Authorization") for r in fake.to_registry())
 
@@ -154,7 +170,7 @@ def test_an_identity_token_is_the_refresh_token_of_an_oauth2_post():
 
 def test_no_secret_reaches_a_plain_http_realm_or_an_unverified_registry():
     fake = Fake({None: {PULL}}, challenge='Bearer realm="http://auth.example/token",service="r"')
-    assert session(fake, ALICE).request("GET", MANIFEST, (PULL,))[0] == 200   # an anonymous token
+    assert session(fake, ALICE).request("GET", MANIFEST, (PULL,))[0] == 200  # an anonymous token
     assert fake.to_realm()[0][1] == "http" and "Authorization" not in fake.to_realm()[0][4]
     with pytest.raises(RuntimeError):
         Session(HOST, "https", False, ALICE, fake)  # registry.allowed_credentials() never lets it happen
@@ -168,7 +184,7 @@ def test_basic_registries_get_the_password_only_after_they_ask():
     assert s.request("GET", MANIFEST, (PULL,))[0] == 200 and fake.to_registry()[-1][4]["Authorization"] == ALICE.basic()
     wrong = Fake({}, challenge='Basic realm="Registry Realm"')
     assert session(wrong, Credentials("alice", "nope")).request("GET", MANIFEST)[0] == 401
-    assert len(wrong.to_registry()) == 2                                     # asked once with it, no loop
+    assert len(wrong.to_registry()) == 2  # asked once with it, no loop
 
 
 def test_a_refused_token_is_one_line_naming_the_user_and_no_secret():
@@ -193,21 +209,28 @@ def helper_on_path(tmp_path, monkeypatch, user: str, secret: str):
     bin_dir.mkdir()
     log = tmp_path / "calls"
     helper = bin_dir / "docker-credential-unit"
-    helper.write_text(f"#!/bin/sh\nread server\necho \"$1 $server\" >> {log}\n"
-                      f"printf '%s' '{{\"ServerURL\": \"'$server'\", \"Username\": \"{user}\", \"Secret\": \"{secret}\"}}'\n")
+    helper.write_text(
+        f'#!/bin/sh\nread server\necho "$1 $server" >> {log}\n'
+        f'printf \'%s\' \'{{"ServerURL": "\'$server\'", "Username": "{user}", "Secret": "{secret}"}}\'\n'
+    )
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     return log
 
 
-@pytest.mark.parametrize("config,expected", [
-    ({"auths": {HOST: {"auth": base64.b64encode(b"carol:pw-carol").decode()}}}, ("carol", "pw-carol", "")),
-    ({"auths": {HOST: {"identitytoken": "idtok-from-login"}}}, ("<token>", "", "idtok-from-login")),
-    ({"credHelpers": {HOST: "unit"}, "auths": {HOST: {"auth": base64.b64encode(b"x:y").decode()}}},
-     ("helper-user", "helper-pw", "")),                       # the host's helper before auths
-    ({"credsStore": "unit"}, ("helper-user", "helper-pw", "")),
-    ({"credHelpers": {"other.example": "unit"}}, None),
-])
+@pytest.mark.parametrize(
+    "config,expected",
+    [
+        ({"auths": {HOST: {"auth": base64.b64encode(b"carol:pw-carol").decode()}}}, ("carol", "pw-carol", "")),
+        ({"auths": {HOST: {"identitytoken": "idtok-from-login"}}}, ("<token>", "", "idtok-from-login")),
+        (
+            {"credHelpers": {HOST: "unit"}, "auths": {HOST: {"auth": base64.b64encode(b"x:y").decode()}}},
+            ("helper-user", "helper-pw", ""),
+        ),  # the host's helper before auths
+        ({"credsStore": "unit"}, ("helper-user", "helper-pw", "")),
+        ({"credHelpers": {"other.example": "unit"}}, None),
+    ],
+)
 def test_credentials_are_resolved_as_docker_resolves_them(tmp_path, monkeypatch, config, expected):
     from builder import engine
 
@@ -236,7 +259,9 @@ def test_a_push_with_credentials_to_a_registry_whose_token_service_is_plain_http
     from builder import registry
 
     answers = {"https": 'Bearer realm="http://auth.example/token",service="r"'}
-    monkeypatch.setattr(registry.transport, "_request", lambda *a, **k: (401, {"www-authenticate": answers["https"]}, b""))
+    monkeypatch.setattr(
+        registry.transport, "_request", lambda *a, **k: (401, {"www-authenticate": answers["https"]}, b"")
+    )
     transport = registry.probe(HOST)
     assert transport == registry.Transport(HOST, "https", True, answers["https"])
     monkeypatch.setattr(registry.transport, "_request", lambda *a, **k: pytest.fail("asked the registry again"))

@@ -1,4 +1,5 @@
 """Pure parts of pushing: target references, where credentials come from, which errors retry."""
+
 import io
 import re
 
@@ -8,20 +9,26 @@ from builder import registry as reg
 from builder.core.errors import UserError
 
 
-@pytest.mark.parametrize("image,registry,tag,expected", [
-    ("local/tensorflow:21.08-tf2-py3", "localhost:5000", None, "localhost:5000/tensorflow:21.08-tf2-py3"),
-    ("local/tensorflow:21.08-tf2-py3", "reg.corp:443/ml/team", "v1", "reg.corp:443/ml/team/tensorflow:v1"),
-    ("tensorflow", "127.0.0.1:5000/x", None, "127.0.0.1:5000/x/tensorflow:latest"),
-])
+@pytest.mark.parametrize(
+    "image,registry,tag,expected",
+    [
+        ("local/tensorflow:21.08-tf2-py3", "localhost:5000", None, "localhost:5000/tensorflow:21.08-tf2-py3"),
+        ("local/tensorflow:21.08-tf2-py3", "reg.corp:443/ml/team", "v1", "reg.corp:443/ml/team/tensorflow:v1"),
+        ("tensorflow", "127.0.0.1:5000/x", None, "127.0.0.1:5000/x/tensorflow:latest"),
+    ],
+)
 def test_target_ref(image, registry, tag, expected):
     assert reg.target_ref(image, registry, tag) == expected
 
 
-@pytest.mark.parametrize("registry,tag,msg", [
-    ("bad host", None, "is not HOST[:PORT][/NAMESPACE]"),
-    ("host:5000/UPPER", None, "is not HOST[:PORT][/NAMESPACE]"),
-    ("host:5000", "-bad", "is not a valid image tag"),
-])
+@pytest.mark.parametrize(
+    "registry,tag,msg",
+    [
+        ("bad host", None, "is not HOST[:PORT][/NAMESPACE]"),
+        ("host:5000/UPPER", None, "is not HOST[:PORT][/NAMESPACE]"),
+        ("host:5000", "-bad", "is not a valid image tag"),
+    ],
+)
 def test_bad_targets(registry, tag, msg):
     with pytest.raises(UserError, match=re.escape(msg)):
         reg.target_ref("a/b:c", registry, tag)
@@ -38,12 +45,15 @@ def test_credentials_from_env_and_stdin(monkeypatch):
     assert reg.credentials_from(None, None, None, False) is None
 
 
-@pytest.mark.parametrize("args,msg", [
-    (("bob", None, None, False), "a username needs a password"),
-    ((None, None, "P", False), "a password needs a username"),
-    (("bob", None, "NOPE", False), "--password-env NOPE: that variable is not set"),
-    (("bob", None, "P", True), "exclude each other"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (("bob", None, None, False), "a username needs a password"),
+        ((None, None, "P", False), "a password needs a username"),
+        (("bob", None, "NOPE", False), "--password-env NOPE: that variable is not set"),
+        (("bob", None, "P", True), "exclude each other"),
+    ],
+)
 def test_credential_mistakes(monkeypatch, args, msg):
     monkeypatch.setenv("P", "x")
     monkeypatch.delenv("NOPE", raising=False)
@@ -51,16 +61,19 @@ def test_credential_mistakes(monkeypatch, args, msg):
         reg.credentials_from(*args)
 
 
-@pytest.mark.parametrize("message,transient", [
-    ("Get http://127.0.0.1:5000/v2/: dial tcp 127.0.0.1:5000: connect: connection refused", True),
-    ("received unexpected HTTP status: 503 Service Unavailable", True),
-    ("write tcp: connection reset by peer", True),
-    ("manifest invalid: manifest invalid", False),
-    ("received unexpected HTTP status: 500 Internal Server Error", True),
-    # a port or address that holds 500-504 is not a server error (ports are random in tests)
-    ("login attempt to http://127.0.0.1:50213/v2/ failed with status: 400 Bad Request", False),
-    ("manifest unknown on 10.0.502.1", False),
-])
+@pytest.mark.parametrize(
+    "message,transient",
+    [
+        ("Get http://127.0.0.1:5000/v2/: dial tcp 127.0.0.1:5000: connect: connection refused", True),
+        ("received unexpected HTTP status: 503 Service Unavailable", True),
+        ("write tcp: connection reset by peer", True),
+        ("manifest invalid: manifest invalid", False),
+        ("received unexpected HTTP status: 500 Internal Server Error", True),
+        # a port or address that holds 500-504 is not a server error (ports are random in tests)
+        ("login attempt to http://127.0.0.1:50213/v2/ failed with status: 400 Bad Request", False),
+        ("manifest unknown on 10.0.502.1", False),
+    ],
+)
 def test_transient_classification(message, transient):
     assert bool(reg.TRANSIENT.search(message)) == transient
 
@@ -78,12 +91,21 @@ def test_a_port_holding_401_is_not_an_auth_error(port):
     assert not reg.AUTH.search(message)
 
 
-@pytest.mark.parametrize("url,loopback", [
-    ("http://127.0.0.1:8742/ccache", True), ("http://127.3.4.5:1/x", True), ("http://localhost:8742/x", True),
-    ("http://cache.localhost:1/x", True), ("http://[::1]:8742/x", True),
-    ("http://172.17.0.1:8742/ccache", False), ("https://cache.example.com/ccache", False),
-    ("http://10.0.0.5:80/", False), (None, False), ("", False),
-])
+@pytest.mark.parametrize(
+    "url,loopback",
+    [
+        ("http://127.0.0.1:8742/ccache", True),
+        ("http://127.3.4.5:1/x", True),
+        ("http://localhost:8742/x", True),
+        ("http://cache.localhost:1/x", True),
+        ("http://[::1]:8742/x", True),
+        ("http://172.17.0.1:8742/ccache", False),
+        ("https://cache.example.com/ccache", False),
+        ("http://10.0.0.5:80/", False),
+        (None, False),
+        ("", False),
+    ],
+)
 def test_only_a_loopback_compile_cache_puts_a_build_on_the_host_network(url, loopback):
     """Host networking changes every RUN's cache key (BuildKit keys a step by its network
     mode): only a server the default network cannot reach justifies it."""

@@ -1,6 +1,7 @@
 """TLS is never downgraded: real local registries (an HTTPS one with a self-signed CA made
 by openssl, a plain HTTP one) record every request; a fake engine stands in for dockerd
 and, like dockerd, sends whatever credentials it is handed to the registry."""
+
 from __future__ import annotations
 
 import base64
@@ -29,7 +30,7 @@ class Registry:
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Authorization
         self.manifests: dict[str, str] = {}
         self.serve_digest: str | None = None  # a registry that serves another digest
-        self.read_status: int | None = None   # set: manifests are answered with this status
+        self.read_status: int | None = None  # set: manifests are answered with this status
         self.basic: str | None = None  # set: every path wants exactly this Authorization
         outer = self
 
@@ -63,8 +64,12 @@ class Registry:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                manifest = json.dumps({"schemaVersion": 2, "layers": [
-                    {"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip"}] * 2}).encode()
+                manifest = json.dumps(
+                    {
+                        "schemaVersion": 2,
+                        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip"}] * 2,
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Docker-Content-Digest", digest)
                 self.send_header("Content-Length", str(len(manifest)))
@@ -109,8 +114,12 @@ class RegistryEngine(FakeEngine):
         import http.client
 
         if self.registry.tls:
-            conn = http.client.HTTPSConnection(self.registry.host, context=ssl.create_default_context(
-                cafile=str(self.ca)) if self.ca else ssl._create_unverified_context())
+            conn = http.client.HTTPSConnection(
+                self.registry.host,
+                context=ssl.create_default_context(cafile=str(self.ca))
+                if self.ca
+                else ssl._create_unverified_context(),
+            )
         else:
             conn = http.client.HTTPConnection(self.registry.host)
         conn.request("GET", "/v2/", headers={"Authorization": f"Basic {token}"})
@@ -178,9 +187,9 @@ def test_untrusted_certificate_is_refused_before_anything_is_sent(tls_registry, 
     message = str(exc.value)
     assert "does not trust" in message and str(certs_d / tls_registry.host / "ca.crt") in message
     assert "--insecure-registry" in message and "\n" not in message
-    assert moves(engine) == []              # no login, no tag, no push
+    assert moves(engine) == []  # no login, no tag, no push
     assert ref not in engine.tags
-    assert tls_registry.requests == []         # the handshake failed: not even GET /v2/ arrived
+    assert tls_registry.requests == []  # the handshake failed: not even GET /v2/ arrived
 
 
 def test_a_ca_in_certs_d_is_trusted_and_the_digest_is_read_back_over_tls(tls_registry, certs_d):
@@ -193,8 +202,11 @@ def test_a_ca_in_certs_d_is_trusted_and_the_digest_is_read_back_over_tls(tls_reg
     assert result.digest == engine.pushed[ref]
     assert [c[0] for c in moves(engine)] == ["login", "tag", "push"]
     # The read-back authenticated (over verified TLS) with the user's credentials, once asked.
-    assert ("GET", "/v2/ml/img/manifests/1", "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode()) \
-        in tls_registry.requests
+    assert (
+        "GET",
+        "/v2/ml/img/manifests/1",
+        "Basic " + base64.b64encode(b"alice:pw-unit-s3cret").decode(),
+    ) in tls_registry.requests
 
 
 def test_insecure_registry_with_an_untrusted_certificate_sends_no_credentials(tls_registry, certs_d, monkeypatch):
@@ -206,7 +218,7 @@ def test_insecure_registry_with_an_untrusted_certificate_sends_no_credentials(tl
     monkeypatch.setattr(reg, "config_credentials", lambda host: CREDS)
     result = p.push("local/img:1", f"{tls_registry.host}/ml/img:1", None, insecure=True)
     assert result.digest == engine.pushed[f"{tls_registry.host}/ml/img:1"]
-    assert ("push", f"{tls_registry.host}/ml/img:1", None) in engine.calls   # pushed with no user
+    assert ("push", f"{tls_registry.host}/ml/img:1", None) in engine.calls  # pushed with no user
     assert tls_registry.authorizations() == []
 
 
@@ -221,20 +233,20 @@ def test_plain_http_registry_needs_the_flag_and_never_gets_credentials(plain_reg
     monkeypatch.setattr(reg, "config_credentials", lambda host: CREDS)  # the Docker config has some
     result = p.push("local/img:1", ref, None, insecure=True)
     assert result.digest == engine.pushed[ref] and engine.tags[ref] == engine.tags["local/img:1"]
-    assert [c[0] for c in moves(engine)] == ["tag", "push"]       # no login
-    assert plain_registry.authorizations() == []                  # nothing secret ever arrived over HTTP
+    assert [c[0] for c in moves(engine)] == ["tag", "push"]  # no login
+    assert plain_registry.authorizations() == []  # nothing secret ever arrived over HTTP
     assert any(r[:2] == ("GET", "/v2/img/manifests/1") for r in plain_registry.requests)
     assert result.compression == {"gzip": 2}  # read from the manifest the registry serves
 
 
 def test_a_failure_after_tagging_takes_the_tag_back(plain_registry, certs_d):
     p, engine = pusher(plain_registry)
-    plain_registry.serve_digest = OTHER   # the read-back disagrees: after publishing, still a failure
+    plain_registry.serve_digest = OTHER  # the read-back disagrees: after publishing, still a failure
     ref = f"{plain_registry.host}/img:1"
     with pytest.raises(reg.PushError, match="the registry serves"):
         p.push("local/img:1", ref, None, insecure=True)
     assert ref not in engine.tags and ("remove_image", ref) in engine.calls
-    older = engine.add_image(ref)         # an existing tag is put back, not removed
+    older = engine.add_image(ref)  # an existing tag is put back, not removed
     with pytest.raises(reg.PushError):
         p.push("local/img:1", ref, None, insecure=True)
     assert engine.tags[ref] == older
@@ -245,7 +257,7 @@ def test_unreachable_registry_retries_then_fails_with_no_tag(certs_d):
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]    # closed again: nothing listens there
+        port = s.getsockname()[1]  # closed again: nothing listens there
     p, engine = pusher(Registry.__new__(Registry))
     with pytest.raises(reg.PushError, match=r"failed after 2 tries: cannot reach the registry"):
         p.push("local/img:1", f"127.0.0.1:{port}/img:1", CREDS)

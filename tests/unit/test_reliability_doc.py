@@ -3,6 +3,7 @@ and its function, found with ast). Forms: `unit/test_x.py::test_name`, `integrat
 `tests/...` and `builder/...` paths, a file alone, `::test_name` (the file named last),
 `...[param]` (the function named last, another parameter), `name[param]` (the function),
 and `same` in a table's test column (the row above's tests)."""
+
 from __future__ import annotations
 
 import ast
@@ -15,8 +16,10 @@ DOC = ROOT / "docs" / "RELIABILITY.md"
 PREFIXES = {"unit/": "tests/unit/", "integration/": "tests/integration/", "tests/": "tests/", "builder/": "builder/"}
 # A backticked test reference: a path to a test file with an optional ::name[param],
 # a ::name continuation, or ...[param].
-REFERENCE = re.compile(r"`((?:unit|integration|tests|builder)/[\w/.-]*test_\w*\.py(?:::[\w\[\]\-.,]+)?"
-                       r"|::\w+(?:\[[^`\]]*\])?|\.\.\.\[[^`\]]*\])`")
+REFERENCE = re.compile(
+    r"`((?:unit|integration|tests|builder)/[\w/.-]*test_\w*\.py(?:::[\w\[\]\-.,]+)?"
+    r"|::\w+(?:\[[^`\]]*\])?|\.\.\.\[[^`\]]*\])`"
+)
 
 
 @functools.cache
@@ -28,13 +31,15 @@ def functions(path: Path) -> frozenset[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
         elif isinstance(node, ast.ClassDef):
-            names |= {f"{node.name}::{n.name}" for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            names |= {
+                f"{node.name}::{n.name}" for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
     return frozenset(names)
 
 
 def file_of(ref: str) -> Path:
     prefix = next(p for p in PREFIXES if ref.startswith(p))
-    return ROOT / (PREFIXES[prefix] + ref[len(prefix):])
+    return ROOT / (PREFIXES[prefix] + ref[len(prefix) :])
 
 
 def references(text: str) -> list[tuple[int, str, str | None]]:
@@ -86,17 +91,24 @@ def test_every_test_the_reliability_doc_names_exists():
 
 
 def test_the_parser_resolves_continuations_and_finds_stale_names():
-    doc = ("| case | what | test |\n| --- | --- | --- |\n"
-           "| a | x | `unit/test_reliability_doc.py::test_every_test_the_reliability_doc_names_exists`, "
-           "`::test_gone` |\n"
-           "| b | y | same |\n"
-           "| c | z | `...[SIGTERM-143]`, `unit/test_nothing_here.py`, "
-           "`unit/test_reliability_doc.py::references[x]` |\n")
+    doc = (
+        "| case | what | test |\n| --- | --- | --- |\n"
+        "| a | x | `unit/test_reliability_doc.py::test_every_test_the_reliability_doc_names_exists`, "
+        "`::test_gone` |\n"
+        "| b | y | same |\n"
+        "| c | z | `...[SIGTERM-143]`, `unit/test_nothing_here.py`, "
+        "`unit/test_reliability_doc.py::references[x]` |\n"
+    )
     refs = references(doc)  # row b's `same` resolves to row a's tests, already listed
     assert [(n, name) for n, _, name in refs] == [
-        (3, "test_every_test_the_reliability_doc_names_exists"), (3, "test_gone"),
-        (5, "test_gone"), (5, None), (5, "references")]
+        (3, "test_every_test_the_reliability_doc_names_exists"),
+        (3, "test_gone"),
+        (5, "test_gone"),
+        (5, None),
+        (5, "references"),
+    ]
     assert problems(doc) == [
         "line 3: unit/test_reliability_doc.py::test_gone: no such test in tests/unit/test_reliability_doc.py",
         "line 5: unit/test_reliability_doc.py::test_gone: no such test in tests/unit/test_reliability_doc.py",
-        "line 5: unit/test_nothing_here.py: no such file"]
+        "line 5: unit/test_nothing_here.py: no such file",
+    ]

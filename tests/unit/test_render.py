@@ -1,4 +1,5 @@
 """Golden-string tests of the renderer (hpccm style): exact fragments of what is rendered."""
+
 import subprocess
 import sys
 from dataclasses import replace
@@ -36,32 +37,39 @@ def test_every_image_starts_from_an_injectable_base(cat):
 
 def test_build_parameters_and_nvbuild_line_default(cat):
     text = _render(cat).dockerfile
-    assert ('ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \\\n'
-            '    TF_ENABLE_XLA="1" \\\n'
-            '    TF_NEED_GCP="0" \\\n'
-            '    TF_NEED_HDFS="0"\n'
-            '\n'
-            'WORKDIR /opt/tensorflow\n'
-            '# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.\n'
-            'ARG COMPILE_CACHE=""\n'
-            '# Horovod first, in its own layer: a change to the extension\'s source does not rebuild it.\n'
-            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
-            "# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).\n"
-            '# hadolint ignore=DL3059\n'
-            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali\n'
-            '\n'
-            'COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n'
-            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n') in text
+    assert (
+        'ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \\\n'
+        '    TF_ENABLE_XLA="1" \\\n'
+        '    TF_NEED_GCP="0" \\\n'
+        '    TF_NEED_HDFS="0"\n'
+        "\n"
+        "WORKDIR /opt/tensorflow\n"
+        "# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.\n"
+        'ARG COMPILE_CACHE=""\n'
+        "# Horovod first, in its own layer: a change to the extension's source does not rebuild it.\n"
+        'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+        "# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).\n"
+        "# hadolint ignore=DL3059\n"
+        "RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali\n"
+        "\n"
+        "COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n"
+        'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+    ) in text
 
 
 def test_the_framework_comes_from_the_locks_with_hash_checking(cat):
     r = _render(cat)
     assert "COPY locks/ /opt/tensorflow/locks/\n" in r.dockerfile
-    assert "pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r \"$lock\"" in r.dockerfile
+    assert (
+        'pip install --no-cache-dir --no-deps --require-hashes --no-build-isolation $flags -r "$lock"' in r.dockerfile
+    )
     assert "register-gpu-wheels" in r.dockerfile
     assert set(k for k in r.files if k.startswith("locks/")) == {
-        "locks/requirements-py3.8.txt", "locks/requirements-py3.9.txt", "locks/horovod.txt",
-        "locks/dali-tf-plugin.txt"}
+        "locks/requirements-py3.8.txt",
+        "locks/requirements-py3.9.txt",
+        "locks/horovod.txt",
+        "locks/dali-tf-plugin.txt",
+    }
     assert "tensorflow==2.5.0 \\\n" in r.files["locks/requirements-py3.9.txt"]
     assert r.files["locks/horovod.txt"].strip().splitlines()[-1].startswith("horovod==0.22.1 --hash=sha256:")
     assert "--no-binary :all:" in r.dockerfile and "/opt/tensorflow/horovod-source" in r.dockerfile
@@ -84,31 +92,49 @@ def test_labels_claim_only_what_was_requested(cat):
 
 def test_build_parameters_follow_options(cat):
     r = _render(cat, cuda_cc="80,70", xla=False, gcp=True)
-    assert ('ENV TF_CUDA_COMPUTE_CAPABILITIES="7.0,8.0" \\\n'
-            '    TF_ENABLE_XLA="0" \\\n'
-            '    TF_NEED_GCP="1" \\\n'
-            '    TF_NEED_HDFS="0"\n') in r.dockerfile
-    assert 'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
-    assert 'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
-    for line in ('dev.tfbuilder.cuda-compute-capabilities="7.0,8.0"', 'dev.tfbuilder.xla="0"',
-                 'dev.tfbuilder.gcp="1"', 'dev.tfbuilder.hdfs="0"'):
+    assert (
+        'ENV TF_CUDA_COMPUTE_CAPABILITIES="7.0,8.0" \\\n'
+        '    TF_ENABLE_XLA="0" \\\n'
+        '    TF_NEED_GCP="1" \\\n'
+        '    TF_NEED_HDFS="0"\n'
+    ) in r.dockerfile
+    assert (
+        'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+        in r.dockerfile
+    )
+    assert (
+        'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 7.0,8.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+        in r.dockerfile
+    )
+    for line in (
+        'dev.tfbuilder.cuda-compute-capabilities="7.0,8.0"',
+        'dev.tfbuilder.xla="0"',
+        'dev.tfbuilder.gcp="1"',
+        'dev.tfbuilder.hdfs="0"',
+    ):
         assert line in r.dockerfile
 
 
 def test_local_is_probed_in_the_image(cat):
     r = _render(cat, cuda_cc="local")
-    assert 'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm local ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n' in r.dockerfile
+    assert (
+        'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm local ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+        in r.dockerfile
+    )
     assert 'TF_CUDA_COMPUTE_CAPABILITIES="local"' in r.dockerfile
 
 
-@pytest.mark.parametrize("cc,base,message", [
-    ("9.9", "auto", "compute capability 9.9 is not a GPU architecture for CUDA 11.2"),
-    ("9.9", "upstream", "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1"),
-    ("8.7", "auto", "compute capability 8.7 cannot be compiled for CUDA 11.2; supported: 3.5-8.6"),
-    ("8.7", "offline", "(the offline base (bullseye))"),
-    ("3.0", "upstream", "compute capability 3.0 cannot be compiled for CUDA 11.4.1"),
-    ("x", "auto", "'x' is not a compute capability"),
-])
+@pytest.mark.parametrize(
+    "cc,base,message",
+    [
+        ("9.9", "auto", "compute capability 9.9 is not a GPU architecture for CUDA 11.2"),
+        ("9.9", "upstream", "compute capability 9.9 is not a GPU architecture for CUDA 11.4.1"),
+        ("8.7", "auto", "compute capability 8.7 cannot be compiled for CUDA 11.2; supported: 3.5-8.6"),
+        ("8.7", "offline", "(the offline base (bullseye))"),
+        ("3.0", "upstream", "compute capability 3.0 cannot be compiled for CUDA 11.4.1"),
+        ("x", "auto", "'x' is not a compute capability"),
+    ],
+)
 def test_bad_compute_capabilities(cat, cc, base, message):
     with pytest.raises(UserError) as exc:
         _render(cat, cuda_cc=cc, base=base)
@@ -136,10 +162,13 @@ def test_env_overrides_are_quoted_and_recorded(cat):
     assert r.meta["env"]["MY_VAR"] == 'a "b" $HOME\\x'
 
 
-@pytest.mark.parametrize("pairs,message", [
-    (["NOVALUE"], "--env 'NOVALUE' is not NAME=VALUE"),
-    (["A-B=1"], "--env 'A-B' is not a valid environment variable name"),
-])
+@pytest.mark.parametrize(
+    "pairs,message",
+    [
+        (["NOVALUE"], "--env 'NOVALUE' is not NAME=VALUE"),
+        (["A-B=1"], "--env 'A-B' is not a valid environment variable name"),
+    ],
+)
 def test_bad_env(pairs, message):
     with pytest.raises(UserError, match=message):
         RenderOptions.parse_env(pairs)
@@ -164,18 +193,30 @@ def test_bases(cat):
 def test_docker_examples_start_from_the_exact_tag(cat):
     r = _render(cat, repository="registry.local:5000/ml/tf")
     for name in ("Dockerfile.customtensorflow", "Dockerfile.addpackages"):
-        assert "ARG BASE_IMAGE=registry.local:5000/ml/tf:21.08-tf2-py3\nFROM ${BASE_IMAGE}\n" in r.files[f"docker-examples/{name}"]
+        assert (
+            "ARG BASE_IMAGE=registry.local:5000/ml/tf:21.08-tf2-py3\nFROM ${BASE_IMAGE}\n"
+            in r.files[f"docker-examples/{name}"]
+        )
     custom = r.files["docker-examples/Dockerfile.customtensorflow"]
-    assert ("COPY my-tensorflow-modifications.patch /opt/tensorflow/patches/\n"
-            "WORKDIR /opt/tensorflow/tensorflow-source\n") in custom
-    assert ('WORKDIR /opt/tensorflow\nARG COMPILE_CACHE=""\n'
-            'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
-            in custom and custom.endswith("WORKDIR /workspace\n"))
+    assert (
+        "COPY my-tensorflow-modifications.patch /opt/tensorflow/patches/\nWORKDIR /opt/tensorflow/tensorflow-source\n"
+    ) in custom
+    assert (
+        'WORKDIR /opt/tensorflow\nARG COMPILE_CACHE=""\n'
+        'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
+        in custom
+        and custom.endswith("WORKDIR /workspace\n")
+    )
 
 
 def test_flags_file_per_api(cat):
     assert _render(cat).files["nvbuildopts"].splitlines()[1:] == [
-        "--config=v2", "-c", "opt", "--config=cuda", "--output_filter=MATCH_NOTHING"]
+        "--config=v2",
+        "-c",
+        "opt",
+        "--config=cuda",
+        "--output_filter=MATCH_NOTHING",
+    ]
 
 
 def _with_vendor(cat, release="21.08", **vendor):
@@ -187,9 +228,14 @@ def _banner(rendered, tmp_path, build_id="b1"):
     """The entrypoint's text parts as the image shows them (10-banner.sh sourced, the .txt cat)."""
     script = tmp_path / "10-banner.sh"
     script.write_text(rendered.files["entrypoint/entrypoint.d/10-banner.sh"])
-    out = subprocess.run(["bash", "-c", f"source {script}"], capture_output=True, text=True, check=True, cwd=tmp_path,
-                         env={"PATH": "/usr/bin:/bin", "NVIDIA_TENSORFLOW_VERSION": "21.08-tf2",
-                              "NVIDIA_BUILD_ID": build_id})
+    out = subprocess.run(
+        ["bash", "-c", f"source {script}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "NVIDIA_TENSORFLOW_VERSION": "21.08-tf2", "NVIDIA_BUILD_ID": build_id},
+    )
     return out.stdout + rendered.files["entrypoint/entrypoint.d/15-container-copyright.txt"]
 
 
@@ -217,20 +263,37 @@ def test_the_default_image_names_no_nvidia_maker(cat, tmp_path):
 
 
 def test_a_private_vendor_is_named_in_banner_labels_and_copyright(cat, tmp_path):
-    rel = _with_vendor(cat, name="ML Platform", maintainer="ML Platform <mlp@example.com>",
-                       url="https://git.example.com/ml/images", copyright_holder="Example Inc")
+    rel = _with_vendor(
+        cat,
+        name="ML Platform",
+        maintainer="ML Platform <mlp@example.com>",
+        url="https://git.example.com/ml/images",
+        copyright_holder="Example Inc",
+    )
     r = render(rel, rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))
     text = _banner(r, tmp_path)
-    assert ("ML Platform release 21.08-tf2 (build b1), built from the NGC TensorFlow 21.08 recipe\n"
-            "Maintainer: ML Platform <mlp@example.com>\nProject: https://git.example.com/ml/images\n") in text
-    assert ("\nContainer image Copyright (c) 2021, Example Inc.  All rights reserved.\n"
-            "Copyright 2017-2021 The TensorFlow Authors.  All rights reserved.\n") in text
+    assert (
+        "ML Platform release 21.08-tf2 (build b1), built from the NGC TensorFlow 21.08 recipe\n"
+        "Maintainer: ML Platform <mlp@example.com>\nProject: https://git.example.com/ml/images\n"
+    ) in text
+    assert (
+        "\nContainer image Copyright (c) 2021, Example Inc.  All rights reserved.\n"
+        "Copyright 2017-2021 The TensorFlow Authors.  All rights reserved.\n"
+    ) in text
     assert "NVIDIA" not in r.files["entrypoint/entrypoint.d/15-container-copyright.txt"]
     assert banner_release_line(rel, "21.08-tf2", "b1") in text
     labels = r.meta["labels"]
-    assert (labels["org.opencontainers.image.vendor"], labels["org.opencontainers.image.authors"],
-            labels["org.opencontainers.image.url"], labels["maintainer"]) == (
-        "ML Platform", "ML Platform <mlp@example.com>", "https://git.example.com/ml/images", "ML Platform <mlp@example.com>")
+    assert (
+        labels["org.opencontainers.image.vendor"],
+        labels["org.opencontainers.image.authors"],
+        labels["org.opencontainers.image.url"],
+        labels["maintainer"],
+    ) == (
+        "ML Platform",
+        "ML Platform <mlp@example.com>",
+        "https://git.example.com/ml/images",
+        "ML Platform <mlp@example.com>",
+    )
     assert 'org.opencontainers.image.authors="ML Platform <mlp@example.com>" \\\n' in r.dockerfile
 
 
@@ -245,13 +308,17 @@ def test_vendor_texts_are_shown_verbatim_and_never_run(cat, tmp_path):
 
 def test_nvidias_own_image_keeps_ngcs_words(cat, tmp_path):
     """An image the catalog says NVIDIA makes (copyright holder NVIDIA ...) prints NGC's banner as before."""
-    r = render(rel := _with_vendor(cat, release="22.12", name="NVIDIA", copyright_holder="NVIDIA CORPORATION & AFFILIATES"),
-               rel.variant("tf2-py3"), RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag))
+    r = render(
+        rel := _with_vendor(cat, release="22.12", name="NVIDIA", copyright_holder="NVIDIA CORPORATION & AFFILIATES"),
+        rel.variant("tf2-py3"),
+        RenderOptions(offline_base_image=BaseRecipe(rel.offline).tag),
+    )
     assert r.files["entrypoint/entrypoint.d/15-container-copyright.txt"] == (
         "\nContainer image Copyright (c) 2022, NVIDIA CORPORATION & AFFILIATES.  All rights reserved.\n"
         "Copyright 2017-2022 The TensorFlow Authors.  All rights reserved.\n\n"
         "Various files include modifications (c) NVIDIA CORPORATION.  All rights reserved.\n"
-        "NVIDIA modifications are covered by the license terms that apply to the underlying project or file.\n")
+        "NVIDIA modifications are covered by the license terms that apply to the underlying project or file.\n"
+    )
     assert banner_release_line(rel, "22.12-tf2", "7") == "NVIDIA Release 22.12-tf2 (build 7)"
     assert "NVIDIA Release 21.08-tf2 (build b1)\n" in _banner(r, tmp_path)
     assert "NVIDIA recommends the use of" in r.files["entrypoint/entrypoint.d/60-shm-check.sh"]
@@ -296,7 +363,7 @@ def test_dockerfile_string():
 def test_offline_base_tag_is_derived_from_the_recipe(cat):
     off = cat.get("21.08").offline
     a = BaseRecipe(off)
-    assert a.tag == BaseRecipe(off).tag                    # asking again names the same image
+    assert a.tag == BaseRecipe(off).tag  # asking again names the same image
     assert a.tag.startswith("local/cuda-base:bullseye-cuda11.2-py3.9-")
     assert BaseRecipe(cat.get("26.11").offline).tag != a.tag
     assert "NVCC_CCBIN=g++-13" in BaseRecipe(cat.get("26.11").offline).dockerfile()
@@ -311,9 +378,9 @@ def test_a_trixie_base_compiles_with_g_13_and_keeps_cuda_12_4s_driver_dependency
 
     text = BaseRecipe(OfflineBase("trixie", "12.4", "3.13")).dockerfile()
     assert "NVCC_CCBIN=g++-13" in text and " g++ g++-13 " in text and " python3.13 " in text
-    assert "libnvidia-ptxjitcompiler.so.1 (= 9999), libcuda-12.4-1\"" in text
+    assert 'libnvidia-ptxjitcompiler.so.1 (= 9999), libcuda-12.4-1"' in text
     bullseye = BaseRecipe(OfflineBase("bullseye", "11.2", "3.9")).dockerfile()
-    assert "libcuda-12.4-1" not in bullseye and "ptxjitcompiler.so.1 (= 9999)\"" in bullseye
+    assert "libcuda-12.4-1" not in bullseye and 'ptxjitcompiler.so.1 (= 9999)"' in bullseye
 
 
 def test_offline_bases_never_install_driver_libraries(cat):
@@ -321,7 +388,7 @@ def test_offline_bases_never_install_driver_libraries(cat):
     assert '"Package: host-provided-nvidia-driver"' in text
     assert "Provides: libcuda.so.1 (= 9999), libnvidia-ml.so.1 (= 9999)" in text
     assert text.index("dpkg -i /tmp/host-driver.deb") < text.index("nvidia-cuda-toolkit")
-    assert "-name 'libcuda.so*' -o -name 'libnvidia-ml.so*'" in text    # the build fails if one slipped in
+    assert "-name 'libcuda.so*' -o -name 'libnvidia-ml.so*'" in text  # the build fails if one slipped in
 
 
 def test_corporate_settings_never_appear_in_what_is_rendered(cat):
@@ -357,13 +424,20 @@ def test_blackwell_is_native_where_the_release_has_a_newer_ptxas(cat):
 
 
 def test_the_opt_in_and_the_refusal_on_the_command_line():
-    refused = subprocess.run([sys.executable, "-m", "builder.cli", "build", "--release", "21.08", "--cuda-cc", "12.0",
-                              "--dry-run"], capture_output=True, text=True)
+    refused = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "build", "--release", "21.08", "--cuda-cc", "12.0", "--dry-run"],
+        capture_output=True,
+        text=True,
+    )
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "--allow-ptx-jit" in refused.stderr and "or newer compiles 12.0" in refused.stderr
     for cmd in ("build", "render", "bake"):
-        out = subprocess.run([sys.executable, "-m", "builder.cli", cmd, "--help"], capture_output=True, text=True,
-                             env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+        out = subprocess.run(
+            [sys.executable, "-m", "builder.cli", cmd, "--help"],
+            capture_output=True,
+            text=True,
+            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        )
         assert "--allow-ptx-jit" in out.stdout, cmd
 
 
@@ -380,11 +454,14 @@ def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
     assert "locks/dali-tf-plugin.txt" not in r.files and "jupyter/jupyter_server_config.py" not in r.files
 
 
-@pytest.mark.parametrize("without, says", [
-    (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
-    (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
-    (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: tensorboard, dali)"),
-])
+@pytest.mark.parametrize(
+    "without, says",
+    [
+        (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
+        (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
+        (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: tensorboard, dali)"),
+    ],
+)
 def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):
     with pytest.raises(UserError) as err:
         _render(cat, "21.08", without=without)

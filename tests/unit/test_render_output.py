@@ -1,6 +1,7 @@
 """Render output directories: a render deletes or overwrites only what a render wrote
 (the marker lists it), renders into one directory take turns, `render --all` with a
 private catalog leaves the Dockerfiles of releases it does not know alone."""
+
 import fcntl
 import json
 import os
@@ -102,7 +103,6 @@ def test_paths_outside_the_output_are_refused(tmp_path, rel):
     assert not (tmp_path / "out").exists() and not (tmp_path / "escape").exists()
 
 
-
 def _tree(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -139,8 +139,9 @@ def test_a_marker_naming_a_file_through_a_symlink_deletes_nothing(tmp_path):
     assert (elsewhere / "secret.txt").read_text() == "host file"
 
 
-@pytest.mark.parametrize("rel", ["../outside.txt", "/etc/passwd", "a/\0b", "a/../../b", "./x", "a//b", "",
-                                 "lone-\ud800"])
+@pytest.mark.parametrize(
+    "rel", ["../outside.txt", "/etc/passwd", "a/\0b", "a/../../b", "./x", "a//b", "", "lone-\ud800"]
+)
 def test_a_marker_naming_a_path_outside_the_directory_is_refused(tmp_path, rel):
     out = tmp_path / "out"
     buildcontext.write(ctx(Dockerfile="a"), out)
@@ -162,10 +163,13 @@ def test_a_symlink_in_place_of_the_markers_temporary_file_is_not_written_through
     assert victim.read_text() == "host file" and (out / "Dockerfile").read_text() == "b"
     assert marker(out)["files"]
 
+
 def test_a_failed_staging_leaves_the_previous_context_and_no_staging(tmp_path, monkeypatch):
     out = tmp_path / "out"
     buildcontext.write(ctx(Dockerfile="a"), out)
-    monkeypatch.setattr(buildcontext.shutil, "copytree", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    monkeypatch.setattr(
+        buildcontext.shutil, "copytree", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+    )
     with pytest.raises(UserError, match="cannot write the build context to .*: No space left on device"):
         buildcontext.write(ctx(Dockerfile="b"), out)
     assert (out / "Dockerfile").read_text() == "a"
@@ -187,9 +191,13 @@ def test_concurrent_renders_into_one_directory_take_turns(tmp_path):
     out.mkdir()
     fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as another render holding the directory
-    proc = subprocess.Popen([sys.executable, "-m", "builder.cli", "render", "-r", "21.08", "-v", "tf2-py3",
-                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "builder.cli", "render", "-r", "21.08", "-v", "tf2-py3", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         time.sleep(5)  # ample time for an unlocked render to write its context
         assert proc.poll() is None and list(out.iterdir()) == [], "wrote while another render held the lock"

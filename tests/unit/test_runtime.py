@@ -1,6 +1,7 @@
 """The runtime image (pure parts): which releases can have one, its Dockerfile (the devel
 image's Python packages on the offline base's bare Debian, no compiler, no toolkit), and
 the plan's refusals, all before anything is built."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,8 +45,12 @@ def test_a_release_with_cuda_from_wheels_is_core_devel_and_runtime_stages_of_one
     rel = CAT.get("26.11")
     text = render(rel, rel.variants["tf2-py3"], dataclasses.replace(render_options(rel), base="offline")).dockerfile
     st = stages(text)
-    assert [s[0][1] for s in st.values()] == ["${BASE_IMAGE} AS core", "core AS devel", "devel AS compiled",
-                                              "core AS runtime"]
+    assert [s[0][1] for s in st.values()] == [
+        "${BASE_IMAGE} AS core",
+        "core AS devel",
+        "devel AS compiled",
+        "core AS runtime",
+    ]
     apt = lambda name: " ".join(a for c, a in st[name] if c == "RUN" and "apt-get install" in a)  # noqa: E731
     # core: Python and the locked wheels (two layers), nothing to compile with
     assert "python3-pip" in apt("core")
@@ -61,7 +66,10 @@ def test_a_release_with_cuda_from_wheels_is_core_devel_and_runtime_stages_of_one
     assert copies[0] == "--from=compiled /compiled/ /"
     assert not any("dist-packages" in c or "nvbuild.sh" in c or "tensorflow-source" in c for c in copies)
     assert not [a for c, a in st["runtime"] if c == "RUN"]
-    assert 'TF_USE_LEGACY_KERAS="1"' in text and 'TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0"' in text
+    assert (
+        'TF_USE_LEGACY_KERAS="1"' in text
+        and 'TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0"' in text
+    )
     labels = " ".join(a for c, a in st["runtime"] if c == "LABEL")
     assert 'org.opencontainers.image.version="26.11-tf2-py3-runtime"' in labels
     assert 'dev.tfbuilder.runtime-of="${DEVEL_IMAGE}"' in labels and 'dev.tfbuilder.base="offline"' in labels
@@ -87,14 +95,22 @@ def test_the_committed_dockerfile_holds_the_runtime_stage():
 
 def test_runtime_refs_follow_the_devel_refs():
     assert runtime_image.refs_for(["r/tf:26.11-tf2-py3", "r/tf:26.11-tf2-py3-b1"]) == [
-        "r/tf:26.11-tf2-py3-runtime", "r/tf:26.11-tf2-py3-b1-runtime"]
+        "r/tf:26.11-tf2-py3-runtime",
+        "r/tf:26.11-tf2-py3-b1-runtime",
+    ]
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"release": "21.08"}, "--runtime: release 21.08 has no runtime image: "),
-    ({"release": "26.11", "base": "upstream"}, "--runtime stands on the offline base's Debian: give --base offline"),
-    ({"release": "26.11", "all_variants": True}, "--runtime builds one variant's runtime image: give --variant"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"release": "21.08"}, "--runtime: release 21.08 has no runtime image: "),
+        (
+            {"release": "26.11", "base": "upstream"},
+            "--runtime stands on the offline base's Debian: give --base offline",
+        ),
+        ({"release": "26.11", "all_variants": True}, "--runtime builds one variant's runtime image: give --variant"),
+    ],
+)
 def test_the_plan_refuses_what_cannot_have_a_runtime_image(kw, message):
     with pytest.raises(UserError) as err:
         pl.plan_build(CAT, pl.BuildArgs(**{"build_id": "b1", "runtime": True, **kw}))
@@ -122,9 +138,14 @@ def test_the_wheel_layers_take_every_locked_package_exactly_once():
     for python in policy.pythons_for(rel, rel.variants["tf2-py3"]):
         path = lock.lock_path(rel.name, "tf2-py3", python)
         entries = re.findall(r"^([A-Za-z0-9][\w.-]*)==", path.read_text(), re.M)
-        layers = [re.findall(r"^([A-Za-z0-9][\w.-]*)==", subprocess.run(["awk", prog, str(path)], capture_output=True,
-                                                                         text=True, check=True).stdout, re.M)
-                  for prog in programs]
+        layers = [
+            re.findall(
+                r"^([A-Za-z0-9][\w.-]*)==",
+                subprocess.run(["awk", prog, str(path)], capture_output=True, text=True, check=True).stdout,
+                re.M,
+            )
+            for prog in programs
+        ]
         assert sorted(sum(layers, [])) == sorted(entries), python
         assert layers[0] == ["tensorflow"] and "nvidia-cudnn-cu12" in layers[1] and "nvidia-cublas-cu12" in layers[2]
 
@@ -155,15 +176,26 @@ def test_collect_compiled_takes_what_pip_installed_from_local_wheels_only(tmp_pa
         (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
 
     dist("tfext", {"url": "file:///tmp/pip/tfext-1.0-cp313-cp313-linux_x86_64.whl", "archive_info": {}})
-    dist("tensorflow", None)                                   # from the index, by the lock
+    dist("tensorflow", None)  # from the index, by the lock
     dist("editable", {"url": "file:///src", "dir_info": {"editable": True}})
     dest = tmp_path / "compiled"
-    out = subprocess.run([sys.executable, "-S", str(paths.templates_dir() / "collect-compiled"), str(dest)],
-                         env={"PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-S", str(paths.templates_dir() / "collect-compiled"), str(dest)],
+        env={"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     inside = str(site.resolve()).lstrip("/")
-    assert copied == sorted(f"{inside}/{f}" for f in ("tfext/__init__.py", "tfext-1.0.dist-info/METADATA",
-                                                      "tfext-1.0.dist-info/RECORD",
-                                                      "tfext-1.0.dist-info/direct_url.json"))
+    assert copied == sorted(
+        f"{inside}/{f}"
+        for f in (
+            "tfext/__init__.py",
+            "tfext-1.0.dist-info/METADATA",
+            "tfext-1.0.dist-info/RECORD",
+            "tfext-1.0.dist-info/direct_url.json",
+        )
+    )
     assert "collect-compiled: tfext 1.0" in out.stdout and "tensorflow" not in out.stdout

@@ -3,6 +3,7 @@ from its mount directory, every RUN that calls the wrapper mounts them, a build 
 BuildKit backend hands them over as secret files, never as build arguments. nvbuild.sh's
 local compile cache: every RUN of nvbuild.sh mounts it. The legacy builder gets the same
 Dockerfile without the builder's mounts (and the settings over loopback)."""
+
 import functools
 import os
 import stat
@@ -20,38 +21,61 @@ from tests.unit.dockerfile_lexer import instructions
 from tests.unit.fake_engine import FakeEngine
 
 WRAPPER = paths.templates_dir() / "with-build-settings"
-SOURCES = "deb http://deb.debian.org/debian bookworm main\ndeb http://deb.debian.org/debian-security bookworm-security main\n"
+SOURCES = (
+    "deb http://deb.debian.org/debian bookworm main\ndeb http://deb.debian.org/debian-security bookworm-security main\n"
+)
 # the wrapper's outputs, which this machine may set for itself (pip through the proxy)
-HOST_ENV = {k: v for k, v in os.environ.items() if k not in
-            ("PIP_INDEX_URL", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "APT_CONFIG")}
+HOST_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("PIP_INDEX_URL", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "APT_CONFIG")
+}
 PEM = "-----BEGIN CERTIFICATE-----\nSECRETCAUNIQUE\n-----END CERTIFICATE-----\n"
 
 
 def wrapper(secrets_dir: Path, command: str, url: str = "") -> subprocess.CompletedProcess:
     sources = secrets_dir.parent / "sources.list"
     sources.write_text(SOURCES)
-    return subprocess.run(["bash", str(WRAPPER), "bash", "-c", command], capture_output=True, text=True, timeout=30,
-                          env={**HOST_ENV, "BUILD_SETTINGS": url, "WITH_BUILD_SETTINGS_DIR": str(secrets_dir),
-                               "WITH_BUILD_SETTINGS_SOURCES": str(sources)})
+    return subprocess.run(
+        ["bash", str(WRAPPER), "bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={
+            **HOST_ENV,
+            "BUILD_SETTINGS": url,
+            "WITH_BUILD_SETTINGS_DIR": str(secrets_dir),
+            "WITH_BUILD_SETTINGS_SOURCES": str(sources),
+        },
+    )
 
 
 def test_the_wrapper_uses_mounted_secrets_and_keeps_nothing(tmp_path):
     mounted = tmp_path / "run-builder-settings"
     mounted.mkdir()
-    files = BuildSettings(apt_mirror="http://mirror.corp/debian", pip_index="https://u:s3cret@pypi.corp/simple",
-                          ca_bundles=(tmp_path / "corp.pem",))
+    files = BuildSettings(
+        apt_mirror="http://mirror.corp/debian",
+        pip_index="https://u:s3cret@pypi.corp/simple",
+        ca_bundles=(tmp_path / "corp.pem",),
+    )
     (tmp_path / "corp.pem").write_text(PEM)
     for name, data in files.files().items():
         if name in contract.SETTINGS_SECRETS:
             (mounted / name).write_bytes(data)
     # A dead BUILD_SETTINGS URL as well: mounted secrets win, the server is never asked.
-    out = wrapper(mounted, 'echo "$PIP_INDEX_URL"; grep -c SECRETCAUNIQUE "$PIP_CERT"; '
-                           'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"', url="http://127.0.0.1:1")
+    out = wrapper(
+        mounted,
+        'echo "$PIP_INDEX_URL"; grep -c SECRETCAUNIQUE "$PIP_CERT"; '
+        'cat "$(dirname "$APT_CONFIG")/sources.list"; dirname "$APT_CONFIG"',
+        url="http://127.0.0.1:1",
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[:2] == ["https://u:s3cret@pypi.corp/simple", "1"]
-    assert lines[2:4] == ["deb http://mirror.corp/debian bookworm main",
-                          "deb http://deb.debian.org/debian-security bookworm-security main"]
+    assert lines[2:4] == [
+        "deb http://mirror.corp/debian bookworm main",
+        "deb http://deb.debian.org/debian-security bookworm-security main",
+    ]
     assert not Path(lines[-1]).exists()
 
 
@@ -62,8 +86,13 @@ def test_secrets_work_without_a_build_settings_argument(tmp_path):
     mounted.mkdir()
     (mounted / "pip-index").write_text("https://pypi.corp/simple\n")
     env = {k: v for k, v in HOST_ENV.items() if k != "BUILD_SETTINGS"}
-    out = subprocess.run(["bash", str(WRAPPER), "bash", "-c", 'echo "[$PIP_INDEX_URL]"'], capture_output=True,
-                         text=True, timeout=30, env={**env, "WITH_BUILD_SETTINGS_DIR": str(mounted)})
+    out = subprocess.run(
+        ["bash", str(WRAPPER), "bash", "-c", 'echo "[$PIP_INDEX_URL]"'],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**env, "WITH_BUILD_SETTINGS_DIR": str(mounted)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[https://pypi.corp/simple]"
 
@@ -120,7 +149,11 @@ def test_every_run_that_calls_the_wrapper_mounts_the_settings():
 def test_every_nvbuild_run_mounts_the_local_compile_cache():
     found = runs_calling("./nvbuild.sh")
     # every release Dockerfile compiles (twice with Horovod); a runtime image compiles nothing
-    devel = {p.name for p in paths.project_root().glob("dockerfiles/*/*.Dockerfile") if not p.name.endswith(".runtime.Dockerfile")}
+    devel = {
+        p.name
+        for p in paths.project_root().glob("dockerfiles/*/*.Dockerfile")
+        if not p.name.endswith(".runtime.Dockerfile")
+    }
     assert len(found) >= len(devel)
     for name, args in found:
         assert contract.compile_cache_mount() + " ./nvbuild.sh" in args, (name, args[:160])
@@ -131,8 +164,10 @@ def test_the_legacy_builder_gets_the_dockerfile_without_the_mounts():
         legacy = without_builder_mounts(text)
         assert "--mount" not in legacy, name
         # Nothing else changed: the same instructions once the mounts are taken out.
-        ours = [(i.cmd, i.args.replace(contract.settings_mounts(), "").replace(contract.compile_cache_mount(), "")
-                 .strip()) for i in instructions(text)]
+        ours = [
+            (i.cmd, i.args.replace(contract.settings_mounts(), "").replace(contract.compile_cache_mount(), "").strip())
+            for i in instructions(text)
+        ]
         assert ours == [(i.cmd, i.args.strip()) for i in instructions(legacy)], name
 
 
@@ -189,8 +224,16 @@ def test_a_derive_hands_settings_over_the_backends_way(tmp_path, monkeypatch, ba
 
     engine.build = capture
     spec = derive.DeriveSpec(parent="local/parent:1", apt=["jq"])
-    job = derive.job(spec, "local/parent:1", engine.inspect("local/parent:1"), catalog.load(), "me/tf:1",
-                     "derive-me_tf_1.log", compile_cache=None, no_cache=False)
+    job = derive.job(
+        spec,
+        "local/parent:1",
+        engine.inspect("local/parent:1"),
+        catalog.load(),
+        "me/tf:1",
+        "derive-me_tf_1.log",
+        compile_cache=None,
+        no_cache=False,
+    )
     image.build(engine, job, BuildSettings(pip_index="https://pypi.corp/simple"), progress=ProgressMode.QUIET)
     request = seen["request"]
     if backend == "buildkit":

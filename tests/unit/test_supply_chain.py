@@ -2,6 +2,7 @@
 provenance says, how cosign is called: never a secret on its command line), with a
 stand-in cosign on PATH that records its argv and environment. The real cosign, syft and
 registry are in tests/integration/test_supply_chain.py."""
+
 from __future__ import annotations
 
 import json
@@ -17,12 +18,25 @@ from builder.core.errors import UserError
 from builder.supply_chain import sbom, signing
 
 BUILD_INFO = {
-    "extension": {"framework_name": "tfext", "version": "0.1.0", "source_digest": "ab" * 32,
-                  "tensorflow_version": "2.5.0", "cuda_version": "11.2",
-                  "cuda_compute_capabilities": ["sm_70", "compute_70"], "library": "/x/_tfext_ops.so",
-                  "patches": [{"name": "0001-fix.patch", "sha256": "cd" * 32}]},
-    "horovod": {"version": "0.22.1", "mpi_built": True, "gloo_built": True, "nccl_built": False, "cuda_built": True,
-                "path": "/x/horovod", "patches": [{"name": "0001-hvd.patch", "sha256": "ef" * 32}]},
+    "extension": {
+        "framework_name": "tfext",
+        "version": "0.1.0",
+        "source_digest": "ab" * 32,
+        "tensorflow_version": "2.5.0",
+        "cuda_version": "11.2",
+        "cuda_compute_capabilities": ["sm_70", "compute_70"],
+        "library": "/x/_tfext_ops.so",
+        "patches": [{"name": "0001-fix.patch", "sha256": "cd" * 32}],
+    },
+    "horovod": {
+        "version": "0.22.1",
+        "mpi_built": True,
+        "gloo_built": True,
+        "nccl_built": False,
+        "cuda_built": True,
+        "path": "/x/horovod",
+        "patches": [{"name": "0001-hvd.patch", "sha256": "ef" * 32}],
+    },
 }
 LOCK = "horovod==0.22.1 --hash=sha256:" + "12" * 32 + "\n"
 
@@ -35,7 +49,7 @@ def test_the_compiled_parts_carry_their_sources_and_patches_hashes():
     assert props["dev.tfbuilder:patch"] == "0001-fix.patch sha256:" + "cd" * 32
     assert props["dev.tfbuilder:cuda-architectures"] == "sm_70,compute_70"
     hprops = [(p["name"], p["value"]) for p in hvd["properties"]]
-    assert ("dev.tfbuilder:source-sha256", "12" * 32) in hprops          # the locked sdist
+    assert ("dev.tfbuilder:source-sha256", "12" * 32) in hprops  # the locked sdist
     assert ("dev.tfbuilder:frameworks", "mpi,gloo,cuda") in hprops
     assert ("dev.tfbuilder:patch", "0001-hvd.patch sha256:" + "ef" * 32) in hprops
     assert hvd["purl"] == "pkg:pypi/horovod@0.22.1"
@@ -43,13 +57,20 @@ def test_the_compiled_parts_carry_their_sources_and_patches_hashes():
 
 
 def test_merge_replaces_syfts_entry_of_a_compiled_package_and_keeps_the_rest():
-    syft = {"bomFormat": "CycloneDX", "components": [
-        {"name": "horovod", "version": "0.22.1", "type": "library"},
-        {"name": "tensorflow", "version": "2.5.0", "type": "library"},
-        {"name": "libc6", "version": "2.31-13", "type": "library"}],
-        "metadata": {"properties": [{"name": "syft:x", "value": "1"}]}}
-    doc = sbom.merge(syft, sbom.compiled_components(BUILD_INFO, LOCK),
-                     {"dev.tfbuilder.release": "21.08", "dev.tfbuilder.variant": "tf2-py3", "other": "x"})
+    syft = {
+        "bomFormat": "CycloneDX",
+        "components": [
+            {"name": "horovod", "version": "0.22.1", "type": "library"},
+            {"name": "tensorflow", "version": "2.5.0", "type": "library"},
+            {"name": "libc6", "version": "2.31-13", "type": "library"},
+        ],
+        "metadata": {"properties": [{"name": "syft:x", "value": "1"}]},
+    }
+    doc = sbom.merge(
+        syft,
+        sbom.compiled_components(BUILD_INFO, LOCK),
+        {"dev.tfbuilder.release": "21.08", "dev.tfbuilder.variant": "tf2-py3", "other": "x"},
+    )
     names = [c["name"] for c in doc["components"]]
     assert sorted(names) == ["horovod", "libc6", "tensorflow", "tfext"] and names.count("horovod") == 1
     assert sbom.versions(doc, "TensorFlow") == ["2.5.0"] and sbom.versions(doc, "nope") == []
@@ -58,21 +79,31 @@ def test_merge_replaces_syfts_entry_of_a_compiled_package_and_keeps_the_rest():
     assert syft["components"][0]["name"] == "horovod" and len(syft["components"]) == 3  # not changed in place
 
 
-LABELS = {"org.opencontainers.image.base.name": "local/cuda-base:x", provenance.BASE_DIGEST: "sha256:" + "9" * 64,
-          "org.opencontainers.image.revision": "410361f42ca8", "dev.tfbuilder.release": "21.08",
-          "dev.tfbuilder.variant": "tf2-py3", "dev.tfbuilder.xla": "1", "com.nvidia.build.id": "b1",
-          "org.opencontainers.image.created": "2026-11-25T21:53:14Z"}
+LABELS = {
+    "org.opencontainers.image.base.name": "local/cuda-base:x",
+    provenance.BASE_DIGEST: "sha256:" + "9" * 64,
+    "org.opencontainers.image.revision": "410361f42ca8",
+    "dev.tfbuilder.release": "21.08",
+    "dev.tfbuilder.variant": "tf2-py3",
+    "dev.tfbuilder.xla": "1",
+    "com.nvidia.build.id": "b1",
+    "org.opencontainers.image.created": "2026-11-25T21:53:14Z",
+}
 
 
 def test_the_provenance_names_builder_parameters_base_locks_and_patches():
-    p = provenance.predicate(LABELS, {"/opt/tensorflow/locks/requirements-py3.9.txt": "a" * 64},
-                             [{"name": "0001-hvd.patch", "sha256": "ef" * 32}, {"bad": 1}])
+    p = provenance.predicate(
+        LABELS,
+        {"/opt/tensorflow/locks/requirements-py3.9.txt": "a" * 64},
+        [{"name": "0001-hvd.patch", "sha256": "ef" * 32}, {"bad": 1}],
+    )
     assert p["builder"]["id"] == "urn:tfbuilder:builder:410361f42ca8"
     assert p["invocation"]["parameters"]["release"] == "21.08" and p["invocation"]["parameters"]["xla"] == "1"
     assert p["materials"] == [
         {"uri": "docker-image:local/cuda-base:x", "digest": {"sha256": "9" * 64}},
         {"uri": "file:/opt/tensorflow/locks/requirements-py3.9.txt", "digest": {"sha256": "a" * 64}},
-        {"uri": "patch:0001-hvd.patch", "digest": {"sha256": "ef" * 32}}]
+        {"uri": "patch:0001-hvd.patch", "digest": {"sha256": "ef" * 32}},
+    ]
     assert provenance.base_of(p) == ("local/cuda-base:x", "9" * 64)
     assert p["metadata"]["completeness"]["materials"] is True
 
@@ -84,6 +115,7 @@ def test_an_image_without_a_base_digest_gets_a_provenance_that_says_so():
 
 
 # --- cosign's command lines -------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_cosign(tmp_path, monkeypatch):
@@ -111,12 +143,19 @@ def test_signing_passes_the_password_and_credentials_by_environment_only(fake_co
     key = tmp_path / "cosign.key"
     key.write_text("k")
     access = signing.Access(plain_http=True, username="robot", password="tok-3456", host="r.example")
-    signing.sign_and_attest("r.example/ml/tf@sha256:" + "1" * 64, key, "pw-7890", access,
-                            tmp_path / "s.json", tmp_path / "p.json")
+    signing.sign_and_attest(
+        "r.example/ml/tf@sha256:" + "1" * 64, key, "pw-7890", access, tmp_path / "s.json", tmp_path / "p.json"
+    )
     calls = fake_cosign()
     assert [c["argv"][0] for c in calls] == ["sign", "attest", "attest"]
-    assert calls[0]["argv"] == ["sign", "--key", str(key), "--tlog-upload=false", "--allow-http-registry",
-                                "r.example/ml/tf@sha256:" + "1" * 64]
+    assert calls[0]["argv"] == [
+        "sign",
+        "--key",
+        str(key),
+        "--tlog-upload=false",
+        "--allow-http-registry",
+        "r.example/ml/tf@sha256:" + "1" * 64,
+    ]
     assert [c["argv"][c["argv"].index("--type") + 1] for c in calls[1:]] == ["cyclonedx", "slsaprovenance"]
     for c in calls:
         assert c["password"] == "pw-7890"
@@ -210,8 +249,14 @@ class ScanningEngine:
         if command[:2] == ["cat", sbom.HOROVOD_LOCK]:
             return 0, LOCK
         self.scans += 1
-        return 0, json.dumps({"bomFormat": "CycloneDX", "serialNumber": "urn:uuid:syft", "components": [
-            {"name": "tensorflow", "version": "2.5.0"}], "metadata": {"timestamp": "2020-01-01T00:00:00Z"}})
+        return 0, json.dumps(
+            {
+                "bomFormat": "CycloneDX",
+                "serialNumber": "urn:uuid:syft",
+                "components": [{"name": "tensorflow", "version": "2.5.0"}],
+                "metadata": {"timestamp": "2020-01-01T00:00:00Z"},
+            }
+        )
 
     def inspect(self, ref):
         return {"RootFS": {"Layers": self.layers[ref]}}
@@ -224,17 +269,21 @@ class ScanningEngine:
 
 
 def test_an_image_with_the_same_files_reuses_syfts_scan_in_a_document_of_its_own(tmp_path):
-    engine = ScanningEngine({"a": ["sha256:1", "sha256:2"], "b": ["sha256:1", "sha256:2"], "c": ["sha256:1", "sha256:3"]})
+    engine = ScanningEngine(
+        {"a": ["sha256:1", "sha256:2"], "b": ["sha256:1", "sha256:2"], "c": ["sha256:1", "sha256:3"]}
+    )
     first = sbom.make(engine, "a", "local/tf:x", scans=tmp_path)
-    again = sbom.make(engine, "b", "local/tf:x", scans=tmp_path)        # a no-op rebuild: new id, same layers
+    again = sbom.make(engine, "b", "local/tf:x", scans=tmp_path)  # a no-op rebuild: new id, same layers
     assert engine.scans == 1
-    assert again["metadata"]["component"]["version"] == engine.image_id("b") != first["metadata"]["component"]["version"]
+    assert (
+        again["metadata"]["component"]["version"] == engine.image_id("b") != first["metadata"]["component"]["version"]
+    )
     assert again["serialNumber"] != first["serialNumber"] and again["serialNumber"].startswith("urn:uuid:")
     assert again["components"] == first["components"]
-    sbom.make(engine, "c", "local/tf:x", scans=tmp_path)                # other files: scanned
-    sbom.make(engine, "a", "local/tf:y", scans=tmp_path)                # another name (syft records it): scanned
+    sbom.make(engine, "c", "local/tf:x", scans=tmp_path)  # other files: scanned
+    sbom.make(engine, "a", "local/tf:y", scans=tmp_path)  # another name (syft records it): scanned
     assert engine.scans == 3
-    next(tmp_path.iterdir()).write_text("{not json")                     # a damaged entry is scanned again
+    next(tmp_path.iterdir()).write_text("{not json")  # a damaged entry is scanned again
     for ref, name in (("a", "local/tf:x"), ("c", "local/tf:x"), ("a", "local/tf:y")):
         sbom.make(engine, ref, name, scans=tmp_path)
     assert engine.scans == 4

@@ -1,5 +1,6 @@
 """pytest plugin of the conformance suite: the image under test, a container of it that
 is always removed, and what the image says about itself (labels, env, build info)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,12 @@ from builder.core.contract import InImage, Label
 
 def pytest_addoption(parser):
     parser.addoption("--image", action="store", required=True, help="image to test")
-    parser.addoption("--container-name", action="store", default=None,
-                     help="name of the test container (the builder removes it on an interrupt)")
+    parser.addoption(
+        "--container-name",
+        action="store",
+        default=None,
+        help="name of the test container (the builder removes it on an interrupt)",
+    )
 
 
 def pytest_configure(config):

@@ -3,6 +3,7 @@ names the suite's container, so an interrupt (SIGINT/SIGTERM) stops pytest and r
 the container even when pytest cannot tear down itself. pytest's temporary directories
 (and whatever its tests put in TMPDIR) live in one directory of the builder's, removed
 on every exit: pytest keeps its own (pytest-of-USER) for later runs to look at."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -53,9 +54,24 @@ def container_names(container: str, n: int) -> list[str]:
 
 
 def command(image: str, extra: list[str], select: str | None, container: str, n: int = 1) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE),
-           "-p", "builder.image.conformance.plugin", "--image", image, "--container-name", container,
-           "-q", str(SUITE), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        str(SUITE / "pytest.ini"),
+        "--rootdir",
+        str(SUITE),
+        "-p",
+        "builder.image.conformance.plugin",
+        "--image",
+        image,
+        "--container-name",
+        container,
+        "-q",
+        str(SUITE),
+        *extra,
+    ]
     if n > 1:
         cmd += ["-n", str(n)]
     if select:
@@ -84,8 +100,14 @@ def remove_container(names: list[str], tries: int = 3, engine: Engine | None = N
         print(f"warning: could not remove the test container {name}: {exc}", file=sys.stderr, flush=True)
 
 
-def run(image: str, extra: list[str], select: str | None = None, stdout=None,
-        cmd: list[str] | None = None, container: str | None = None) -> int:
+def run(
+    image: str,
+    extra: list[str],
+    select: str | None = None,
+    stdout=None,
+    cmd: list[str] | None = None,
+    container: str | None = None,
+) -> int:
     """Run the suite; return pytest's exit code. On an interrupt pytest is stopped (SIGINT,
     so it tears down; killed after 15 s), its container removed, and Interrupted re-raised."""
     container = container or f"builder-conformance-{uuid.uuid4().hex[:12]}"
@@ -93,8 +115,12 @@ def run(image: str, extra: list[str], select: str | None = None, stdout=None,
     tmp = tempfile.mkdtemp(prefix="builder-test-")
     try:
         # Its own session: a terminal's Ctrl-C reaches the builder, which stops pytest in order.
-        proc = subprocess.Popen(cmd or command(image, extra, select, container, n), stdout=stdout,
-                                start_new_session=True, env=temporary_env(tmp))
+        proc = subprocess.Popen(
+            cmd or command(image, extra, select, container, n),
+            stdout=stdout,
+            start_new_session=True,
+            env=temporary_env(tmp),
+        )
         try:
             return proc.wait()
         except (Interrupted, KeyboardInterrupt):

@@ -1,5 +1,6 @@
 """NVIDIA DALI and its TensorFlow plugin, compiled in the image against its TensorFlow: a
 CPU pipeline feeds a tf.data dataset that trains a model, with or without a GPU."""
+
 import json
 import shlex
 
@@ -9,7 +10,7 @@ from builder.core.contract import InImage, Label
 
 # A CPU-only pipeline (device_id=None): random features and labels, fed to Keras through
 # DALIDataset on the CPU; the loss must be finite and the batches the pipeline's shape.
-FIT = r'''
+FIT = r"""
 import json, math, os
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import tensorflow as tf
@@ -35,7 +36,7 @@ with tf.device("/cpu:0"):
     loss = model.fit(ds, epochs=2, steps_per_epoch=3, verbose=0).history["loss"]
 print(json.dumps({"shape": [list(x.shape), list(y.shape)], "loss": loss,
                   "finite": all(math.isfinite(v) for v in loss)}))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +62,12 @@ def test_dali_plugin_was_compiled_here_against_this_tensorflow(dali, host):
     """Not a prebuilt library of the sdist: nvbuild.sh's stamp and the one op library that loads."""
     assert host.file(f"{InImage.HOME}/.dali-tf-plugin-build-id").is_file
     assert host.file(InImage.DALI_PLUGIN_SOURCE + "/setup.py").is_file
-    code = ("import importlib.metadata as m\n"
-            "for d in m.distributions():\n"
-            "    if (d.metadata['Name'] or '').startswith('nvidia-dali-tf-plugin'):\n"
-            "        print(*[f for f in d.files if str(f).endswith('.so')], sep='\\n')")
+    code = (
+        "import importlib.metadata as m\n"
+        "for d in m.distributions():\n"
+        "    if (d.metadata['Name'] or '').startswith('nvidia-dali-tf-plugin'):\n"
+        "        print(*[f for f in d.files if str(f).endswith('.so')], sep='\\n')"
+    )
     files = host.run(f"python3 -c {shlex.quote(code)}")
     libraries = files.stdout.split()
     # the library compiled for this TensorFlow, none of the sdist's prebuilt ones (libdali_tf_2_13.so, ...)

@@ -2,6 +2,7 @@
 libraries it loads, no driver libraries, the compiled parts (extension, Horovod) built for
 the requested capabilities and working, examples that train, and labels that say what
 the image really holds. Everything is asked of a container of the image."""
+
 import json
 import re
 import warnings
@@ -91,8 +92,7 @@ def test_labels_equal_what_the_image_reports(labels, report):
 
 def test_report_agrees_with_the_catalog(report, release_data, labels):
     rel, variant = release_data
-    toggles = {"xla": labels[Label.XLA] == "1", "gcp": labels[Label.GCP] == "1",
-               "hdfs": labels[Label.HDFS] == "1"}
+    toggles = {"xla": labels[Label.XLA] == "1", "gcp": labels[Label.GCP] == "1", "hdfs": labels[Label.HDFS] == "1"}
     verdict = readback.check(report, rel, variant, requested(labels), toggles)
     assert verdict.problems == []
 
@@ -101,7 +101,9 @@ def test_build_info_is_what_the_framework_reported(build_info, report):
     """build-info.json (the banner's source) was written by the same report at build time."""
     for key in ("framework_name", "version", "cuda_version", "cudnn_version", "nccl_version", "python"):
         assert build_info[key] == report[key], key
-    assert (build_info.get("extension") or {}).get("source_digest") == (report.get("extension") or {}).get("source_digest")
+    assert (build_info.get("extension") or {}).get("source_digest") == (report.get("extension") or {}).get(
+        "source_digest"
+    )
     assert (build_info.get("horovod") or {}).get("version") == (report.get("horovod") or {}).get("version")
 
 
@@ -142,7 +144,8 @@ def test_trains_a_small_model_with_falling_loss(python):
         " tf.keras.layers.Dense(1, activation='sigmoid')])\n"
         "m.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss='binary_crossentropy')\n"
         "h = m.fit(x, y, epochs=8, batch_size=32, verbose=0).history['loss']\n"
-        "print(h[0], h[-1])")
+        "print(h[0], h[-1])"
+    )
     assert out.rc == 0, out.stderr
     first, last = map(float, out.stdout.split()[-2:])
     assert last < first * 0.8, (first, last)
@@ -156,7 +159,8 @@ def test_jit_compile_runs_when_xla_is_on(python, labels):
         "f = tf.function(lambda x: tf.nn.relu(x @ x) + 1.0, jit_compile=True)\n"
         "x = tf.ones((4, 4))\n"
         "assert 'HloModule' in f.experimental_get_compiler_ir(x)(stage='hlo')\n"
-        "print(float(tf.reduce_sum(f(x))))")
+        "print(float(tf.reduce_sum(f(x))))"
+    )
     assert out.rc == 0, out.stderr
     assert float(out.stdout.split()[-1]) == 4 * 4 * 5.0
 
@@ -185,8 +189,10 @@ def test_file_systems_are_probed(report, labels):
 # --- the extension ----------------------------------------------------------------------------
 def test_extension_unit_tests_pass_in_the_image(host):
     """The extension's ops against TensorFlow's own, in graphs, gradients, XLA when on."""
-    out = host.run("cd / && TF_CPP_MIN_LOG_LEVEL=2 python3 -m unittest discover "
-                   f"-s {InImage.SOURCE}/tests -t {InImage.SOURCE} 2>&1")
+    out = host.run(
+        "cd / && TF_CPP_MIN_LOG_LEVEL=2 python3 -m unittest discover "
+        f"-s {InImage.SOURCE}/tests -t {InImage.SOURCE} 2>&1"
+    )
     assert out.rc == 0, out.stdout
     assert re.search(r"^OK", out.stdout, re.M)
 
@@ -203,8 +209,9 @@ def test_extension_binary_carries_sass_for_each_capability_and_ptx_for_the_newes
     assert nvcc, "no nvcc --version in a devel image"
     newest = int(cuda_arch.supported_archs(nvcc.group(1))[-1].digits)
     ptx = host.run(f"cuobjdump --list-ptx {lib}")
-    assert set(re.findall(r"\.sm_(\d+)\.ptx", ptx.stdout)) == {max((d for d in want if int(d) <= newest), key=int,
-                                                                    default=str(newest))}
+    assert set(re.findall(r"\.sm_(\d+)\.ptx", ptx.stdout)) == {
+        max((d for d in want if int(d) <= newest), key=int, default=str(newest))
+    }
 
 
 def test_extension_xla_kernels_follow_the_toggle(report, labels):
@@ -220,9 +227,11 @@ def horovod(report):
 
 
 # One pre-formatted write per rank, so the two ranks' lines cannot interleave.
-ALLREDUCE = ("import sys, horovod.tensorflow as hvd, tensorflow as tf; hvd.init(); "
-             "v = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum); "
-             "sys.stdout.write('allreduce %d %d %.1f\\n' % (hvd.rank(), hvd.size(), float(v.numpy()[0])))")
+ALLREDUCE = (
+    "import sys, horovod.tensorflow as hvd, tensorflow as tf; hvd.init(); "
+    "v = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum); "
+    "sys.stdout.write('allreduce %d %d %.1f\\n' % (hvd.rank(), hvd.size(), float(v.numpy()[0])))"
+)
 
 
 # Runs LAUNCHER with a time limit; on a hang it prints the process tree and every Python
@@ -253,10 +262,13 @@ def launch(host, launcher: str, limit: int):
     return host.run(LAUNCH.format(launcher=launcher, code=ALLREDUCE, limit=limit))
 
 
-@pytest.mark.parametrize("launcher", [
-    "horovodrun -np 2 --gloo",
-    "mpirun --allow-run-as-root --oversubscribe -np 2",
-])
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        "horovodrun -np 2 --gloo",
+        "mpirun --allow-run-as-root --oversubscribe -np 2",
+    ],
+)
 def test_horovod_allreduces_across_two_processes(horovod, host, launcher):
     out = launch(host, launcher, limit=120)
     if out.rc == 124:
@@ -378,11 +390,14 @@ def test_entrypoint_runs_the_command_and_keeps_its_exit_code(run_image):
 CNN = f"cd {InImage.NVIDIA_EXAMPLES}/cnn && TF_CPP_MIN_LOG_LEVEL=2 timeout 600 python3 cnn.py"
 
 
-@pytest.mark.parametrize("flags", [
-    "--model small_cnn --batch_size 16 --num_iter 6 --warmup 2",
-    "--model resnet50 --image_size 64 --batch_size 4 --num_iter 3 --warmup 1",
-    "--model small_cnn --batch_size 8 --num_iter 3 --warmup 1 --precision fp16",
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--model small_cnn --batch_size 16 --num_iter 6 --warmup 2",
+        "--model resnet50 --image_size 64 --batch_size 4 --num_iter 3 --warmup 1",
+        "--model small_cnn --batch_size 8 --num_iter 3 --warmup 1 --precision fp16",
+    ],
+)
 def test_cnn_example_trains(host, flags):
     out = host.run(f"{CNN} {flags} --display_every 1")
     assert out.rc == 0, out.stderr[-3000:]
@@ -409,12 +424,18 @@ def test_tftrt_example_says_why_it_skips(host, report):
 def test_tensorflow_sees_the_gpu_and_the_extension_runs_on_it(image):
     import subprocess
 
-    code = ("import tensorflow as tf, tfext; assert tf.config.list_physical_devices('GPU'); "
-            "x = tf.random.normal((64, 64)); b = tf.random.normal((64,))\n"
-            "with tf.device('/GPU:0'): y = tfext.bias_relu(x, b)\n"
-            "tf.debugging.assert_near(y, tf.nn.relu(tf.nn.bias_add(x, b))); print('ok')")
-    out = subprocess.run(["docker", "run", "--rm", "--gpus", "all", image, "python3", "-c", code],
-                         capture_output=True, text=True, timeout=600)
+    code = (
+        "import tensorflow as tf, tfext; assert tf.config.list_physical_devices('GPU'); "
+        "x = tf.random.normal((64, 64)); b = tf.random.normal((64,))\n"
+        "with tf.device('/GPU:0'): y = tfext.bias_relu(x, b)\n"
+        "tf.debugging.assert_near(y, tf.nn.relu(tf.nn.bias_add(x, b))); print('ok')"
+    )
+    out = subprocess.run(
+        ["docker", "run", "--rm", "--gpus", "all", image, "python3", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
 
 

@@ -2,6 +2,7 @@
 through PIP_CONSTRAINT, so pip's resolver keeps the framework's pins (offline, with wheels
 made here), `pip check` clean, and the tools the catalog installs (TensorBoard,
 JupyterLab) serving on the ports the image declares."""
+
 import json
 import re
 import secrets
@@ -14,7 +15,7 @@ from builder.core.contract import InImage, Label
 
 # Two wheels written in the container: one that fits every pin, one that asks for a numpy
 # no image has. Installed with --no-index: pip's resolver against the constraints alone.
-MAKE_WHEELS = r'''
+MAKE_WHEELS = r"""
 import base64, hashlib, sys, zipfile
 def wheel(name, requires):
     dist = f"{name}-1.0.dist-info"
@@ -30,7 +31,7 @@ def wheel(name, requires):
             z.writestr(p, t)
 wheel("pin_probe_fits", ["numpy", "tensorflow"])
 wheel("pin_probe_conflicts", ["numpy<1"])
-'''
+"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -106,13 +107,15 @@ def test_each_catalog_tool_is_installed_and_labelled(release_data, report, label
 
 
 def wait_for_http(host, url: str, seconds: int = 90) -> str:
-    code = ("import sys, time, urllib.request\n"
-            f"for _ in range({seconds * 2}):\n"
-            "    try:\n"
-            f"        print(urllib.request.urlopen({url!r}, timeout=5).read().decode()); sys.exit(0)\n"
-            "    except Exception as exc:\n"
-            "        err = exc; time.sleep(0.5)\n"
-            "print(err, file=sys.stderr); sys.exit(1)")
+    code = (
+        "import sys, time, urllib.request\n"
+        f"for _ in range({seconds * 2}):\n"
+        "    try:\n"
+        f"        print(urllib.request.urlopen({url!r}, timeout=5).read().decode()); sys.exit(0)\n"
+        "    except Exception as exc:\n"
+        "        err = exc; time.sleep(0.5)\n"
+        "print(err, file=sys.stderr); sys.exit(1)"
+    )
     out = host.run(f"python3 -c {shlex.quote(code)}")
     assert out.rc == 0, out.stderr
     return out.stdout
@@ -123,11 +126,15 @@ def test_tensorboard_serves_a_log_dir_on_its_port(host, tools, image_env):
         pytest.skip("the release installs no TensorBoard")
     port = image_env["TENSORBOARD_PORT"]
     logs = f"/tmp/tb-{secrets.token_hex(4)}"
-    write = (f"import tensorflow as tf\nw = tf.summary.create_file_writer('{logs}/run-a')\n"
-             "with w.as_default():\n    [tf.summary.scalar('loss', 1.0 / (s + 1), step=s) for s in range(3)]\nw.flush()")
+    write = (
+        f"import tensorflow as tf\nw = tf.summary.create_file_writer('{logs}/run-a')\n"
+        "with w.as_default():\n    [tf.summary.scalar('loss', 1.0 / (s + 1), step=s) for s in range(3)]\nw.flush()"
+    )
     assert host.run(f"cd / && TF_CPP_MIN_LOG_LEVEL=2 python3 -c {shlex.quote(write)}").rc == 0
-    host.run(f"sh -c 'tensorboard --logdir {logs} --bind_all --port \"$TENSORBOARD_PORT\" "
-             f"> {logs}.log 2>&1 & echo $! > {logs}.pid'")
+    host.run(
+        f'sh -c \'tensorboard --logdir {logs} --bind_all --port "$TENSORBOARD_PORT" '
+        f"> {logs}.log 2>&1 & echo $! > {logs}.pid'"
+    )
     try:
         runs: list = []
         for _ in range(30):  # the first scan of the log directory may come after the server answers
@@ -146,15 +153,19 @@ def test_jupyterlab_starts_on_its_port_with_the_token_from_the_environment(host,
     port = image_env["JUPYTER_PORT"]
     token = secrets.token_hex(16)
     run = f"/tmp/jupyter-{token[:6]}"
-    host.run(f"sh -c 'cd {InImage.WORKSPACE} && JUPYTER_TOKEN={token} jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'")
+    host.run(
+        f"sh -c 'cd {InImage.WORKSPACE} && JUPYTER_TOKEN={token} jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
+    )
     try:
         status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
         assert "started" in status, status
         contents = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/contents?token={token}"))
         assert {c["name"] for c in contents["content"]} >= {"nvidia-examples", "docker-examples"}
-        anonymous = ("import urllib.request, urllib.error\ntry:\n"
-                     f"    urllib.request.urlopen('http://127.0.0.1:{port}/api/contents'); print('open')\n"
-                     "except urllib.error.HTTPError as e:\n    print(e.code)")
+        anonymous = (
+            "import urllib.request, urllib.error\ntry:\n"
+            f"    urllib.request.urlopen('http://127.0.0.1:{port}/api/contents'); print('open')\n"
+            "except urllib.error.HTTPError as e:\n    print(e.code)"
+        )
         assert host.run(f"python3 -c {shlex.quote(anonymous)}").stdout.strip() == "403"
     finally:
         host.run(f"kill $(cat {run}.pid)")
@@ -166,7 +177,9 @@ def test_jupyterlab_without_a_token_makes_its_own(host, tools, image_env):
         pytest.skip("the release installs no JupyterLab")
     port = image_env["JUPYTER_PORT"]
     run = f"/tmp/jupyter-{secrets.token_hex(4)}"
-    host.run(f"sh -c 'cd / && env -u JUPYTER_TOKEN -u JUPYTER_PASSWORD jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'")
+    host.run(
+        f"sh -c 'cd / && env -u JUPYTER_TOKEN -u JUPYTER_PASSWORD jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
+    )
     try:
         found = host.run(f"for i in $(seq 120); do grep -o 'token=[0-9a-f]*' {run}.log && break; sleep 0.5; done")
         token = found.stdout.split("token=")[-1].strip()

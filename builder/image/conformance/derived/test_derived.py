@@ -1,4 +1,5 @@
 """Checks of a derived image on top of its parent's suite: what it says it added is there."""
+
 import json
 import re
 

@@ -135,12 +135,16 @@ if [ "$want_engine" = 1 ]; then
   fi
 fi
 
-# (Re)install when the importable builder is not this checkout's: a machine can hold
-# several clones, and the tests must run the code of the one they are in.
+# (Re)install when the importable builder is not this checkout's (a machine can hold
+# several clones, and the tests must run the code of the one they are in), when a
+# dependency or test tool is missing, or when the `builder` command no longer starts (an
+# install made before the command's module moved).
 here_pkg="$(pwd)/builder"
 installed_pkg=$(cd / && python3 -c "import builder, os; print(os.path.dirname(os.path.realpath(builder.__file__)))" 2>/dev/null || true)
-if [ "$installed_pkg" != "$(realpath "$here_pkg")" ] || ! python3 -c "import hypothesis, testinfra, bcrypt, pytest_timeout" >/dev/null 2>&1 \
-   || ! command -v builder >/dev/null 2>&1 || ! command -v hadolint >/dev/null 2>&1; then
+if [ "$installed_pkg" != "$(realpath "$here_pkg")" ] \
+   || ! python3 -c "import hypothesis, testinfra, bcrypt, pytest_timeout, pydantic, importlinter, mypy" >/dev/null 2>&1 \
+   || ! command -v builder >/dev/null 2>&1 || ! builder --version >/dev/null 2>&1 \
+   || ! command -v hadolint >/dev/null 2>&1 || ! command -v ruff >/dev/null 2>&1 || ! command -v lint-imports >/dev/null 2>&1; then
   log "installing the builder from $(pwd) (pip install -e '.[test]')"
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 fi

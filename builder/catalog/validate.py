@@ -38,11 +38,22 @@ def check_release(
     return _release(rel, file, data, doc)
 
 
-def _without_nulls(value: Any) -> Any:
-    """`null` means not given (a root file's null, like a child's, removes the key)."""
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    return value
+def _without_nulls(value: Any, kind: Any = None) -> Any:
+    """`null` means not given (a root file's null, like a child's, removes the key). A null
+    under a key its model does not know stays, so that the key is refused as unknown: a
+    misspelled key is never silently dropped."""
+    if not isinstance(value, dict):
+        return value
+    model = _model_of(kind if kind is not None else schema.ReleaseDoc)
+    if model is None:  # a mapping of names (env, tools, variants, ...): each value by the item type
+        item = _item_of(kind)
+        return {k: _without_nulls(v, item) for k, v in value.items() if v is not None}
+    fields = model.model_fields
+    return {
+        k: _without_nulls(v, fields[k].annotation) if k in fields else v
+        for k, v in value.items()
+        if v is not None or k not in fields
+    }
 
 
 def _found(exc: ValidationError) -> list[tuple[str, str, bool]]:
@@ -134,8 +145,9 @@ def _origin(chain: list[tuple[str, dict]], key: str, default: str) -> str:
     parts = [re.sub(r"\[\d+\]$", "", p) for p in key.split(".")]
     for file, data in chain:
         node: Any = data
-        for part in parts:
-            if not isinstance(node, dict) or node.get(part) is None:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if not isinstance(node, dict) or part not in node or (node[part] is None and not last):
                 break
             node = node[part]
         else:

@@ -32,7 +32,7 @@ from builder.engine.api import (
     Unreachable,
 )
 from builder.engine.buildx import buildx_version
-from builder.engine.credentials import config_credentials
+from builder.engine.credentials import client_auth
 from builder.engine.docker_engine import DockerEngine
 from builder.engine.dockerfile_mounts import legacy_dockerfile, without_builder_mounts
 from builder.engine.progress import HEARTBEAT_SECONDS, PROGRESS_MODES, Progress, ProgressMode, progress_mode
@@ -60,7 +60,7 @@ __all__ = [
     "Pushes",
     "Runs",
     "buildx_version",
-    "config_credentials",
+    "client_auth",
     "legacy_dockerfile",
     "progress_mode",
     "signals_raise",

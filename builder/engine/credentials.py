@@ -5,7 +5,7 @@ from __future__ import annotations
 from builder.engine.docker_engine import docker_config_auth
 
 
-def config_credentials(host: str) -> tuple[str, str, str] | None:
+def client_auth(host: str) -> tuple[str, str, str] | None:
     """(user, password, identity token) the user's Docker client config holds for registry
     HOST, resolved as docker-py resolves it: the host's credential helper (`credHelpers`)
     or, without one, `credsStore`; else `auths`; a helper's user `<token>` and an

@@ -49,7 +49,7 @@ def credentials_from(
 def config_credentials(host: str) -> Credentials | None:
     """What the user's Docker config holds for the registry, resolved as docker resolves
     it (credHelpers, credsStore, auths); an identity token is kept as one."""
-    found = engines.config_credentials(host)
+    found = engines.client_auth(host)
     if not found:
         return None
     user, secret, token = found

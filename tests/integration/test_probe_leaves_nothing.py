@@ -1,6 +1,6 @@
 """The BuildKit probe (`builder doctor`, builder/engine/buildkit_probe.py) on the real engine leaves
 no image in the user's store: buildx's docker driver loads a bake target that another
-target uses as its context, and the probe removes exactly that (issue 39, item 20)."""
+target uses as its context, and the probe removes exactly that."""
 
 from builder.engine import buildkit_probe
 

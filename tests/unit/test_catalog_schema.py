@@ -122,3 +122,15 @@ def test_a_partial_file_passes_the_schema_and_null_removes(schema):
     }
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(child)) == []
     assert list(jsonschema.Draft202012Validator(schema).iter_errors({"parent": "30.01"}))  # release: always
+
+
+def test_a_misspelled_key_set_to_null_in_a_root_file_is_refused(make_catalog):
+    """`null` removes a key, but a key no model knows is refused even when null: in a file
+    without a parent there is nothing it could remove, so it is a typo to point out."""
+    common = (catalog.RELEASES_DIR / "_common.yaml").read_text(encoding="utf-8")
+    common = common.replace("build:\n", "build:\n  nvbuldopts: null\n", 1) + "bogus: null\n"
+    directory = make_catalog({"_common.yaml": common, "30.01.yaml": GOOD}, with_common=False)
+    proc = builder("releases", env={**os.environ, "BUILDER_CATALOG": str(directory)})
+    assert proc.returncode == 2, proc.stdout
+    assert "  _common.yaml: bogus: unknown key (allowed: " in proc.stderr, proc.stderr
+    assert "  _common.yaml: build.nvbuldopts: unknown key (allowed: " in proc.stderr, proc.stderr

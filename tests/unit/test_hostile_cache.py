@@ -1,4 +1,4 @@
-"""`builder cache serve|stop|stats --dir D` against a hostile D (issue 39): the state
+"""`builder cache serve|stop|stats --dir D` against a hostile D: the state
 directory D/.server is never a link, every file the builder writes there is a new file
 (never written through a planted link, never blocking on a fifo), stop signals only the
 `cache serve` of D, and stats reads the access log as a user's file, its tail only.

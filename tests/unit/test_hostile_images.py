@@ -1,4 +1,4 @@
-"""Issue 39, items 8, 11, 17 (device_code), 18, 19 and 20: hostile images and the machine's
+"""Hostile images and the machine's
 leftovers. The in-image ELF scanner reads no more than the file holds and a sane cap
 (a sparse 1 GiB lib*.so, measured in a subprocess), and never blocks on a fifo; an empty
 image reference or an image with the builder's labels but no python3 is one line, exit 2;

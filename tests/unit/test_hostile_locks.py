@@ -1,4 +1,4 @@
-"""Hostile files where the builder reads users' files (issue 39, probe): a private catalog's
+"""Hostile files where the builder reads users' files: a private catalog's
 lock files (BUILDER_CATALOG=DIR reads DIR/locks/) and `builder base --print`'s build
 options. Each is one `error:` line and exit 2: never a hang (a fifo), never an internal
 error (/dev/zero, a huge or non-UTF-8 file), never a silent exit 0."""

@@ -1,4 +1,4 @@
-"""Output paths under hostile plants (issue 39, items 2, 3, 16 and 17's vanishing file):
+"""Output paths under hostile plants:
 `render -o`, `render --all -o` and `bake -o` write only below the directory the user
 named, never through a link planted in it or on the way down, never over a file the
 builder did not write; an empty -o is refused; a source file vanishing while it is

@@ -3,7 +3,7 @@ patches, cosign keys, catalog files) goes through one reader (builder/core/userf
 missing file, a directory, a fifo, /dev/zero, a file over the cap, bytes that are not
 UTF-8 and an unreadable file are each one line `error: OPTION PATH: REASON` with exit 2,
 before the engine is reached or anything is written, and never a hang, an internal error
-or the file's contents (issue 39, items 6, 7 and 17).
+or the file's contents.
 
 The fifo and /dev/zero cases run the commands in a child process with an alarm, a deadline
 and a memory limit, so a reader that blocks or reads without end fails the test, not the

@@ -1,4 +1,4 @@
-"""Hostile registries, realms and caches (issue 39, items 1, 4, 5, 10, 12), with REAL peers
+"""Hostile registries, realms and caches, with REAL peers
 on 127.0.0.1 started by each test: a TLS registry whose token service is plain HTTP, a peer
 that sends one byte every half second and never finishes, a token service that answers
 tokens no header can carry, and a listener on the port a port above 65535 wraps to.

@@ -1,4 +1,4 @@
-"""Hostile text, round four (issue 39, items 9, 13, 14 and 15): secrets found by
+"""Hostile text: secrets found by
 structure, catalog parent chains of any length, control characters in catalog free text,
 and error lines that quote 10 kB values. No engine (a fake one where a command needs it)."""
 

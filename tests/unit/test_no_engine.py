@@ -5,6 +5,7 @@ so nobody is told "cannot reach the Docker engine" about a typo. Run as a user r
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,3 +92,14 @@ def test_the_run_functions_take_a_factory_and_check_before_calling_it(tmp_path):
     push = pl.plan_push("reg.example/tf:1", None, sign=tmp_path / "missing.key")
     with pytest.raises(UserError, match="--sign"):
         run.run_push(push, never)
+
+
+def test_a_dry_run_prints_its_plan_without_an_engine():
+    """--dry-run only asks the engine whether the base is there: without one it says it did
+    not check, and the plan (tags, base, images) is printed all the same, exit 0."""
+    proc = cli(["build", "-r", "21.08", "-v", "tf2-py3", "--dry-run"])
+    assert proc.returncode == 0, proc.stderr
+    assert "whether the base is here is not checked" in proc.stderr
+    assert "presence not checked" in proc.stderr
+    plan = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert plan["tags"][0] == "local/tensorflow:21.08-tf2-py3" and plan["build_base"] is True

@@ -1,4 +1,4 @@
-"""Contract test of nvbuild.sh on TensorFlow trees of either way (issue 30): a 2.21-shaped
+"""Contract test of nvbuild.sh on TensorFlow trees of either way: a 2.21-shaped
 tree builds the hermetic-CUDA way (configure.py with HERMETIC_*, then bazel's
 //tensorflow/tools/pip_package:wheel), a 2.15-shaped one the configure way it always did,
 2.16, 2.17 and trees of no readable version are refused in one line.

@@ -237,7 +237,7 @@ def test_credentials_are_resolved_as_docker_resolves_them(tmp_path, monkeypatch,
     log = helper_on_path(tmp_path, monkeypatch, "helper-user", "helper-pw")
     (tmp_path / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    assert engine.config_credentials(HOST) == expected
+    assert engine.client_auth(HOST) == expected
     if "credHelpers" in config and expected:
         assert log.read_text() == f"get {HOST}\n"
 

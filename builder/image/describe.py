@@ -14,6 +14,7 @@ from builder.core.output import human_size
 from builder.engine import Engine
 from builder.image import readback
 from builder.in_image import cuda_arch
+from builder.in_image.report_types import ImageReport
 
 
 def labels_of(engine: Engine, image: str) -> dict[str, str]:
@@ -107,7 +108,7 @@ COVERAGE_LEGEND = (
 )
 
 
-def coverage_text(report: dict) -> str:
+def coverage_text(report: ImageReport) -> str:
     """`builder inspect --coverage`: the coverage table grouped by component (a component's
     row is the worst of its binaries'), the binaries not counted and why, then one verdict
     line per capability."""

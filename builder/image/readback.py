@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from builder.catalog import Release, Variant, canonical_name
 from builder.core import paths
@@ -20,6 +21,7 @@ from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
 from builder.engine import CannotStart
 from builder.in_image import cuda_arch, fatbin
+from builder.in_image.report_types import Binary, CoverageCell, Dali, ImageReport
 
 REPORT_SCRIPT = InImage.IMAGE_REPORT
 # Libraries every GPU image must load (the driver excepted); TensorRT is optional.
@@ -51,7 +53,7 @@ def content_key(inspect: dict, command: list[str]) -> str:
 
 def read_report(
     engine, image: str, requested: list[str] | None = None, coverage: bool = True, store: Path | None = None
-) -> dict:
+) -> ImageReport:
     """Run the image's own report in a throwaway container; a UserError when it cannot.
     With `store`, a report is kept under its content key and reused for an image with the
     same layers and config (a no-op rebuild differs only in its date label)."""
@@ -61,7 +63,7 @@ def read_report(
     if requested:
         cmd += ["--requested", ",".join(requested)]
     kept = store / f"{content_key(engine.inspect(image), cmd)}.json" if store else None
-    return paths.kept_json(kept, lambda: _run_report(engine, image, cmd))
+    return cast(ImageReport, paths.kept_json(kept, lambda: _run_report(engine, image, cmd)))
 
 
 def _run_report(engine, image: str, cmd: list[str]) -> dict:
@@ -108,7 +110,7 @@ CHECKED_COMPONENTS = ("tensorflow", "extension", "horovod")
 KIND_RANK = {"none": 0, "ptx": 1, "sass": 2}
 
 
-def component_name(report: dict, component: str) -> str:
+def component_name(report: ImageReport, component: str) -> str:
     """'cuDNN 8.5.0': the component's name and, where the image reports one, its version."""
     name = fatbin.COMPONENT_NAMES.get(component, component)
     version = {
@@ -126,7 +128,7 @@ def _order_key(component: str) -> tuple:
     return (COMPONENT_ORDER.index(component), "") if component in COMPONENT_ORDER else (len(COMPONENT_ORDER), component)
 
 
-def coverage_components(report: dict) -> list[dict]:
+def coverage_components(report: ImageReport) -> list[dict]:
     """The coverage grouped by component: [{"component", "name", "binaries" (those that count),
     "not_counted" ({path: why}), "unreadable" ({path: why}: fatbins the parser could not walk), "coverage":
     {capability: {"kind", "from", "binaries": [n at that kind, n], "modules"?: [JIT-able,
@@ -143,7 +145,7 @@ def coverage_components(report: dict) -> list[dict]:
     can be JIT-compiled (the modules without PTX are for older GPUs only)."""
     binaries = report.get("cuda_binaries") or []
     rows = _by_capability(report.get("coverage") or {})
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[Binary]] = {}
     for b in binaries:
         groups.setdefault(b["component"], []).append(b)
     out = []
@@ -195,7 +197,7 @@ def _source_range(sources: list[str]) -> str:
     )
 
 
-def _why_not_counted(binary: dict) -> str:
+def _why_not_counted(binary: Binary) -> str:
     if binary.get("shadowed_by"):
         return f"not loaded: the loader takes {binary['shadowed_by']} for {binary.get('soname')}"
     if binary.get("kernels_elsewhere"):
@@ -203,7 +205,7 @@ def _why_not_counted(binary: dict) -> str:
     return "no kernels: its device code is empty modules only"
 
 
-def _cell_text(cell: dict | None, modules: str = " ({}/{})") -> str:
+def _cell_text(cell: CoverageCell | None, modules: str = " ({}/{})") -> str:
     """A table cell: sm_80 (SASS), compute_80 (PTX JIT; with the share of modules that JIT
     when not all do), none; '-' where the component has no binary counted."""
     if not cell:
@@ -222,7 +224,7 @@ def _names(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def coverage_verdicts(report: dict) -> dict[str, dict]:
+def coverage_verdicts(report: ImageReport) -> dict[str, dict]:
     """Per capability: {"verdict": "sass" (runs natively) | "ptx" (runs after JIT) | "none"
     (cannot run), "none": [components], "ptx": {component: from}, "sass": [components],
     "text": one line}: the weakest way any component runs on it, the components named."""
@@ -259,7 +261,7 @@ def coverage_verdicts(report: dict) -> dict[str, dict]:
     return out
 
 
-def coverage_summary(report: dict, most: int = 3) -> dict[str, str]:
+def coverage_summary(report: ImageReport, most: int = 3) -> dict[str, str]:
     """Per capability, the weakest way any component runs on it, with (at most MOST of) the
     components that run that way, in COMPONENT_ORDER: {"8.6": "sass", "9.0": "ptx (tensorflow)",
     "12.0": "none (cudnn, nccl)", "10.0": "ptx (tensorflow, extension, cudnn, +4)"}. Compact:
@@ -273,7 +275,7 @@ def coverage_summary(report: dict, most: int = 3) -> dict[str, str]:
     return out
 
 
-def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
+def coverage_rows(report: ImageReport) -> tuple[list[str], list[list[str]]]:
     """The coverage table: a header (component / binary, then one column per capability),
     then per component a row with its verdicts and one indented row per binary that counts."""
     archs = [arch for arch, _ in _by_capability(report.get("coverage") or {})]
@@ -292,7 +294,7 @@ def coverage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def check(
-    report: dict,
+    report: ImageReport,
     release: Release,
     variant: Variant,
     requested: list[str],
@@ -349,7 +351,8 @@ def check(
     coverage_verdict(report, v)
     v.problems += xla_problems(report, toggles)
     fs = report.get("filesystems") or {}
-    if not toggles.get("gcp") and (fs.get("gs") or {}).get("available"):
+    gs = fs.get("gs")
+    if not toggles.get("gcp") and gs and gs.get("available"):
         v.warnings.append(
             f"TF_NEED_GCP=0, but the {report.get('framework_name')} {report.get('version')} wheel "
             "has gs:// built in: it stays available"
@@ -357,7 +360,7 @@ def check(
     return v
 
 
-def coverage_verdict(report: dict, v: Findings) -> None:
+def coverage_verdict(report: ImageReport, v: Findings) -> None:
     """The coverage of the requested capabilities (the rows of the build's report): a binary
     of CHECKED_COMPONENTS with no code for one is a problem; any other component with none
     is a warning, one per capability and component, as is code that runs by PTX JIT."""
@@ -394,7 +397,7 @@ def _modules_text(cell: dict) -> str:
     return f"; {cell['modules'][0]} of its {cell['modules'][1]} modules have PTX" if cell.get("modules") else ""
 
 
-def xla_problems(report: dict, toggles: dict[str, bool]) -> list[str]:
+def xla_problems(report: ImageReport, toggles: dict[str, bool]) -> list[str]:
     """With XLA on: its GPU compiler must find ptxas and libdevice where it looks, and a
     jit_compile run on the CPU must give the right answer (reports made before the image
     reported XLA say nothing of it)."""
@@ -418,7 +421,7 @@ def xla_problems(report: dict, toggles: dict[str, bool]) -> list[str]:
     return out
 
 
-def measured_labels(report: dict) -> dict[str, str]:
+def measured_labels(report: ImageReport) -> dict[str, str]:
     """Labels describing what the image holds, from its own report."""
     ext = report.get("extension") or {}
     hvd = report.get("horovod") or {}
@@ -469,14 +472,14 @@ def measured_labels(report: dict) -> dict[str, str]:
 TOOL_DISTRIBUTIONS = ("jupyterlab", "tensorboard")
 
 
-def dali_label(dali: dict | None) -> str:
+def dali_label(dali: Dali | None) -> str:
     if not dali:
         return ""
     plugin = f"TensorFlow plugin {dali['plugin']}" if dali.get("plugin") else "no TensorFlow plugin"
     return f"{dali.get('version')} ({plugin})"
 
 
-def tool_versions(report: dict) -> dict[str, str]:
+def tool_versions(report: ImageReport) -> dict[str, str]:
     """The tools' versions installed in the image, from its own package list."""
     have = {canonical_name(k): v for k, v in (report.get("packages") or {}).items()}
     return {n: have[n] for n in TOOL_DISTRIBUTIONS if n in have}

@@ -16,6 +16,10 @@ import struct
 import subprocess
 import sys
 import sysconfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the report's shape, for the checker (not copied into images)
+    from builder.in_image.report_types import Binary, Coverage, CoverageCell
 
 if __package__:  # imported from the builder package (host side)
     from builder.in_image import cuda_arch
@@ -191,7 +195,7 @@ def _has_kernels(kind: int, flags: int, payload: bytes) -> bool:
 KERNELS_ELSEWHERE = ("libcufft.so*", "libcufftw.so*")
 
 
-def device_code(path: str) -> dict | None:
+def device_code(path: str) -> Binary | None:
     """What one file carries: None when it is no ELF object with a .nv_fatbin section; else
     {"path", "sass": ["50", ...], "ptx": ["80"], "modules": N, "ptx_modules": {"80": n},
     "soname"?, "no_kernels"?, "error"?}: the architectures as digit strings (cuobjdump's
@@ -210,7 +214,7 @@ def device_code(path: str) -> dict | None:
         sections = elf_sections(read, fsize)
         if not sections or FATBIN_SECTION not in sections:
             return None
-        out: dict = {"path": path, "sass": [], "ptx": []}
+        out: Binary = {"path": path, "sass": [], "ptx": []}
         soname = elf_soname(read, sections)
         if soname:
             out["soname"] = soname
@@ -458,11 +462,11 @@ def resolve_soname(soname: str, loaded: dict[str, str], cache: dict[str, str]) -
     return os.path.realpath(cache[soname]) if soname in cache else ""
 
 
-def mark_shadowed(binaries: list[dict], loaded: dict[str, str], cache: dict[str, str] | None = None) -> None:
+def mark_shadowed(binaries: list[Binary], loaded: dict[str, str], cache: dict[str, str] | None = None) -> None:
     """Copies of one library (the same soname in two places: a wheel's and the CUDA
     toolkit's) are not all loaded: the loader takes one. The others get "shadowed_by" (the
     one it takes) and count for no component's coverage."""
-    by_soname: dict[str, list[dict]] = {}
+    by_soname: dict[str, list[Binary]] = {}
     for b in binaries:
         if b.get("soname"):
             by_soname.setdefault(b["soname"], []).append(b)
@@ -477,7 +481,7 @@ def mark_shadowed(binaries: list[dict], loaded: dict[str, str], cache: dict[str,
                     b["shadowed_by"] = winner
 
 
-def cuda_binaries(loaded: dict[str, str]) -> list[dict]:
+def cuda_binaries(loaded: dict[str, str]) -> list[Binary]:
     """Every shared object with device code under the Python tree and the library path, with
     its component; LOADED ({soname: path}, what the probes loaded) says which copy of a
     library the loader takes."""
@@ -494,28 +498,29 @@ def cuda_binaries(loaded: dict[str, str]) -> list[dict]:
     return found
 
 
-def counted(binary: dict) -> bool:
+def counted(binary: Binary) -> bool:
     """Does a binary count for coverage (kernels the loader's copy carries)?"""
     return not binary.get("no_kernels") and not binary.get("shadowed_by") and not binary.get("kernels_elsewhere")
 
 
-def jit_modules(binary: dict, arch: str) -> int:
+def jit_modules(binary: Binary, arch: str) -> int:
     """How many of a binary's modules a GPU of ARCH can JIT-compile (PTX no newer than it)."""
     gpu = cuda_arch.order(arch)
     return sum(n for a, n in (binary.get("ptx_modules") or {}).items() if cuda_arch.order(a) <= gpu)
 
 
-def coverage_table(binaries: list[dict], requested: list[str]) -> dict:
+def coverage_table(binaries: list[Binary], requested: list[str]) -> Coverage:
     """For each requested capability and each CUDA binary that counts (kernels, the copy
     the loader takes): native SASS, PTX JIT, or none."""
-    table: dict = {}
+    table: Coverage = {}
     for arch in requested:
-        row = {}
+        row: dict[str, CoverageCell] = {}
         for b in binaries:
             if not counted(b):
                 continue
             kind, source = cuda_arch.coverage(arch, b["sass"], b["ptx"])
-            row[b["path"]] = cell = {"component": b["component"], "kind": kind, "from": source}
+            cell: CoverageCell = {"component": b["component"], "kind": kind, "from": source}
+            row[b["path"]] = cell
             if kind == "ptx" and b.get("modules"):
                 jit = jit_modules(b, arch)
                 if jit < b["modules"]:  # the modules without PTX (for older GPUs alone) do not load

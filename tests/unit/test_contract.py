@@ -9,6 +9,7 @@ import pytest
 from builder.core import contract, grammar
 from builder.core.contract import BuildInfo, InImage, Label
 from builder.in_image import image_report
+from builder.in_image.report_types import ImageReport
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,6 +103,13 @@ def test_the_report_has_the_build_info_keys(monkeypatch):
     assert contract.build_info_problems(without) == []
     with_coverage = image_report.report(with_coverage=True, requested=["8.6"])
     assert set(with_coverage) == set(BuildInfo.KEYS) | set(BuildInfo.COVERAGE_KEYS)
+
+
+def test_the_report_type_readers_are_checked_against_is_the_contract():
+    """in_image/report_types.ImageReport, which mypy holds every reader's keys to, declares
+    what the report writes (contract.BuildInfo) and the readers' own coverage_note, no more."""
+    declared = set(ImageReport.__annotations__)
+    assert declared == set(BuildInfo.KEYS) | set(BuildInfo.COVERAGE_KEYS) | {"coverage_note"}
 
 
 def test_build_info_problems():

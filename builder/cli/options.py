@@ -66,7 +66,12 @@ DOCTOR_RELEASE = typer.Option(
     "-r",
     help="Also check what this release needs: disk for a cold build, the GPU driver it asks for.",
 )
-PUSH_TAG = typer.Option(None, "--tag", "-t", help="Tag in the registry (default: the image's).")
+PUSH_TAG = typer.Option(
+    None,
+    "--tag",
+    "-t",
+    help="Tag in the registry (default: the image's), or the whole reference HOST[:PORT]/NAME:TAG, as build's -t.",
+)
 PUSH_QUIET = typer.Option(False, "--quiet", "-q", help="No progress lines; only REF@DIGEST (or the JSON).")
 PUSH = typer.Option(
     False,

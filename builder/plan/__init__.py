@@ -45,7 +45,7 @@ from builder.plan.options_check import (
     default_build_id,
     parse_capabilities,
 )
-from builder.registry import check_tries, own_ref, target_ref
+from builder.registry import check_tries, own_ref, remote_reference, target_ref
 from builder.render import (
     Rendered,
     RenderOptions,
@@ -557,10 +557,24 @@ def plan_push(
     key_password_env: str = "COSIGN_PASSWORD",
 ) -> PushPlan:
     """IMAGE to REGISTRY (HOST[:PORT][/NS]), or without one to the registry IMAGE's own
-    reference names (docker push's way)."""
+    reference names (docker push's way). TAG is a tag, or a whole reference
+    HOST[:PORT]/NAME:TAG as `build -t` takes it (then no --registry)."""
     check_ref(image, "IMAGE", image_id=True)  # before the engine is asked for it
-    ref = target_ref(image, registry, tag) if registry else own_ref(image, tag)
+    if tag is not None and ("/" in tag or ":" in tag):  # no tag holds either: a reference
+        ref = _push_reference(tag, registry)
+    else:
+        ref = target_ref(image, registry, tag) if registry else own_ref(image, tag)
     return PushPlan(image, ref, check_tries(tries), insecure, sign, check_password_env(key_password_env))
+
+
+def _push_reference(ref: str, registry: str | None) -> str:
+    """-t HOST[:PORT]/NAME:TAG: where the push goes, whole; checked as build's -t is."""
+    if registry:
+        raise UserError(f"-t {grammar.printable(ref[:255])} names its registry: give -t a bare tag with --registry")
+    parsed = remote_reference(ref, "-t")
+    if parsed.digest or not parsed.tag:
+        raise UserError(f"-t {grammar.printable(ref[:255])}: give HOST[:PORT]/NAME:TAG (a tag to push under)")
+    return ref
 
 
 # --- base ---------------------------------------------------------------------------------

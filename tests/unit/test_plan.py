@@ -244,6 +244,25 @@ def test_push_without_registry_goes_where_the_image_names():
             pl.plan_push(image, None)
 
 
+def test_push_t_takes_a_whole_reference_as_build_t_does():
+    """-t means one thing in build and push: a whole HOST[:PORT]/NAME:TAG goes there as
+    given; a bare tag keeps its old meaning; the two ways do not mix."""
+    assert pl.plan_push("local/tensorflow:21.08-tf2-py3", None, "reg.example:5000/team/tf:26.11").ref == (
+        "reg.example:5000/team/tf:26.11"
+    )
+    assert pl.plan_push("local/tensorflow:21.08-tf2-py3", "reg.example/ns", "v1").ref == "reg.example/ns/tensorflow:v1"
+    refused = {
+        ("reg.example/tf:1", "reg.example"): "names its registry: give -t a bare tag with --registry",
+        ("reg.example/tf", None): "give HOST\\[:PORT\\]/NAME:TAG",
+        ("reg.example/tf@sha256:" + "a" * 64, None): "give HOST\\[:PORT\\]/NAME:TAG",
+        ("tf:1", None): "names no registry",
+        ("reg.example/Bad:1", None): "-t",
+    }
+    for (tag, registry), says in refused.items():
+        with pytest.raises(UserError, match=says):
+            pl.plan_push("local/tensorflow:21.08-tf2-py3", registry, tag)
+
+
 def test_base_plan_is_the_recipe_of_the_release():
     plan = pl.plan_base(CAT, "26.11")
     assert plan.tag == BaseRecipe.for_release(CAT.get("26.11")).tag and not plan.rebuild

@@ -16,7 +16,7 @@ import typer
 import builder.cli.doctor  # by its full name: `doctor` is a command here
 from builder import supply_chain
 from builder.catalog import driver, load_selected
-from builder.cli import entry
+from builder.cli import doctor_report, entry
 from builder.cli.cli_cache import cache_app
 from builder.cli.cli_catalog import catalog_app
 from builder.cli.options import (
@@ -317,8 +317,8 @@ def inspect(
 def doctor(release: Optional[str] = DOCTOR_RELEASE, as_json: bool = JSON) -> None:
     """Check the machine: engine, API version, storage driver, BuildKit, disk, tools, GPU."""
     found = builder.cli.doctor.checks(_catalog().get(release) if release else None)
-    text, healthy = builder.cli.doctor.report(found)
-    print(json.dumps(builder.cli.doctor.report_json(found), indent=2) if as_json else text)
+    text, healthy = doctor_report.report(found)
+    print(json.dumps(doctor_report.report_json(found), indent=2) if as_json else text)
     if not healthy:
         raise typer.Exit(1)
 

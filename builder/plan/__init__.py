@@ -14,16 +14,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from builder.catalog import Catalog, Release, Variant, policy
 from builder.core import grammar, paths, provenance
-from builder.core.contract import parse_reference
 from builder.core.errors import UserError
 from builder.core.grammar import check_ref
 from builder.engine import builders
 from builder.engine.buildsettings import BackendAsks
 from builder.image import buildcontext, runtime_image
+from builder.plan.base_plan import BasePlan, plan_base
 from builder.plan.build_args import (
     BUILDER_ARGS,
     PROXY_ARGS,
@@ -32,7 +31,7 @@ from builder.plan.build_args import (
     parse_build_args,
     proxy_credentials,
 )
-from builder.plan.derive import DeriveSpec, parse_nvbuild_args
+from builder.plan.derive_plan import DerivePlan, plan_derive
 from builder.plan.keyword_only import keyword_only
 from builder.plan.options_check import (
     baked_ca,
@@ -45,7 +44,8 @@ from builder.plan.options_check import (
     default_build_id,
     parse_capabilities,
 )
-from builder.registry import check_tries, own_ref, remote_reference, target_ref
+from builder.plan.push_plan import PushPlan, plan_push, push_ref
+from builder.registry import target_ref
 from builder.render import (
     Rendered,
     RenderOptions,
@@ -458,142 +458,3 @@ def plan_build(catalog: Catalog, args: BuildArgs, now: float | None = None) -> B
         pushes=pushes,
         notes=notes,
     )
-
-
-def push_ref(ref: str, registry: str | None) -> str:
-    """Where --push sends REF: under --registry when given, else where REF itself names."""
-    if registry:
-        return target_ref(ref, registry, None)
-    if parse_reference(ref).registry is None:
-        raise UserError(
-            f"--push: {grammar.printable(ref)} names no registry host: tag it HOST[:PORT]/NAME:TAG "
-            "with -t, or give --registry HOST[:PORT][/NS]"
-        )
-    return ref
-
-
-# --- derive -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DerivePlan:
-    parent: str
-    tag: str
-    spec: DeriveSpec
-    compile_cache: str | None = None
-    no_cache: bool = False
-    test: bool = True
-    sbom: bool = False  # make its SBOM once it is tagged (the CLI's default)
-    user_build_args: dict[str, str] = field(default_factory=dict)  # --build-arg, checked against its Dockerfile
-    push: PushPlan | None = None  # --push: where the tag goes once it is tagged
-
-    @property
-    def log_name(self) -> str:
-        return f"derive-{self.tag.replace('/', '_').replace(':', '_')}.log"
-
-
-def plan_derive(
-    parent: str,
-    tag: str,
-    patches: Sequence[Path] = (),
-    horovod_patches: Sequence[Path] = (),
-    apt: Sequence[str] = (),
-    pip: Sequence[str] = (),
-    nvbuild_args: str | None = None,
-    compile_cache: str | None = None,
-    no_cache: bool = False,
-    test: bool = True,
-    sbom: bool = False,
-    backend: BackendAsks = BackendAsks(),
-    dali_patches: Sequence[Path] = (),
-    build_args: tuple[str, ...] = (),
-    push: bool = False,
-    registry: str | None = None,
-    insecure_registry: bool = False,
-) -> DerivePlan:
-    check_backend(backend)
-    if registry and not push:
-        raise UserError("--registry says where --push pushes: give --push too")
-    spec = DeriveSpec(
-        parent=parent,
-        patches=list(patches),
-        horovod_patches=list(horovod_patches),
-        dali_patches=list(dali_patches),
-        apt=list(apt),
-        pip=list(pip),
-        nvbuild_args=parse_nvbuild_args(nvbuild_args),
-    )
-    spec.validate()
-    check_ref(parent, "--from", image_id=True)
-    check_ref(tag, "--tag", tag=True)
-    check_compile_cache(compile_cache)
-    user_args = parse_build_args(build_args, {"BASE_IMAGE": "--from"})
-    # before the parent is read and --pip resolved: the derived Dockerfile's ARGs are the template's
-    check_build_args(user_args, (paths.templates_dir() / "derived" / "Dockerfile.j2").read_text(encoding="utf-8"))
-    pushed = PushPlan(tag, push_ref(tag, registry), 4, insecure_registry) if push else None
-    return DerivePlan(parent, tag, spec, compile_cache, no_cache, test, sbom, user_build_args=user_args, push=pushed)
-
-
-# --- push ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PushPlan:
-    image: str
-    ref: str  # where it goes: REGISTRY/NAME:TAG
-    tries: int = 4
-    insecure: bool = False
-    sign: Path | None = None  # --sign KEY: cosign private key
-    key_password_env: str = "COSIGN_PASSWORD"
-
-
-def plan_push(
-    image: str,
-    registry: str | None,
-    tag: str | None = None,
-    tries: int = 4,
-    insecure: bool = False,
-    sign: Path | None = None,
-    key_password_env: str = "COSIGN_PASSWORD",
-) -> PushPlan:
-    """IMAGE to REGISTRY (HOST[:PORT][/NS]), or without one to the registry IMAGE's own
-    reference names (docker push's way). TAG is a tag, or a whole reference
-    HOST[:PORT]/NAME:TAG as `build -t` takes it (then no --registry)."""
-    check_ref(image, "IMAGE", image_id=True)  # before the engine is asked for it
-    if tag is not None and ("/" in tag or ":" in tag):  # no tag holds either: a reference
-        ref = _push_reference(tag, registry)
-    else:
-        ref = target_ref(image, registry, tag) if registry else own_ref(image, tag)
-    return PushPlan(image, ref, check_tries(tries), insecure, sign, check_password_env(key_password_env))
-
-
-def _push_reference(ref: str, registry: str | None) -> str:
-    """-t HOST[:PORT]/NAME:TAG: where the push goes, whole; checked as build's -t is."""
-    if registry:
-        raise UserError(f"-t {grammar.printable(ref[:255])} names its registry: give -t a bare tag with --registry")
-    parsed = remote_reference(ref, "-t")
-    if parsed.digest or not parsed.tag:
-        raise UserError(f"-t {grammar.printable(ref[:255])}: give HOST[:PORT]/NAME:TAG (a tag to push under)")
-    return ref
-
-
-# --- base ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BasePlan:
-    release: str
-    recipe: BaseRecipe
-    rebuild: bool = False
-    job: ImageJob | None = None
-
-    @property
-    def tag(self) -> str:
-        return self.recipe.tag
-
-
-def plan_base(catalog: Catalog, release: str, rebuild: bool = False, backend: BackendAsks = BackendAsks()) -> BasePlan:
-    rel = catalog.get(release)
-    check_backend(backend)
-    recipe = BaseRecipe.for_release(rel)
-    return BasePlan(rel.name, recipe, rebuild, recipe.job())

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from builder.engine import Runs
 
-from builder.catalog import lock
+from builder.catalog import lock, lock_resolve
 from builder.core import grammar
 from builder.core.contract import InImage, Label
 from builder.core.errors import PatchError, UserError
@@ -247,7 +247,7 @@ def resolve_pip(engine: Runs, spec: DeriveSpec, parent: str, labels: dict, index
     python = ".".join((labels.get(Label.PYTHON) or "").split(".")[:2])
     if not re.fullmatch(r"3\.[0-9]+", python):
         raise UserError(f"--pip: {parent} has no {Label.PYTHON} label: derive from an image the builder built")
-    return lock.resolve_beside(
+    return lock_resolve.resolve_beside(
         spec.pip, python, constraints, f"--pip {' '.join(spec.pip)} beside the pins of {parent}", index_url
     ), constraints
 

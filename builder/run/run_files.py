@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from builder.catalog import Release, lock
+from builder.catalog import Release, lock, lock_resolve
 from builder.core import outputdir, paths
 from builder.core.errors import UserError, escape
 from builder.core.output import Output
@@ -36,7 +36,7 @@ def run_lock(
     plan = lock.plan(catalog, release, variant)
     for reason in plan.skipped:
         out.say(f"skipped {reason}")
-    where = lock.display_path(root)
+    where = lock_resolve.display_path(root)
     if check:
         problems = lock.check(plan, root)
         if problems:
@@ -46,11 +46,11 @@ def run_lock(
             return False
         out.result(f"{where} matches the catalog ({len(plan.targets)} locks, {len(plan.horovod)} Horovod locks)")
         return True
-    written, current, removed = lock.write(plan, root, upgrade, out.say)
+    written, current, removed = lock_resolve.write(plan, root, upgrade, out.say)
     for path in written:
-        out.result(f"wrote {lock.display_path(path)}")
+        out.result(f"wrote {lock_resolve.display_path(path)}")
     for path in removed:
-        out.result(f"removed {lock.display_path(path)} (stray)")
+        out.result(f"removed {lock_resolve.display_path(path)} (stray)")
     out.say(
         f"locks: {len(written)} written, {current} up to date, {len(removed)} removed, "
         f"{len(plan.skipped)} variants skipped"

@@ -3,7 +3,7 @@ replaced here by a recorder; tests/integration/test_derived.py resolves for real
 
 import pytest
 
-from builder.catalog import lock
+from builder.catalog import lock_resolve
 from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
 from builder.plan import derive
@@ -35,7 +35,7 @@ def test_pip_is_resolved_for_the_parents_python_against_its_pins(monkeypatch):
         seen.update(requested=requested, python=python, constraints=constraints, what=what, index=index_url)
         return RESOLVED
 
-    monkeypatch.setattr(lock, "resolve_beside", resolve)
+    monkeypatch.setattr(lock_resolve, "resolve_beside", resolve)
     engine = FakeEngine()
     labels = parent(engine, PINS)
     spec = derive.DeriveSpec(parent="local/tf:1", pip=["tensorflow-addons==0.13.0"])
@@ -76,8 +76,8 @@ def test_an_impossible_request_is_uvs_one_line(monkeypatch):
             "we can conclude that your requirements are unsatisfiable."
         )
 
-    monkeypatch.setattr(lock, "_run_uv", uv)
-    monkeypatch.setattr(lock, "uv_command", lambda: ["uv"])
+    monkeypatch.setattr(lock_resolve, "_run_uv", uv)
+    monkeypatch.setattr(lock_resolve, "uv_command", lambda: ["uv"])
     engine = FakeEngine()
     labels = parent(engine, PINS)
     with pytest.raises(UserError) as err:

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from builder import catalog
-from builder.cli import doctor
+from builder.cli import doctor, doctor_gpu, doctor_report
 
 CONTAINERD_INFO = {
     "DockerRootDir": "/var/lib/docker",
@@ -34,7 +34,7 @@ def test_a_44_gb_need_fails_with_30_gb_free_naming_both(releases, monkeypatch):
     assert check.status == "fail" and check.name == "free disk"
     assert check.detail.startswith("needs ~44 GB free for a cold 26.11 build, 30 GB free on /var/lib/docker")
     assert "docker builder prune" in check.advice and "warm cache needs less" in check.advice
-    text, healthy = doctor.report([check])
+    text, healthy = doctor_report.report([check])
     assert not healthy and text.splitlines()[0].startswith("FAIL free disk")
     assert "hint: free 14 GB or more" in text
 
@@ -108,7 +108,7 @@ def machine(tmp_path, monkeypatch):
             self.tool("nvidia-smi", refuse + "".join(f"echo '{line}'\n" for line in lines))
 
         def checks(self, release=None, info=None):
-            return doctor.gpu_checks(release, info or {}, device=self.device, cdi_dirs=[str(self.cdi)])
+            return doctor_gpu.gpu_checks(release, info or {}, device=self.device, cdi_dirs=[str(self.cdi)])
 
     return Machine()
 
@@ -124,8 +124,10 @@ HOOK = "nvidia-container-runtime-hook"
 def gpu_side_never_fails(items):
     """Building needs no GPU: no GPU-side check is required, none fails, the machine stays healthy."""
     assert all(c.gpu and not c.required and c.status != "fail" for c in items), items
-    text, healthy = doctor.report(items)
-    assert healthy and doctor.report_json(items)["healthy"] and text.splitlines()[-1].startswith("ready to build")
+    text, healthy = doctor_report.report(items)
+    assert (
+        healthy and doctor_report.report_json(items)["healthy"] and text.splitlines()[-1].startswith("ready to build")
+    )
     assert "FAIL" not in text
     return text
 
@@ -210,7 +212,7 @@ def test_a_driver_below_the_release_minimum_warns_naming_both(machine, releases)
     assert "will not run on this machine's GPUs" in drv.detail and "525.60.13" in drv.advice
     text = gpu_side_never_fails(items)
     assert "(images will not run on this machine's GPU as it is" in text.splitlines()[-1]
-    assert doctor.report_json(items)["summary"] == text.splitlines()[-1]
+    assert doctor_report.report_json(items)["summary"] == text.splitlines()[-1]
     # the same driver runs 21.08 (450.80.02)
     ok = by_name(machine.checks(releases["21.08"]))
     assert ok["NVIDIA driver"].ok and ok["GPU 0"].ok and "SASS sm_80" in ok["GPU 0"].detail
@@ -273,7 +275,7 @@ def test_without_a_release_the_driver_is_held_against_every_release(machine, rel
     assert drv.status == "warn" and "26.11 (525.60.13)" in drv.detail and "21.08" not in drv.detail
     assert "will not run" in drv.detail
     gpu_side_never_fails(items)
-    assert doctor.catalog_driver_check("580.65.06", releases).ok
+    assert doctor_gpu.catalog_driver_check("580.65.06", releases).ok
 
 
 def test_gpus_are_numbered_by_nvidia_smi_index_one_line_per_model(machine, releases):
@@ -293,10 +295,10 @@ def test_gpus_are_numbered_by_nvidia_smi_index_one_line_per_model(machine, relea
 
 
 def test_eight_of_one_model_are_gpu_0_7():
-    gpus = doctor.parse_gpus("\n".join(f"{i}, 550.54.15, NVIDIA H100 80GB HBM3, 9.0" for i in range(8)))
+    gpus = doctor_gpu.parse_gpus("\n".join(f"{i}, 550.54.15, NVIDIA H100 80GB HBM3, 9.0" for i in range(8)))
     assert [g.index for g in gpus] == list(range(8))
-    assert doctor.gpu_summary(gpus) == "GPU 0-7 NVIDIA H100 80GB HBM3 (9.0); driver 550.54.15"
-    assert doctor.gpu_label([5]) == "GPU 5" and doctor.gpu_label([4, 0, 2, 1]) == "GPU 0-2,4"
+    assert doctor_gpu.gpu_summary(gpus) == "GPU 0-7 NVIDIA H100 80GB HBM3 (9.0); driver 550.54.15"
+    assert doctor_gpu.gpu_label([5]) == "GPU 5" and doctor_gpu.gpu_label([4, 0, 2, 1]) == "GPU 0-2,4"
 
 
 def test_nvidia_smi_is_asked_for_the_index(machine):
@@ -306,7 +308,7 @@ def test_nvidia_smi_is_asked_for_the_index(machine):
         asked.append(cmd)
         return ""
 
-    doctor.nvidia_smi(which=lambda name: "/bin/nvidia-smi", run=run)
+    doctor_gpu.nvidia_smi(which=lambda name: "/bin/nvidia-smi", run=run)
     assert [c[1] for c in asked] == [
         "--query-gpu=index,driver_version,name,compute_cap",
         "--query-gpu=index,driver_version,name",
@@ -317,7 +319,7 @@ def test_nvidia_smi_is_asked_for_the_index(machine):
 def test_report_json_lists_every_check_with_status_value_and_advice(machine, releases):
     machine.gpu(H100)
     items = [doctor.disk_check(releases["26.11"], ["/d"], free_gb(10)), *machine.checks(releases["26.11"])]
-    out = doctor.report_json(items)
+    out = doctor_report.report_json(items)
     assert out["healthy"] is False and out["summary"].startswith("not ready to build")
     rows = {r["name"]: r for r in out["checks"]}
     assert set(rows["free disk"]) == {"name", "status", "value", "advice"}
@@ -328,19 +330,22 @@ def test_report_json_lists_every_check_with_status_value_and_advice(machine, rel
 
 def test_warnings_and_info_do_not_make_the_machine_unhealthy():
     items = [
-        doctor.Check("a", True, "x"),
-        doctor.Check("b", False, "y", required=False),
-        doctor.Check("GPU", True, "none", required=False, info=True),
+        doctor_report.Check("a", True, "x"),
+        doctor_report.Check("b", False, "y", required=False),
+        doctor_report.Check("GPU", True, "none", required=False, info=True),
     ]
-    text, healthy = doctor.report(items)
-    assert healthy and doctor.report_json(items)["healthy"] and text.endswith("ready to build")
+    text, healthy = doctor_report.report(items)
+    assert healthy and doctor_report.report_json(items)["healthy"] and text.endswith("ready to build")
     assert [line[:4] for line in text.splitlines()[:3]] == ["ok  ", "--  ", "--  "]
 
 
 def test_a_gpu_check_marked_required_by_mistake_still_cannot_fail_the_build():
-    items = [doctor.Check("engine", True, "x"), doctor.Check("GPU 0", False, "y", required=True, gpu=True, stops=True)]
+    items = [
+        doctor_report.Check("engine", True, "x"),
+        doctor_report.Check("GPU 0", False, "y", required=True, gpu=True, stops=True),
+    ]
     assert items[1].status == "warn"
-    text, healthy = doctor.report(items)
+    text, healthy = doctor_report.report(items)
     assert healthy and text.splitlines()[-1].startswith("ready to build (images will not run")
 
 
@@ -390,5 +395,5 @@ def test_checks_on_a_gpu_machine_without_the_toolkit_fail_on_nothing_gpu_side(fa
         rows = by_name(items)
         assert rows["GPU runtime"].status == "warn" and rows["NVIDIA driver"].status == "warn"
         assert not [c.name for c in items if c.gpu and c.status == "fail"]
-        gpu_fails = [line for line in doctor.report(items)[0].splitlines() if line.startswith("FAIL")]
+        gpu_fails = [line for line in doctor_report.report(items)[0].splitlines() if line.startswith("FAIL")]
         assert not [line for line in gpu_fails if line[5:].startswith(("GPU", "NVIDIA"))]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder import catalog
-from builder.cli import doctor
+from builder.cli import doctor_report
 from builder.cli import main as cli
 from builder.core import errors, grammar, quoting
 from builder.core.errors import CatalogError, UserError
@@ -324,8 +324,10 @@ def test_doctor_shows_docker_host_escaped_and_redacted(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "tcp://bob:Hq7pw@x\x1b[31mred\x9b2J\u2028:2375")
     with pytest.raises(UserError) as exc:
         DockerEngine(timeout=5)
-    text, healthy = doctor.report([doctor.Check("engine", False, str(exc.value), advice="see \x1b]0;t\x07")])
+    text, healthy = doctor_report.report(
+        [doctor_report.Check("engine", False, str(exc.value), advice="see \x1b]0;t\x07")]
+    )
     assert not healthy and "Hq7pw" not in text and all(line.isprintable() for line in text.split("\n")), text
     assert "\\x1b[31mred\\x9b2J\\u2028" in text
-    shown = json.dumps(doctor.report_json([doctor.Check("engine", False, str(exc.value))]))
+    shown = json.dumps(doctor_report.report_json([doctor_report.Check("engine", False, str(exc.value))]))
     assert "Hq7pw" not in shown and "\\u001b" in shown

@@ -10,6 +10,7 @@ import pytest
 
 from builder import catalog
 from builder.catalog import lock as lk
+from builder.catalog import lock_resolve as resolve
 from builder.catalog import policy
 from builder.cli import main as cli
 from builder.core.errors import UserError
@@ -351,33 +352,35 @@ def _fake_lock(t, existing=None, uv=None):
 
 def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
     calls = []
-    monkeypatch.setattr(lk, "compile_lock", lambda t, existing=None, uv=None: calls.append(t.label) or _fake_lock(t))
-    monkeypatch.setattr(lk, "compile_horovod", lambda v, uv=None: f"horovod=={v} --hash=sha256:{'b' * 64}\n")
-    monkeypatch.setattr(lk, "compile_sdist", lambda n, v, uv=None: f"{n}=={v} --hash=sha256:{'c' * 64}\n")
-    monkeypatch.setattr(lk, "uv_command", lambda: ["uv"])
+    monkeypatch.setattr(
+        resolve, "compile_lock", lambda t, existing=None, uv=None: calls.append(t.label) or _fake_lock(t)
+    )
+    monkeypatch.setattr(resolve, "compile_horovod", lambda v, uv=None: f"horovod=={v} --hash=sha256:{'b' * 64}\n")
+    monkeypatch.setattr(resolve, "compile_sdist", lambda n, v, uv=None: f"{n}=={v} --hash=sha256:{'c' * 64}\n")
+    monkeypatch.setattr(resolve, "uv_command", lambda: ["uv"])
     locks = copy / "locks"
     (locks / "21.10" / "stray.txt").write_text("x")
     path = copy / "23.03.yaml"
     path.write_text(path.read_text().replace("- h5py==3.8.0", "- h5py==3.8.1"))
-    written, current, removed = lk.write(lk.plan(catalog.load(copy)), locks, log=lambda m: None)
+    written, current, removed = resolve.write(lk.plan(catalog.load(copy)), locks, log=lambda m: None)
     assert calls == ["23.03/tf2-py3 py3.8", "23.03/tf2-py3 py3.9"]
     assert written == [locks / "23.03/tf2-py3-py3.8.txt", locks / "23.03/tf2-py3-py3.9.txt"]
     assert (current, removed) == (15, [locks / "21.10" / "stray.txt"])
     assert lk.check(lk.plan(catalog.load(copy)), locks) == []
     calls.clear()
-    written, _, _ = lk.write(lk.plan(catalog.load(copy), "21.08"), locks, upgrade=True, log=lambda m: None)
+    written, _, _ = resolve.write(lk.plan(catalog.load(copy), "21.08"), locks, upgrade=True, log=lambda m: None)
     assert calls == ["21.08/tf2-py3 py3.8", "21.08/tf2-py3 py3.9"] and len(written) == 4  # + Horovod, DALI plugin
 
 
 def test_write_refuses_a_lock_that_misses_a_pin(copy, monkeypatch):
     monkeypatch.setattr(
-        lk, "compile_lock", lambda t, existing=None, uv=None: _fake_lock(t).replace("numpy==", "numpyx==")
+        resolve, "compile_lock", lambda t, existing=None, uv=None: _fake_lock(t).replace("numpy==", "numpyx==")
     )
-    monkeypatch.setattr(lk, "uv_command", lambda: ["uv"])
+    monkeypatch.setattr(resolve, "uv_command", lambda: ["uv"])
     (copy / "locks" / "21.08" / "tf2-py3-py3.9.txt").unlink()
     before = (copy / "locks" / "21.08" / "tf2-py3-py3.8.txt").read_text()
     with pytest.raises(UserError, match="the lock uv made for 21.08/tf2-py3 py3.9 lacks numpy==1.19.5"):
-        lk.write(lk.plan(catalog.load(copy), "21.08"), copy / "locks", log=lambda m: None)
+        resolve.write(lk.plan(catalog.load(copy), "21.08"), copy / "locks", log=lambda m: None)
     assert (copy / "locks" / "21.08" / "tf2-py3-py3.8.txt").read_text() == before
 
 
@@ -385,7 +388,7 @@ def test_missing_uv_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "uv", None)
     with pytest.raises(UserError, match=r"^uv is not installed .*pip install uv$"):
-        lk.uv_command()
+        resolve.uv_command()
 
 
 def test_uv_failure_is_one_line(monkeypatch, tmp_path):
@@ -396,7 +399,7 @@ def test_uv_failure_is_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     with pytest.raises(UserError) as exc:
-        lk.compile_horovod("0.22.1", uv=["uv"])
+        resolve.compile_horovod("0.22.1", uv=["uv"])
     assert str(exc.value) == "uv could not lock horovod 0.22.1: Because numpy==9 was not found"
 
 
@@ -470,9 +473,9 @@ def test_uvs_whole_explanation_is_one_line(monkeypatch, tmp_path):
         "         And because you require typeguard>=3, we can conclude that your requirements are unsatisfiable.\n"
         "hint: something long\n"
     )
-    monkeypatch.setattr(lk.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", err))
+    monkeypatch.setattr(resolve.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", err))
     with pytest.raises(UserError) as caught:
-        lk._run_uv(["uv"], tmp_path, "--pip x", verb="resolve")
+        resolve._run_uv(["uv"], tmp_path, "--pip x", verb="resolve")
     text = str(caught.value)
     assert "\n" not in text and text.startswith("uv could not resolve --pip x: No solution found")
     assert "And because you require typeguard>=3" in text and "hint" not in text

@@ -307,7 +307,7 @@ def test_the_conformance_suite_collects_from_the_wheel(installed, outside):
 
 def test_uv_and_syft_are_found_without_the_venv_on_path(installed, outside):
     """pipx puts only `builder` on PATH: the locks' uv and the SBOM's syft come from their packages."""
-    ask = "from builder.catalog import lock; from builder.supply_chain import sbom; print(lock.uv_command()[0]); print(sbom.syft_dir())"
+    ask = "from builder.catalog import lock_resolve; from builder.supply_chain import sbom; print(lock_resolve.uv_command()[0]); print(sbom.syft_dir())"
     proc = subprocess.run(
         [str(installed / "python"), "-c", ask],
         cwd=outside,

@@ -14,7 +14,6 @@ from typing import List, Optional
 import typer
 
 import builder.cli.doctor  # by its full name: `doctor` is a command here
-from builder import supply_chain
 from builder.catalog import driver, load_selected
 from builder.cli import doctor_report, entry
 from builder.cli.cli_cache import cache_app
@@ -52,10 +51,6 @@ from builder.cli.options import (
 )
 from builder.core import outputdir
 from builder.core.grammar import check_ref
-from builder.engine.buildkit_engine import connect
-from builder.image import describe
-from builder.image.buildcontext import check_source
-from builder.image.describe import releases_text
 from builder.plan import (
     BuildArgs,
     baked_ca,
@@ -66,7 +61,7 @@ from builder.plan import (
     plan_derive,
     plan_push,
 )
-from builder.run import print_base_recipe, run_base, run_build, run_derive, run_push, run_tests
+from builder.run import print_base_recipe, queries, run_base, run_build, run_derive, run_push, run_tests
 from builder.run.run_files import run_bake, run_lock, run_render, run_render_all
 
 app = typer.Typer(
@@ -83,7 +78,7 @@ def _catalog():
     return load_selected()
 
 
-_engine = connect  # the engine with the best backend here, connected when a command needs it
+_engine = queries.connect  # the engine with the best backend here, connected when a command needs it
 
 
 def _version(shown: bool) -> None:
@@ -112,8 +107,7 @@ def main_options(
 @app.command()
 def releases(as_json: bool = JSON) -> None:
     """List the releases in the catalog."""
-    rows = describe.releases_rows(_catalog())
-    print(json.dumps(rows, indent=2) if as_json else releases_text(rows))
+    print(queries.releases_text(_catalog(), as_json))
 
 
 @app.command()
@@ -148,7 +142,6 @@ def render(
         return
     dockerfile = run_render(_catalog().get(release), variant, render, output)
     if dockerfile is not None:  # no -o: the one Dockerfile on stdout
-        check_source(render["framework_src"])  # copied by -o and build: the same checks
         print(dockerfile, end="")
 
 
@@ -310,7 +303,7 @@ def inspect(
     """What IMAGE holds, read from a container of it: framework, versions, libraries, coverage."""
     wanted = parse_capabilities(cuda_cc)  # the options first: with no engine, a bad one is still its own line
     check_ref(image, "image", image_id=True)
-    print(describe.report_text(describe.describe(_engine(), image, wanted), coverage, as_json))
+    print(queries.inspect_text(_engine, image, wanted, coverage, as_json))
 
 
 @app.command()
@@ -399,7 +392,7 @@ def sbom(
     ),
 ) -> None:
     """The image's SBOM (CycloneDX JSON): syft's packages plus the parts compiled in the image."""
-    text = supply_chain.run_sbom(_engine, image, output)
+    text = queries.sbom_text(_engine, image, output)
     if text is not None:  # no -o: on stdout
         print(text)
 
@@ -414,11 +407,7 @@ def verify(
     as_json: bool = JSON,
 ) -> None:
     """Check REF's signature, SBOM and provenance against KEY (exit 1 on any mismatch)."""
-    print(
-        supply_chain.verified_text(
-            supply_chain.verify(ref, key, credentials(), insecure_registry, _catalog()), ref, as_json
-        )
-    )
+    print(queries.verified_text(ref, key, credentials(), insecure_registry, _catalog(), as_json))
 
 
 app.add_typer(cache_app, name="cache")

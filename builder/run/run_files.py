@@ -72,6 +72,7 @@ def run_render(
                 f"release {rel.name} has {len(rendered_all)} variants: "
                 "give --variant to print one, or -o DIR to write them all"
             )
+        buildcontext.check_source(render["framework_src"])  # copied by -o and build: the same checks
         return rendered_all[0].dockerfile
     for rendered, path in zip(rendered_all, dockerfiles.write_contexts(rendered_all, output, render["framework_src"])):
         out.say(f"wrote {escape(str(path))} ({rendered.meta['image']})")

@@ -146,23 +146,26 @@ def test_the_import_contracts_hold() -> None:
 
 def test_a_deliberate_violation_breaks_the_contracts(tmp_path: Path) -> None:
     """The rules are live: in a copy of the package, the core importing the CLI, the plan
-    importing docker-py and in_image importing the core each break their contract."""
+    importing docker-py, in_image importing the core and the CLI reaching past the runs into
+    the engine each break their contract."""
     copy = tmp_path / "builder"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "locks", "releases"))
     for rel, line in (
         ("core/errors.py", "from builder.cli import main"),
         ("plan/__init__.py", "import docker"),
         ("in_image/cuda_arch.py", "from builder.core import errors"),
+        ("cli/main.py", "from builder.engine import buildx"),
     ):
         with (copy / rel).open("a", encoding="utf-8") as f:
             f.write(f"\n{line}\n")
     proc = _lint_imports(tmp_path)
     assert proc.returncode != 0, proc.stdout[-3000:]
-    assert "3 broken" in proc.stdout, proc.stdout[-3000:]
+    assert "4 broken" in proc.stdout, proc.stdout[-3000:]
     for shown in (
         "builder.core.errors -> builder.cli.main",
         "builder.plan is not allowed to import docker",
         "builder.in_image is not allowed to import builder.core",
+        "builder.cli.main is not allowed to import builder.engine",
     ):
         assert shown in proc.stdout, shown
 

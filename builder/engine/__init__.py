@@ -4,9 +4,9 @@ its names are re-exported here, so callers write `from builder.engine import X`.
 
     api.py               the Engine protocol by role, the request and result records
     progress.py          the --progress mode and the terminal's progress lines
-    docker_engine.py     the docker-py backend (the one module that imports docker-py)
+    docker_engine.py     the docker-py backend (the one module that imports docker-py), and
+                         what the Docker client config holds for a registry
     dockerfile_mounts.py the legacy builder's Dockerfile, without the builder's mounts
-    credentials.py       what the Docker client config holds for a registry
     signals.py           SIGINT/SIGTERM as Interrupted during long operations
     buildx.py, buildkit_engine.py, builders.py, ...: the BuildKit backend
 """
@@ -32,8 +32,7 @@ from builder.engine.api import (
     Unreachable,
 )
 from builder.engine.buildx import buildx_version
-from builder.engine.credentials import client_auth
-from builder.engine.docker_engine import DockerEngine
+from builder.engine.docker_engine import DockerEngine, client_auth
 from builder.engine.dockerfile_mounts import legacy_dockerfile, without_builder_mounts
 from builder.engine.progress import HEARTBEAT_SECONDS, PROGRESS_MODES, Progress, ProgressMode, progress_mode
 from builder.engine.signals import signals_raise

@@ -339,16 +339,26 @@ class DockerEngine:
         return image
 
 
-def docker_config_auth(host: str) -> dict[str, Any] | None:
-    """The entry the user's Docker client config resolves for registry HOST, as docker-py
-    resolves it (credential helpers, credsStore, auths); None when none or unreadable."""
+def client_auth(host: str) -> tuple[str, str, str] | None:
+    """(user, password, identity token) the user's Docker client config holds for registry
+    HOST, resolved as docker-py resolves it: the host's credential helper (`credHelpers`)
+    or, without one, `credsStore`; else `auths`; a helper's user `<token>` and an
+    `identitytoken` entry are identity tokens. None when it holds none or cannot be read."""
     try:
         from docker import auth
 
         found = auth.resolve_authconfig(auth.load_config(), host)
     except Exception:
         return None
-    return found if isinstance(found, dict) else None
+    if not isinstance(found, dict):
+        return None
+    token = found.get("IdentityToken") or found.get("identitytoken")
+    if isinstance(token, str) and token:
+        return found.get("Username") or found.get("username") or "<token>", "", token
+    for user_key, password_key in (("Username", "Password"), ("username", "password")):
+        if found.get(user_key) and found.get(password_key):
+            return found[user_key], found[password_key], ""
+    return None
 
 
 def _cause(exc: Exception) -> str:

@@ -70,7 +70,7 @@ def only_disk_may_fail(out) -> None:
 def test_doctor_reports_the_image_store_and_buildkit_features():
     out = builder("doctor", timeout=300)
     only_disk_may_fail(out)
-    from builder.cli.doctor import NAME_WIDTH
+    from builder.cli.doctor_report import NAME_WIDTH
 
     lines = {}
     for line in out.stdout.splitlines():
@@ -91,7 +91,7 @@ def test_doctor_on_a_containerd_store_engine_finds_every_feature():
     """The same probes on an engine that keeps images in containerd (started here, on its own
     socket and network namespace): the default driver then exports caches and OCI archives,
     builds for two platforms and resolves bake target contexts."""
-    from builder.cli.doctor import NAME_WIDTH
+    from builder.cli.doctor_report import NAME_WIDTH
 
     from .engines import second_engine
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.catalog import schema
-from builder.catalog.fields import ABSENT  # noqa: F401
 from builder.catalog.release import (  # noqa: F401
     LABEL_AUTHORS,
     LABEL_MAINTAINER,
@@ -47,6 +46,7 @@ from builder.catalog.yaml_loader import (  # noqa: F401
     _resolve,
     merge,
 )
+from builder.core.catalog_fields import ABSENT  # noqa: F401
 from builder.core.errors import CatalogError, Problem, UserError
 
 # Every field's grammar is in builder/core/grammar.py (whole-string matches); these names are

@@ -161,7 +161,7 @@ class Release:
     os_version: str
     python: str
     cuda: str
-    components: dict[str, str]
+    stack_versions: dict[str, str]  # catalog `components`: cudnn -> "8.2.2.26" as NVIDIA's notes state them
     upstream_image: str
     upstream_digest: str | None
     offline: OfflineBase
@@ -189,6 +189,10 @@ class Release:
     tools_absent: dict[str, str] = field(default_factory=dict)
     # who makes the image (catalog `vendor`; _common.yaml names the project)
     vendor: Vendor = Vendor("tf-image-builder")
+    # the components of builder/components/ the release installs: name -> its catalog mapping
+    components: dict[str, Any] = field(default_factory=dict)
+    # component -> why the release has it not (`NAME: "absent: WHY"`)
+    components_absent: dict[str, str] = field(default_factory=dict)
 
     @property
     def ptxas(self) -> str | None:

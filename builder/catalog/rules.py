@@ -1,7 +1,7 @@
 """The catalog's checks that are more than a grammar: value checks the models in
 builder/catalog/schema.py name, and the rules across keys their model validators apply
 (capabilities against the toolkits, a package named once, device code measured on the
-framework version it describes). Each refuses with Refusal (builder/catalog/fields.py)."""
+framework version it describes). Each refuses with Refusal (builder/core/catalog_fields.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any, Callable, Optional
 
 from pydantic import WithJsonSchema
 
-from builder.catalog.fields import ABSENT, Check, Refusal, json_pattern
 from builder.catalog.release import canonical_name, ptxas_version, python_key
 from builder.core import contract, grammar
+from builder.core.catalog_fields import ABSENT, Check, Refusal, json_pattern
 from builder.core.grammar import PIN, REQUIREMENT, VERSION, printable
 from builder.in_image import cuda_arch
 

@@ -12,23 +12,27 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Dict, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag, create_model, model_validator
 
+from builder import components
 from builder.catalog import rules
-from builder.catalog.fields import (
+from builder.catalog.release import VENDOR_LABELS
+from builder.core import contract, grammar
+from builder.core.catalog_fields import (
     Absent,
     Boolean,
     Grammar,
     Missing,
     MovedTo,
+    Part,
     Refusal,
     StringList,
     StringMap,
     Text,
+    field,
     matching,
+    optional,
 )
-from builder.catalog.release import VENDOR_LABELS
-from builder.core import contract, grammar
 from builder.core.grammar import PACKAGE_NAME, PYTHON_VERSION, VERSION
 
 DEBIAN_SUITES = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
@@ -39,18 +43,7 @@ ONE_LINE = "one line of text (200 characters at most, no control characters)"
 SPEC, ABSENT = "<spec>", "<absent>"
 
 
-class Part(BaseModel):
-    """A mapping of the catalog: a key it does not declare is refused (a typo must not pass)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
-
-
-def _field(description: str, example: Any = None, **kw: Any) -> Any:
-    return Field(description=description, examples=None if example is None else [example], **kw)
-
-
-def _optional(description: str, example: Any = None) -> Any:
-    return _field(description, example, default=None)
+_field, _optional = field, optional
 
 
 PythonVersion = Grammar(PYTHON_VERSION, 'a Python version such as "3.9"')
@@ -323,7 +316,7 @@ VariantName = Annotated[str, BeforeValidator(rules.variant_name)]
 ReleaseText = Annotated[str, BeforeValidator(str), rules.RELEASE_SCHEMA]
 
 
-class ReleaseDoc(Part):
+class ReleaseFields(Part):
     """A release of the catalog: one YAML file in builder/releases/ (or in the directory
     BUILDER_CATALOG names). It names a `parent` and states only what differs from it: mappings
     merge key by key, any other value (lists included) replaces the parent's, and `null` removes
@@ -415,9 +408,25 @@ class ReleaseDoc(Part):
     example_packages: Optional[ExamplePackages] = _optional(ExamplePackages.__doc__ or "")
 
     @model_validator(mode="after")
-    def _consistent(self) -> ReleaseDoc:
+    def _consistent(self) -> ReleaseFields:
         rules.release(self)
         return self
+
+
+# A release file's schema: its own keys, and each component's (builder/components/), a
+# mapping or "absent: WHY", null for none.
+ReleaseDoc: type[ReleaseFields] = create_model(  # type: ignore[call-overload]
+    "ReleaseDoc",
+    __base__=ReleaseFields,
+    __doc__=ReleaseFields.__doc__,
+    **{
+        c.NAME: (
+            Optional[SpecOrAbsent(c.MODEL, "{" + ", ".join(c.MODEL.model_fields) + "}")],
+            _optional(c.DOC, c.EXAMPLE),
+        )
+        for c in components.REGISTRY
+    },
+)
 
 
 def keys(model: type[BaseModel]) -> set[str]:

@@ -11,10 +11,11 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
+from builder import components
 from builder.catalog import schema
-from builder.catalog.fields import ABSENT, Missing, Refusal
 from builder.catalog.release import DaliSpec, DeviceCode, HorovodSpec, OfflineBase, Release, Variant, Vendor
 from builder.core import grammar
+from builder.core.catalog_fields import ABSENT, Missing, Refusal
 from builder.core.errors import Problem
 
 # Segments of pydantic's error paths that are not keys of the file.
@@ -168,11 +169,12 @@ def _missing(chain: list[tuple[str, dict]], key: str, message: str) -> Optional[
     return None
 
 
-def _release(rel: str, file: str, data: dict, doc: schema.ReleaseDoc) -> Release:
+def _release(rel: str, file: str, data: dict, doc: schema.ReleaseFields) -> Release:
     horovod, horovod_absent = _spec(doc.horovod)
     dali, dali_absent = _spec(doc.dali)
     tools = doc.tools or {}
     examples = doc.example_packages or schema.ExamplePackages()
+    chosen = {c.NAME: _spec(getattr(doc, c.NAME)) for c in components.REGISTRY}
     return Release(
         name=rel,
         file=file,
@@ -182,7 +184,7 @@ def _release(rel: str, file: str, data: dict, doc: schema.ReleaseDoc) -> Release
         os_version=doc.os.version,
         python=doc.python,
         cuda=doc.cuda,
-        components=dict(doc.components or {}),
+        stack_versions=dict(doc.components or {}),
         upstream_image=doc.base.upstream.image,
         upstream_digest=doc.base.upstream.digest,
         offline=OfflineBase(doc.base.offline.debian, doc.base.offline.cuda, doc.base.offline.python),
@@ -204,6 +206,8 @@ def _release(rel: str, file: str, data: dict, doc: schema.ReleaseDoc) -> Release
         dali_absent=dali_absent,
         example_packages=(tuple(examples.apt or ()), tuple(examples.pip or ())),
         vendor=Vendor(doc.vendor.name, doc.vendor.maintainer, doc.vendor.url, doc.vendor.copyright_holder),
+        components={name: spec for name, (spec, _) in chosen.items() if spec is not None},
+        components_absent={name: why for name, (_, why) in chosen.items() if why is not None},
     )
 
 

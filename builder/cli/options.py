@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
-from builder import cache
+from builder import cache, components
 from builder.core.errors import UserError
 from builder.engine import ProgressMode, buildx, progress_mode
 from builder.engine.buildsettings import BackendAsks, BuildSettings, from_options
@@ -251,7 +251,7 @@ RENDER: dict[str, tuple[Any, Any]] = {
             None,
             "--without",
             help="Leave out an optional component the release installs: one of its tools "
-            "(jupyter, tensorboard) or dali (repeatable); `builder show R` lists them.",
+            f"(jupyter, tensorboard), dali or {', '.join(components.NAMES)} (repeatable); `builder show R` lists them.",
         ),
     ),
     "base": (str, BASE),

@@ -110,6 +110,8 @@ class InImage:
     NVBUILDOPTS = "/opt/tensorflow/nvbuildopts"
     CUDA_ARCH = "/opt/tensorflow/cuda_arch.py"
     IMAGE_REPORT = "/opt/tensorflow/image_report.py"
+    # The devel image's components (builder/components/) and how the report reads their versions
+    COMPONENTS = "/opt/tensorflow/components.json"
     BUILD_INFO = "/opt/tensorflow/build-info.json"  # written by nvbuild.sh, read by the banner
     LOCKS = "/opt/tensorflow/locks"
     # Every installed Python package pinned (pip-constraints); PIP_CONSTRAINT points here.
@@ -225,6 +227,7 @@ class BuildInfo:
         "extension",
         "horovod",
         "dali",
+        "components",
         "patches",
         "packages",
     )

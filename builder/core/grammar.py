@@ -67,6 +67,8 @@ PIP_SPEC = re.compile(
     r"(?:[<>=!~]=?[A-Za-z0-9.*+!-]+(?:,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?"
 )
 # Debian package names (policy 5.6.1), optionally =VERSION.
+# A Debian package version as dpkg states it ("2020.4.3.7~11.2.2-3+deb11u3"), epoch allowed.
+DEBIAN_VERSION = re.compile(r"(?:[0-9]{1,9}:)?[0-9][A-Za-z0-9.+~-]{0,127}")
 APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?:=[A-Za-z0-9][A-Za-z0-9.+:~-]*)?")
 # A patch file name as it is copied into a build context and named in a RUN line.
 FILE_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._+-]{1,255}")

@@ -130,7 +130,9 @@ def verify(engine, image_id: str, expect: Expectation, log_path: Path) -> dict[s
         )
     except UserError as exc:  # an image that cannot say what it holds is a failed build, not bad input
         raise BuildError(str(exc), step="read-back check", log_path=log_path) from None
-    verdict = readback.check(report, expect.release, expect.variant, requested, dict(expect.toggles), extension)
+    verdict = readback.check(
+        report, expect.release, expect.variant, requested, dict(expect.toggles), extension, expect.components
+    )
     for warning in verdict.warnings:
         say(f"warning: {warning}")
     if verdict.problems:

@@ -68,6 +68,8 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
             "extension": (report.get("extension") or {}).get("version", ""),
         },
         "tools": readback.tool_versions(report),
+        # builder/components/ the image holds: component -> tool -> version, path, package version
+        "components": report.get("components") or {},
         "without": [c for c in g(Label.WITHOUT).split(",") if c],
         "tf_trt": "available" if report.get("tf_trt_available") else "unavailable",
         "libraries": libs,
@@ -248,6 +250,11 @@ def summary_text(report: dict) -> str:
     ]
     lines = [table_text(("", ""), [(f"{k}:", v) for k, v in about if v]).split("\n", 1)[-1]]
     versions = [(k, v) for k, v in {**(r.get("versions") or {}), **(r.get("tools") or {})}.items() if v]
+    versions += [
+        (tool, found.get("version") or f"does not run: {found.get('error', '?')}")
+        for tools in (r.get("components") or {}).values()
+        for tool, found in sorted(tools.items())
+    ]
     lines += ["", table_text(("PART", "VERSION"), versions)]
     libs = [
         (

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from builder import components
 from builder.catalog import Release, Variant, canonical_name
 from builder.core import paths
 from builder.core.contract import InImage, Label
@@ -300,8 +301,10 @@ def check(
     requested: list[str],
     toggles: dict[str, bool],
     expect_extension: bool = True,
+    expect_components: tuple[str, ...] = (),
 ) -> Findings:
-    """Compare what the image holds with what the catalog and the request say."""
+    """Compare what the image holds with what the catalog and the request say (EXPECT_COMPONENTS:
+    the components of builder/components/ it must hold, at the catalog's versions)."""
     v = Findings()
     if report.get("version") != variant.framework_version:
         v.problems.append(
@@ -348,6 +351,9 @@ def check(
             v.problems.append(
                 f"the image holds Horovod {hvd.get('version')}, the catalog says {release.horovod.version}"
             )
+    held = report.get("components") or {}
+    for name in expect_components:
+        v.problems += components.get(name).problems(release.components.get(name), held.get(name))
     coverage_verdict(report, v)
     v.problems += xla_problems(report, toggles)
     fs = report.get("filesystems") or {}
@@ -465,6 +471,7 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
         Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
         Label.TOOLS: " ".join(f"{n}={v}" for n, v in tool_versions(report).items()),
         Label.DALI: dali_label(report.get("dali")),
+        **{c.LABEL: c.versions_text((report.get("components") or {}).get(c.NAME) or {}) for c in components.REGISTRY},
     }
 
 

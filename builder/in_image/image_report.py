@@ -29,6 +29,7 @@ else:  # run as a script in the image: fatbin.py sits next to it
 # package, so it cannot import builder/core/contract.py: tests/unit/test_contract.py proves
 # these copies (and the report's top-level keys) agree with it.
 BUILD_INFO = "/opt/tensorflow/build-info.json"
+COMPONENTS = "/opt/tensorflow/components.json"
 
 # Driver user-space libraries: the host's NVIDIA container toolkit injects them; an image
 # that carries its own shadows the host driver.
@@ -348,6 +349,50 @@ def _recorded_horovod_patches() -> list:
         return []
 
 
+def components_report(path: str = COMPONENTS) -> dict:
+    """The image's components (builder/components/): each tool's version as the tool states
+    it, its path, and the version of the Debian package it came from. The probes come from
+    the image's components.json (none: a runtime image, or one built before components)."""
+    try:
+        with open(path) as f:
+            probes = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {name: {tool: _probe_tool(p) for tool, p in tools.items()} for name, tools in probes.items()}
+
+
+def _probe_tool(probe: dict) -> dict:
+    import shutil
+
+    command = [str(a) for a in probe.get("command") or []]
+    exe = shutil.which(command[0]) if command else None
+    if exe is None:
+        return {"error": f"{command[0] if command else 'no command'} is not on PATH"}
+    found: dict = {"path": os.path.realpath(exe)}
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        m = re.search(str(probe.get("pattern") or "$^"), out.stdout + out.stderr)
+        if m:
+            found["version"] = m.group(1)
+        else:
+            last = (out.stdout + out.stderr).strip().splitlines()[-1:] or [""]
+            found["error"] = f"exit {out.returncode}: {last[0][:200]}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        found["error"] = str(exc)[:200]
+    if probe.get("package"):
+        try:
+            dpkg = subprocess.run(
+                ["dpkg-query", "-W", "-f", "${Version}", str(probe["package"])],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            found["package_version"] = dpkg.stdout.strip() if dpkg.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            found["package_version"] = ""
+    return found
+
+
 def packages() -> dict[str, str]:
     from importlib import metadata
 
@@ -394,6 +439,7 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         "extension": ext,
         "horovod": hvd,
         "dali": dali_report(),
+        "components": components_report(),
         "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]")
         if ext is None
         else ext.get("patches", []),

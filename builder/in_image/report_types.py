@@ -83,6 +83,15 @@ class Dali(TypedDict, total=False):
     patches: List[Any]
 
 
+class Tool(TypedDict, total=False):
+    """One tool of a component (builder/components/): what it says it is, where, from which package."""
+
+    version: str
+    path: str
+    package_version: str
+    error: str
+
+
 class ImageReport(TypedDict, total=False):
     """image_report.py's JSON. contract.BuildInfo.KEYS are always there; COVERAGE_KEYS with
     coverage; coverage_note is added by readers that explain a missing table."""
@@ -103,6 +112,7 @@ class ImageReport(TypedDict, total=False):
     extension: Optional[Dict[str, Any]]
     horovod: Optional[Horovod]
     dali: Optional[Dali]
+    components: Dict[str, Dict[str, Tool]]  # component -> tool -> what it is
     patches: List[Any]
     packages: Dict[str, str]
     cuda_binaries: List[Binary]

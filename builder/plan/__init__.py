@@ -266,6 +266,7 @@ def variant_jobs(
         meta["toggles"],
         extension=has_extension(args.framework_src),
         base_image=meta["base_image"],
+        components=tuple(meta["components"]),
     )
     args_here = {"BASE_IMAGE": meta["base_image"], **buildargs, "COMPILE_CACHE": args.compile_cache or ""}
     devel = ImageJob(
@@ -291,7 +292,7 @@ def variant_jobs(
         target=runtime_image.STAGE,
         devel_image=devel_image,
         nocache=args.no_cache and args.runtime_only,
-        expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image),
+        expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image, components=()),
         refs=tuple(runtime_image.refs_for(refs)),
         dated=True,
     )

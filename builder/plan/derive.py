@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from builder.engine import Runs
 
+from builder import components
 from builder.catalog import lock, lock_resolve
 from builder.core import grammar
 from builder.core.contract import InImage, Label
@@ -365,6 +366,8 @@ def job(
         {t: labels.get(key) == "1" for t, key in (("xla", Label.XLA), ("gcp", Label.GCP), ("hdfs", Label.HDFS))},
         extension=bool(labels.get(Label.EXTENSION)),
         conformance=test,
+        # the parent's components stay (its labels say which it holds)
+        components=tuple(c.NAME for c in components.REGISTRY if labels.get(c.LABEL)),
     )
     blobs = {
         f"{folder}/{p.name}": read_patch(p, option)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from builder import components
 from builder.catalog import Release, Variant, driver, lock, policy
 from builder.core import contract, grammar, paths
 from builder.core.contract import ImageEnv, InImage, Label
@@ -89,7 +90,7 @@ class RenderOptions:
     offline_base_image: str | None = None  # the offline base's tag, from base.py
     baked_ca: tuple[str, ...] = ()  # PEM texts to install in the image (--bake-ca)
     allow_ptx_jit: bool = False  # capabilities newer than the toolkit's run by PTX JIT
-    without: tuple[str, ...] = ()  # components left out: the release's tools and/or "dali"
+    without: tuple[str, ...] = ()  # components left out: the release's tools, "dali", builder/components/' names
 
     @staticmethod
     def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -235,19 +236,36 @@ def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]
 
 
 def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str, str]:
-    """--without NAME...: each a tool of the release or dali; distribution -> NAME."""
-    have = [*release.tools, *(["dali"] if release.dali else [])]
+    """--without NAME...: each a tool of the release, dali or one of builder/components/ the
+    release installs; what leaves the pip lock: distribution -> NAME."""
+    have = [*release.tools, *(["dali"] if release.dali else []), *release.components]
     out = {}
     for name in without:
         if name not in have:
-            absent = {**release.tools_absent, **({"dali": release.dali_absent} if release.dali_absent else {})}
+            absent = {
+                **release.tools_absent,
+                **({"dali": release.dali_absent} if release.dali_absent else {}),
+                **release.components_absent,
+            }
             why = f" ({absent[name]})" if name in absent else ""
             raise UserError(
                 f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
                 f"(it has: {', '.join(have) or 'no optional component'})"
             )
-        out[release.dali.package if name == "dali" else release.tool_package(name)] = name  # type: ignore[union-attr]
+        if name == "dali":
+            out[release.dali.package] = name  # type: ignore[union-attr]
+        elif name in release.tools:
+            out[release.tool_package(name)] = name
     return out
+
+
+def chosen_components(release: Release, without: tuple[str, ...]) -> list[tuple[type[components.Component], Any]]:
+    """The components of builder/components/ this build installs, with their catalog mappings."""
+    return [
+        (c, release.components[c.NAME])
+        for c in components.REGISTRY
+        if c.NAME in release.components and c.NAME not in without
+    ]
 
 
 def make_context(release: Release, variant: Variant, options: RenderOptions) -> SimpleNamespace:
@@ -335,6 +353,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         horovod=release.horovod,
         dali=None if "dali" in options.without else release.dali,
         tools={k: v for k, v in release.tools.items() if k not in options.without},
+        # builder/components/ the devel image installs after the compile (their partials)
+        components=chosen_components(release, options.without),
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
         build_env=build_env,
@@ -407,6 +427,10 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         )
         for patch in sorted((paths.templates_dir() / "patches" / "dali").glob("*")):
             files[f"patches/dali/{patch.name}"] = patch.read_text(encoding="utf-8")
+    files["components.json"] = components.probes_json(ctx.components)
+    for component, _ in ctx.components:
+        for name in component.FILES:
+            files[f"components/{component.NAME}/{name}"] = (component.directory() / name).read_text(encoding="utf-8")
     if "jupyter" in ctx.tools:
         files["jupyter/jupyter_server_config.py"] = (
             paths.templates_dir() / "jupyter" / "jupyter_server_config.py"
@@ -433,6 +457,8 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         "labels": ctx.labels,
         # a layered Dockerfile's devel stage (its runtime stage: `builder build --runtime`)
         "target": "devel" if ctx.layered else None,
+        # builder/components/ the devel image installs (a runtime image holds none)
+        "components": [c.NAME for c, _ in ctx.components],
     }
     return Rendered(release.name, variant.name, files, meta)
 

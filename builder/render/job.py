@@ -44,7 +44,8 @@ class Expectation:
     RUNTIME: the image must hold no compiler toolchain; DEVEL_IMAGE: the devel image a
     runtime image was built beside (its extension library must be the same file, its
     coverage label is copied: a runtime image has no cuobjdump to list its own).
-    CONFORMANCE: the derived images' conformance suite runs against the labelled image."""
+    CONFORMANCE: the derived images' conformance suite runs against the labelled image.
+    COMPONENTS: the components (builder/components/) it must hold, at the catalog's versions."""
 
     release: Release
     variant: Variant
@@ -56,6 +57,7 @@ class Expectation:
     runtime: bool = False
     devel_image: str | None = None
     conformance: bool = False  # a derived image: the derived-image suite passes before any tag moves
+    components: tuple[str, ...] = ()  # builder/components/ the image must hold, as the catalog pins them
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ builder/core/quoting.py as filters, so nothing is pasted into a Dockerfile unche
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import jinja2
 
+from builder import components
 from builder.core import paths, quoting
 from builder.core.contract import InImage, Label, compile_cache_mount, settings_mounts
 
@@ -21,7 +23,13 @@ def template_env() -> jinja2.Environment:
 @functools.lru_cache(maxsize=4)  # compiled templates are reused (a render is then ~1 ms)
 def _template_env(directory: str) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(directory),
+        # templates/, and each component's partial as components/NAME/FILE (builder/components/)
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.FileSystemLoader(directory),
+                jinja2.PrefixLoader({"components": jinja2.FileSystemLoader(str(Path(components.__file__).parent))}),
+            ]
+        ),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,

@@ -22,6 +22,7 @@ import shlex
 import uuid
 from pathlib import Path
 
+from builder import components
 from builder.core import paths
 from builder.core.errors import UserError
 
@@ -87,11 +88,20 @@ def _component(ref: str, name: str, version: str, props: list[tuple[str, str]], 
 
 def merge(syft_doc: dict, compiled: list[dict], labels: dict[str, str]) -> dict:
     """syft's document with the compiled components added (replacing syft's entry of the
-    same package: Horovod is a Python distribution too) and the image's release noted."""
+    same package: Horovod is a Python distribution too), the Debian packages of the image's
+    components (builder/components/) marked as theirs, and the image's release noted."""
     doc = dict(syft_doc)
     names = {(c["name"], c["version"]) for c in compiled}
     kept = [c for c in doc.get("components") or [] if (c.get("name"), c.get("version")) not in names]
-    doc["components"] = kept + compiled
+    # the Debian packages of builder/components/ the image holds (its labels say which): marked
+    held = [c.NAME for c in components.REGISTRY if labels.get(c.LABEL)]
+    marked = []
+    for c in kept:
+        owner = components.owner_of_package(str(c.get("name", "")), held) if "pkg:deb/" in str(c.get("purl")) else None
+        if owner:
+            c = {**c, "properties": [*(c.get("properties") or []), {"name": PROPERTY + "component", "value": owner}]}
+        marked.append(c)
+    doc["components"] = marked + compiled
     meta = dict(doc.get("metadata") or {})
     props = [p for p in meta.get("properties") or [] if not str(p.get("name", "")).startswith(PROPERTY)]
     props += [

@@ -153,6 +153,8 @@ RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./n
 
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
+# The components above, and how the image report reads their versions back.
+COPY components.json /opt/tensorflow/components.json
 
 # Environment defaults (user guide section 7 and the release's own).
 ENV TF_ADJUST_HUE_FUSED="1" \

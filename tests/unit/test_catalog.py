@@ -22,7 +22,7 @@ def test_the_shipped_catalog_is_valid_and_ordered(real):
 def test_release_21_08_matches_the_reference_facts(real):
     r = real.get("21.08")
     assert (r.os_distro, r.os_version, r.python, r.cuda) == ("ubuntu", "20.04", "3.8", "11.4.1")
-    assert r.components == {"cublas": "11.5.4", "cudnn": "8.2.2.26", "nccl": "2.10.3", "tensorrt": "8.0.1.6"}
+    assert r.stack_versions == {"cublas": "11.5.4", "cudnn": "8.2.2.26", "nccl": "2.10.3", "tensorrt": "8.0.1.6"}
     assert r.cuda_cc == ["5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6"]
     assert r.toggles == {"xla": True, "gcp": False, "hdfs": False}
     assert {v: (r.variants[v].tag, r.variants[v].framework_version) for v in r.variants} == {
@@ -60,7 +60,7 @@ def test_children_state_only_differences(real):
     assert real.get("21.10").variants["tf1-py3"].framework_version == "1.15.5"
     assert real.get("21.10").variants["tf2-py3"].framework_version == "2.6.5"
     assert list(real.get("26.11").variants) == ["tf2-py3"]
-    assert real.get("22.12").components == {}
+    assert real.get("22.12").stack_versions == {}
     assert real.get("26.11").env["TF_AUTOTUNE_THRESHOLD"] == "2"  # from _common, three levels up
     # 21.08 inherits 21.06's wheel data; 21.10 changes Horovod's version and keeps its requires.
     assert real.get("21.08").variants["tf2-py3"].pins == real.get("21.06").variants["tf2-py3"].pins

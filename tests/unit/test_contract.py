@@ -76,6 +76,7 @@ def test_the_reference_grammar_is_defined_once():
 
 def test_image_report_copies_agree_with_the_contract():
     assert image_report.BUILD_INFO == InImage.BUILD_INFO
+    assert image_report.COMPONENTS == InImage.COMPONENTS
     assert InImage.IMAGE_REPORT.rsplit("/", 1)[1] == Path(image_report.__file__).name
 
 
@@ -97,6 +98,7 @@ def test_the_report_has_the_build_info_keys(monkeypatch):
     monkeypatch.setattr(image_report, "extension_report", lambda: None)
     monkeypatch.setattr(image_report, "horovod_report", lambda: None)
     monkeypatch.setattr(image_report, "packages", lambda: {})
+    monkeypatch.setattr(image_report, "components_report", lambda: {})
     monkeypatch.setattr(image_report, "cuda_binaries", lambda components: [])
     without = image_report.report(with_coverage=False)
     assert tuple(without) == BuildInfo.KEYS

@@ -16,7 +16,7 @@ from builder.engine.buildsettings import BuildSettings
 from builder.render.base_recipe import BaseRecipe
 
 from .fake_engine import FakeEngine
-from .test_readback import sample_report
+from .test_readback import components_held, sample_report
 
 CAT = catalog.load()
 REL = CAT.get("21.08")
@@ -253,6 +253,7 @@ def report_2611() -> dict:
         version="2.21.0",
         python="3.13.5",
         horovod=None,
+        components=components_held("26.11"),
         cuda_binaries=binaries,
         coverage=coverage_table(binaries, archs),
     )

@@ -292,15 +292,19 @@ def test_lock_checks_but_never_rewrites_the_installed_locks(installed, outside):
 
 
 def test_the_conformance_suite_collects_from_the_wheel(installed, outside):
-    """`builder test` runs pytest over the installed suite (its pytest.ini, plugin, derived/)."""
+    """`builder test` runs pytest over the installed suite (its pytest.ini, plugin, derived/, the
+    components' tests)."""
     ask = (
         "import json; from builder.image.conformance import runner; "
         "print(json.dumps(runner.command('local/x:y', [], None, 'c')))"
     )
     cmd = json.loads(run_installed(installed, outside, "python", "-c", ask).stdout)
     assert "/site-packages/builder/image/conformance" in cmd[cmd.index("-c") + 1]
-    for suite in (cmd[-1], f"{cmd[-1]}/derived"):
-        proc = run_installed(installed, outside, "python", *cmd[1:-1], "--collect-only", suite)
+    at = cmd.index("-q") + 1
+    suite, parts = cmd[at], cmd[at + 1 :]  # the suite, then each component's tests (builder/components/)
+    assert all("/site-packages/builder/components/" in p for p in parts), parts
+    for target in (suite, f"{suite}/derived", *parts):
+        proc = run_installed(installed, outside, "python", *cmd[1:at], "--collect-only", target)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert re.search(r"^\d+ tests? collected", proc.stdout, re.M), proc.stdout
 

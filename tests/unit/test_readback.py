@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from builder import catalog
+from builder import catalog, components
 from builder.image import readback
 from builder.in_image import cuda_arch
 from builder.in_image.image_report import coverage_table
@@ -26,6 +26,18 @@ def rel():
 @pytest.fixture
 def report():
     return sample_report()
+
+
+def components_held(release_name: str = "21.08") -> dict:
+    """The report's components entry of an image that holds what release RELEASE_NAME pins."""
+    rel = catalog.load().get(release_name)
+    return {
+        c.NAME: {
+            p.name: {"version": "1.0", "path": f"/usr/bin/{p.name}", "package_version": c.packages(spec)[p.package]}
+            for p in c.probes(spec)
+        }
+        for c, spec in ((components.get(n), s) for n, s in rel.components.items())
+    }
 
 
 def sample_report() -> dict:
@@ -82,6 +94,7 @@ def sample_report() -> dict:
             "cuda_compute_capabilities": [f"sm_{a.replace('.', '')}" for a in REQUESTED] + ["compute_86"],
         },
         "horovod": {"version": "0.22.1", "mpi_built": True, "gloo_built": True, "nccl_built": True, "cuda_built": True},
+        "components": components_held(),
         "cuda_binaries": binaries,
         "coverage": coverage_table(binaries, REQUESTED),
     }

@@ -459,7 +459,7 @@ def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
     [
         (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
         (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
-        (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: tensorboard, dali)"),
+        (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: tensorboard, dali"),
     ],
 )
 def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):

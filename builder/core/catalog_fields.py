@@ -4,14 +4,15 @@ validators, each refusing with the one-line message a catalog author reads.
 A validator refuses by raising Refusal: one or more (sub-path, message) pairs, the sub-path
 relative to the field ("" for the field itself, "[2]" for a list item, "NAME" for a mapping
 entry), so one field can report every bad item at once. Each type also states its JSON
-Schema (what an editor checks while the file is typed)."""
+Schema (what an editor checks while the file is typed). Core, not catalog: the
+components (builder/components/) declare their catalog mappings in this vocabulary too."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Callable, Dict, List, Optional
 
-from pydantic import BeforeValidator, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from builder.core import grammar
 from builder.core.errors import UserError
@@ -30,6 +31,21 @@ class Refusal(UserError, ValueError):
     def __init__(self, *found: tuple[str, str]):
         super().__init__("; ".join(message for _, message in found))
         self.found = list(found)
+
+
+class Part(BaseModel):
+    """A mapping of the catalog: a key it does not declare is refused (a typo must not pass)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+def field(description: str, example: Any = None, **kw: Any) -> Any:
+    """A declared key: its description and an example the loader accepts (tests build catalogs of them)."""
+    return Field(description=description, examples=None if example is None else [example], **kw)
+
+
+def optional(description: str, example: Any = None) -> Any:
+    return field(description, example, default=None)
 
 
 class Missing:
@@ -211,3 +227,6 @@ def MovedTo(to: str, why: str) -> Any:  # noqa: N802 (a type)
         Moved(to),
         WithJsonSchema({"not": {}, "deprecated": True}),
     ]
+
+
+DebianVersion = Grammar(grammar.DEBIAN_VERSION, 'a Debian package version such as "2020.4.3.7~11.2.2-3+deb11u3"')

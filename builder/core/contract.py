@@ -136,7 +136,7 @@ class InImage:
 
     # Files copied next to nvbuild.sh: the build contract of every image.
     # builder/in_image/, copied next to nvbuild.sh: the policy, the CUDA binaries' reader, the report
-    IN_IMAGE_MODULES = ("cuda_arch.py", "fatbin.py", "image_report.py")
+    IN_IMAGE_MODULES = ("cuda_arch.py", "fatbin.py", "libraries.py", "image_report.py")
     BUILD_FILES = ("nvbuild.sh", "nvbuildopts", *IN_IMAGE_MODULES)
 
 

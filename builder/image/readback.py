@@ -21,7 +21,7 @@ from builder.core import paths
 from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
 from builder.engine import CannotStart
-from builder.in_image import cuda_arch, fatbin
+from builder.in_image import cuda_arch, fatbin, libraries
 from builder.in_image.report_types import Binary, CoverageCell, Dali, ImageReport
 
 REPORT_SCRIPT = InImage.IMAGE_REPORT
@@ -103,7 +103,7 @@ def _by_capability(coverage: dict) -> list:
 # --- coverage by component ------------------------------------------------------------------
 # The components fatbin.py sorts binaries into, in the order the table lists them:
 # what the image builds or installs for itself first, then NVIDIA's libraries, then the rest.
-COMPONENT_ORDER = tuple(c for _, c in fatbin.PACKAGE_COMPONENTS) + tuple(c for c, _ in fatbin.LIBRARY_COMPONENTS)
+COMPONENT_ORDER = tuple(c for _, c in libraries.PACKAGE_COMPONENTS) + tuple(c for c, _ in libraries.LIBRARY_COMPONENTS)
 # The components whose binaries the build checks itself (a requested capability they carry
 # no code for fails the build): TensorFlow's wheel, and what nvbuild.sh compiles. A gap in
 # the libraries the release pins (NVIDIA's, DALI's) is the pinned version's, and a warning.
@@ -113,7 +113,7 @@ KIND_RANK = {"none": 0, "ptx": 1, "sass": 2}
 
 def component_name(report: ImageReport, component: str) -> str:
     """'cuDNN 8.5.0': the component's name and, where the image reports one, its version."""
-    name = fatbin.COMPONENT_NAMES.get(component, component)
+    name = libraries.COMPONENT_NAMES.get(component, component)
     version = {
         "tensorflow": report.get("version"),
         "extension": (report.get("extension") or {}).get("version"),
@@ -218,7 +218,7 @@ def _cell_text(cell: CoverageCell | None, modules: str = " ({}/{})") -> str:
 
 def _bare(component: dict) -> str:
     """A component's name without its version (the table and the verdict's start have it)."""
-    return fatbin.COMPONENT_NAMES.get(component["component"], component["component"])
+    return libraries.COMPONENT_NAMES.get(component["component"], component["component"])
 
 
 def _names(names: list[str]) -> str:

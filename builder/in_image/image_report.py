@@ -21,9 +21,11 @@ import sys
 import sysconfig
 
 if __package__:  # imported from the builder package (host side)
-    from builder.in_image.fatbin import coverage_table, cuda_binaries
-else:  # run as a script in the image: fatbin.py sits next to it
-    from fatbin import coverage_table, cuda_binaries  # type: ignore[no-redef]
+    from builder.in_image.fatbin import coverage_table
+    from builder.in_image.libraries import cuda_binaries
+else:  # run as a script in the image: fatbin.py and libraries.py sit next to it
+    from fatbin import coverage_table  # type: ignore[no-redef]
+    from libraries import cuda_binaries  # type: ignore[no-redef]
 
 # The image contract's names this script needs. It runs in the image without the builder
 # package, so it cannot import builder/core/contract.py: tests/unit/test_contract.py proves

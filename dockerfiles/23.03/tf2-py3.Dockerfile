@@ -84,7 +84,7 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
-COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py image_report.py /opt/tensorflow/
+COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py libraries.py image_report.py /opt/tensorflow/
 
 # Build parameters (user guide section 6); nvbuild.sh reads them, so a derived image
 # that reruns it builds the same way unless it says otherwise.

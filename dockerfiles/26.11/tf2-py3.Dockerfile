@@ -135,7 +135,7 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
-COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py image_report.py /opt/tensorflow/
+COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py libraries.py image_report.py /opt/tensorflow/
 
 # Build parameters (user guide section 6); nvbuild.sh reads them, so a derived image
 # that reruns it builds the same way unless it says otherwise.
@@ -245,7 +245,7 @@ RUN python3 /tmp/collect-compiled /compiled
 FROM core AS runtime
 COPY --from=compiled /compiled/ /
 # What the image reports about itself (the banner and `builder inspect` read these).
-COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/cuda_arch.py /opt/tensorflow/fatbin.py /opt/tensorflow/image_report.py /opt/tensorflow/
+COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/cuda_arch.py /opt/tensorflow/fatbin.py /opt/tensorflow/libraries.py /opt/tensorflow/image_report.py /opt/tensorflow/
 COPY --from=devel /opt/nvidia/ /opt/nvidia/
 COPY --from=devel /etc/pip/constraint.txt /etc/pip/constraint.txt
 COPY --from=devel /workspace/ /workspace/

@@ -14,10 +14,10 @@ CROSS_CHECK = r"""
 import json, os, re, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, "/opt/tensorflow")
-import fatbin
+import fatbin, libraries
 
 start = time.monotonic()
-binaries = fatbin.cuda_binaries({})
+binaries = libraries.cuda_binaries({})
 took = time.monotonic() - start
 
 def entries(path):

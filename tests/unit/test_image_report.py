@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from builder.image import readback
-from builder.in_image import fatbin
+from builder.in_image import fatbin, libraries
 from builder.in_image.fatbin import FatbinError, coverage_table, device_code, fatbin_entries
 
 MAGIC = 0xBA55ED50
@@ -257,12 +257,12 @@ def test_only_the_section_headers_and_entry_headers_are_read(tmp_path, monkeypat
     ],
 )
 def test_components(path, root, component):
-    assert fatbin.component_of(path, root, ["/site"]) == component
+    assert libraries.component_of(path, root, ["/site"]) == component
 
 
 def test_every_component_has_a_name():
-    ids = [c for _, c in fatbin.PACKAGE_COMPONENTS] + [c for c, _ in fatbin.LIBRARY_COMPONENTS]
-    assert set(ids) == set(fatbin.COMPONENT_NAMES)
+    ids = [c for _, c in libraries.PACKAGE_COMPONENTS] + [c for c, _ in libraries.LIBRARY_COMPONENTS]
+    assert set(ids) == set(libraries.COMPONENT_NAMES)
 
 
 def test_ld_so_conf_includes_are_followed(tmp_path):
@@ -270,23 +270,23 @@ def test_ld_so_conf_includes_are_followed(tmp_path):
     (tmp_path / "ld.so.conf").write_text("# comment\ninclude ld.so.conf.d/*.conf\n/usr/local/lib\n")
     (tmp_path / "ld.so.conf.d" / "a.conf").write_text("/opt/a/lib  # wheels\ninclude ../ld.so.conf\n")
     (tmp_path / "ld.so.conf.d" / "b.conf").write_text("/opt/b/lib\n")
-    assert fatbin._ld_so_conf_dirs(str(tmp_path / "ld.so.conf")) == ["/opt/a/lib", "/opt/b/lib", "/usr/local/lib"]
+    assert libraries._ld_so_conf_dirs(str(tmp_path / "ld.so.conf")) == ["/opt/a/lib", "/opt/b/lib", "/usr/local/lib"]
 
 
 def test_the_loaders_copy_counts_and_the_other_is_shadowed(tmp_path, monkeypatch):
     wheel = {"path": "/site/nvidia/cublas/lib/libcublas.so.11", "soname": "libcublas.so.11"}
     toolkit = {"path": "/usr/lib/x86_64-linux-gnu/libcublas.so.11.4.1", "soname": "libcublas.so.11"}
     alone = {"path": "/usr/lib/x86_64-linux-gnu/libcufft.so.10.4.1", "soname": "libcufft.so.10"}
-    monkeypatch.setattr(fatbin.os.path, "realpath", lambda p: p)
+    monkeypatch.setattr(libraries.os.path, "realpath", lambda p: p)
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     binaries = [dict(wheel), dict(toolkit), dict(alone)]
-    fatbin.mark_shadowed(binaries, {}, {"libcublas.so.11": wheel["path"], "libcufft.so.10": alone["path"]})
+    libraries.mark_shadowed(binaries, {}, {"libcublas.so.11": wheel["path"], "libcufft.so.10": alone["path"]})
     assert [b.get("shadowed_by") for b in binaries] == [None, wheel["path"], None]
     binaries = [dict(wheel), dict(toolkit)]  # what the process loaded wins over the cache
-    fatbin.mark_shadowed(binaries, {"libcublas.so.11": toolkit["path"]}, {"libcublas.so.11": wheel["path"]})
+    libraries.mark_shadowed(binaries, {"libcublas.so.11": toolkit["path"]}, {"libcublas.so.11": wheel["path"]})
     assert [b.get("shadowed_by") for b in binaries] == [toolkit["path"], None]
     binaries = [dict(wheel), dict(toolkit)]  # unknown to the loader: both count
-    fatbin.mark_shadowed(binaries, {}, {})
+    libraries.mark_shadowed(binaries, {}, {})
     assert not any("shadowed_by" in b for b in binaries)
 
 
@@ -306,9 +306,9 @@ def test_cuda_binaries_walks_the_python_tree_and_the_library_path(tmp_path, monk
     write(tmp_path, "site/tensorflow/__init__.py", b"")
     write(tmp_path, "lib/libnccl.so.2.19.3", code(90))
     write(tmp_path, "lib/libnvblas.so.12", elf({".nv_fatbin": container(entry(2, 52, cubin(False)))}))
-    monkeypatch.setattr(fatbin, "search_roots", lambda: ([str(site)], [str(libdir)]))
-    monkeypatch.setattr(fatbin, "_loader_cache", lambda: {})
-    found = {os.path.relpath(b["path"], tmp_path): b for b in fatbin.cuda_binaries({})}
+    monkeypatch.setattr(libraries, "search_roots", lambda: ([str(site)], [str(libdir)]))
+    monkeypatch.setattr(libraries, "_loader_cache", lambda: {})
+    found = {os.path.relpath(b["path"], tmp_path): b for b in libraries.cuda_binaries({})}
     assert {p: b["component"] for p, b in found.items()} == {
         "site/tensorflow/python/_pywrap_tensorflow_internal.so": "tensorflow",
         "site/nvidia/cudnn/lib/libcudnn_ops.so.9": "cudnn",
@@ -324,8 +324,8 @@ def test_search_roots_follow_the_loader(monkeypatch, tmp_path):
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
     monkeypatch.setenv("LD_LIBRARY_PATH", f"{tmp_path / 'a'}::{tmp_path / 'missing'}")
-    monkeypatch.setattr(fatbin, "_ld_so_conf_dirs", lambda: [str(tmp_path / "b"), str(tmp_path / "a")])
-    trees, flat = fatbin.search_roots()
+    monkeypatch.setattr(libraries, "_ld_so_conf_dirs", lambda: [str(tmp_path / "b"), str(tmp_path / "a")])
+    trees, flat = libraries.search_roots()
     assert flat[:2] == [str(tmp_path / "a"), str(tmp_path / "b")]  # in order, each once
     assert all(os.path.isdir(d) for d in trees + flat)
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from builder.cache.config import CacheServer
 from builder.cache.state import open_state, recorded_pid, running_pid, serves_here
-from builder.core.errors import UserError, say
+from builder.core.errors import UserError
 from builder.core.outputdir import open_new, write_new
+from builder.core.terminal import say
 from builder.core.userfiles import shown
 from builder.registry.registry_auth import exchange
 

@@ -10,7 +10,8 @@ import typer
 
 from builder import cache
 from builder.cli.options import CACHE_DIR, JSON, with_cache_server
-from builder.core.errors import UserError, say
+from builder.core.errors import UserError
+from builder.core.terminal import say
 
 cache_app = typer.Typer(help="The shared compile cache (nginx WebDAV) for ccache and bazel.", no_args_is_help=True)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from builder.core.errors import redact, terminal_line
+from builder.core.errors import terminal_line
+from builder.core.redact import redact
 
 NAME_WIDTH = 18  # the report's name column
 

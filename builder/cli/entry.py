@@ -17,7 +17,8 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from builder.core import interrupts
-from builder.core.errors import BuilderError, say
+from builder.core.errors import BuilderError
+from builder.core.terminal import say
 
 
 def main(app: typer.Typer, argv: list[str] | None = None) -> int:

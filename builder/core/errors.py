@@ -14,7 +14,7 @@ three kinds, each with its exit code; the CLI's one handler prints `report()` an
       Interrupted         128+N      SIGINT/SIGTERM arrived; cleanup ran, no tag moved
 
 Every report is made of escaped lines (terminal.lines()) and printed by terminal.say();
-redact.py hides secrets in whatever is printed. Their names stay importable from here.
+redact.py hides secrets in whatever is printed; import their names from there.
 
 The root is a BaseException, like KeyboardInterrupt, and the whole family with it: the
 CLI's one handler catches BuilderError; every `except Exception` in the builder and the
@@ -32,21 +32,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.core.redact import MASK as MASK
-from builder.core.redact import redact as redact
-from builder.core.redact import register_secret as register_secret
-from builder.core.redact import secret_forms as secret_forms
-from builder.core.redact import userinfo as userinfo
-from builder.core.redact import userinfo_end as userinfo_end
-from builder.core.terminal import LINE_MAX as LINE_MAX
-from builder.core.terminal import WORD_MAX as WORD_MAX
-from builder.core.terminal import Lines as Lines
-from builder.core.terminal import cut as cut
-from builder.core.terminal import cut_block as cut_block
-from builder.core.terminal import escape as escape
-from builder.core.terminal import escape_block as escape_block
 from builder.core.terminal import lines
-from builder.core.terminal import say as say
 from builder.core.terminal import terminal_line as terminal_line
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from builder.core.errors import Reported, say
+from builder.core.errors import Reported
+from builder.core.terminal import say
 
 
 @dataclass

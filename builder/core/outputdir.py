@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Iterator
 
 from builder.core import grammar
-from builder.core.errors import UserError, say
+from builder.core.errors import UserError
+from builder.core.terminal import say
 
 MARKER = ".builder-context"
 STAGING_PREFIX = ".builder-staging-"

@@ -17,9 +17,10 @@ import re
 import urllib.parse
 from pathlib import Path
 
-from builder.core.errors import UserError, register_secret
+from builder.core.errors import UserError
 from builder.core.grammar import URL
 from builder.core.grammar import URL_MAX as MAX_URL
+from builder.core.redact import register_secret
 from builder.core.userfiles import MAX_CREDENTIALS, UserFileError, read_user_text, shown
 
 _CREDENTIALS = re.compile(r"(?P<user>[^:\x00-\x1f\x7f]+):(?P<password>[^\x00-\x1f\x7f]+)")

@@ -14,7 +14,8 @@ import os
 import stat
 from pathlib import Path
 
-from builder.core.errors import UserError, escape
+from builder.core.errors import UserError
+from builder.core.terminal import escape
 
 # Generous caps for the legitimate case, named in the error a bigger file gets.
 MAX_CA_BUNDLE = 8 << 20  # the system bundle is ~200 KiB

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from builder.core.contract import BUILDER_MOUNT
-from builder.core.errors import BuildError, Interrupted, UserError, redact, say
+from builder.core.errors import BuildError, Interrupted, UserError
+from builder.core.redact import redact
+from builder.core.terminal import say
 from builder.engine import builders, buildx
 from builder.engine.api import BakeJob, BuildRequest, BuildResult, Engine
 from builder.engine.buildx import buildx_version

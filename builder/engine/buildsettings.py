@@ -23,7 +23,8 @@ from pathlib import Path
 
 from builder.core import layer_cache, urls
 from builder.core.contract import SETTINGS_SECRETS, settings_secret_id
-from builder.core.errors import UserError, redact
+from builder.core.errors import UserError
+from builder.core.redact import redact
 from builder.core.urls import URL
 from builder.core.userfiles import MAX_CA_BUNDLE, read_user_text, shown
 from builder.engine import COMPRESSIONS

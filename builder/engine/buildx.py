@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import IO, Callable, Iterable, Iterator
 
 from builder.core import layer_cache
-from builder.core.errors import BuildError, UserError, redact
+from builder.core.errors import BuildError, UserError
+from builder.core.redact import redact
 from builder.engine import image_archive
 from builder.engine.signals import signals_raise
 

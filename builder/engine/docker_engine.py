@@ -17,7 +17,8 @@ from typing import Any, Iterator
 
 from builder.core import grammar
 from builder.core.contract import split_ref  # the one reference grammar (image contract)
-from builder.core.errors import BuildError, Interrupted, UserError, redact
+from builder.core.errors import BuildError, Interrupted, UserError
+from builder.core.redact import redact
 from builder.engine.api import (
     BakeJob,
     BuildRequest,

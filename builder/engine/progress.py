@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from enum import Enum
 from typing import Callable, Iterator
 
-from builder.core.errors import UserError, redact
+from builder.core.errors import UserError
+from builder.core.redact import redact
 
 HEARTBEAT_SECONDS = 30.0
 

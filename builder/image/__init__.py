@@ -14,9 +14,10 @@ from pathlib import Path
 
 from builder.core import paths, provenance
 from builder.core.contract import Label
-from builder.core.errors import BuildError, BuildFailure, UserError, say
+from builder.core.errors import BuildError, BuildFailure, UserError
 from builder.core.provenance import BASE_DIGEST
 from builder.core.quoting import FILTERS, QuotingError
+from builder.core.terminal import say
 from builder.engine import BuildRequest, ImageStore, Progress, ProgressMode, buildsettings
 from builder.image import buildcontext, readback, runtime_image
 from builder.image.conformance import runner

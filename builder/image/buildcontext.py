@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Callable, NoReturn
 
 from builder.core import outputdir, paths
 from builder.core.contract import InImage
-from builder.core.errors import UserError, say
+from builder.core.errors import UserError
 from builder.core.output import human_size
+from builder.core.terminal import say
 
 if TYPE_CHECKING:
     from builder.render import Rendered

@@ -9,8 +9,9 @@ import textwrap
 
 from builder.catalog import driver
 from builder.core.contract import BuildInfo, Label
-from builder.core.errors import UserError, escape
+from builder.core.errors import UserError
 from builder.core.output import human_size
+from builder.core.terminal import escape
 from builder.engine import Engine
 from builder.image import readback
 from builder.in_image import cuda_arch

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from builder.core import grammar
-from builder.core.errors import UserError, register_secret, userinfo
+from builder.core.errors import UserError
+from builder.core.redact import register_secret, userinfo
 
 # Docker's predefined build arguments: accepted by every Dockerfile and kept out of the
 # image's history, so a proxy (and any credentials in its URL) does not stay in the image.

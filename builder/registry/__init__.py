@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 
 from builder.core.contract import split_ref
-from builder.core.errors import BuildFailure, PushError, Unverified, UserError, say
+from builder.core.errors import BuildFailure, PushError, Unverified, UserError
 from builder.core.paths import CERTS_D
+from builder.core.terminal import say
 from builder.engine import Engine, EngineError, Progress, ProgressMode, signals_raise
 from builder.registry import push_mounts
 from builder.registry.credentials import MAX_PASSWORD_LINE, config_credentials, credentials_from

@@ -8,7 +8,8 @@ import os
 import sys
 
 from builder import engine as engines
-from builder.core.errors import UserError, register_secret
+from builder.core.errors import UserError
+from builder.core.redact import register_secret
 from builder.registry.registry_auth import Credentials
 
 MAX_PASSWORD_LINE = 64 * 1024  # a password (or a registry token) is far shorter

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from builder.core.contract import port_problem
-from builder.core.errors import PushError, UserError, register_secret
+from builder.core.errors import PushError, UserError
+from builder.core.redact import register_secret
 
 # (method, scheme, host, path, headers, body) -> (status, lower-cased headers, body)
 Send = Callable[[str, str, str, str, dict[str, str], bytes | None], tuple[int, dict[str, str], bytes]]

@@ -16,8 +16,9 @@ from typing import Any, Callable
 
 from builder import image, registry, supply_chain
 from builder.core.contract import Label
-from builder.core.errors import BuildError, Reported, Unverified, UserError, redact
+from builder.core.errors import BuildError, Reported, Unverified, UserError
 from builder.core.output import BuildOutcome, Output, summary
+from builder.core.redact import redact
 from builder.engine import Engine, ProgressMode, Unreachable, buildx
 from builder.engine.buildsettings import BuildSettings
 from builder.image import describe, runtime_image

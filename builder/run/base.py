@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder import image
-from builder.core.errors import UserError, redact
+from builder.core.errors import UserError
+from builder.core.redact import redact
 from builder.engine import Engine, ImageStore, ProgressMode, buildsettings
 from builder.render.base_recipe import DEFAULT_MIRROR, BaseRecipe
 from builder.render.job import FilesContext, ImageJob

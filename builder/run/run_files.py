@@ -10,8 +10,9 @@ from pathlib import Path
 
 from builder.catalog import Release, lock, lock_resolve
 from builder.core import outputdir, paths
-from builder.core.errors import UserError, escape
+from builder.core.errors import UserError
 from builder.core.output import Output
+from builder.core.terminal import escape
 from builder.image import bake, buildcontext, dockerfiles
 from builder.plan import check_build_id, default_build_id
 from builder.render import render_options

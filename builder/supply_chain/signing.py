@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from builder.core.errors import UserError, redact
+from builder.core.errors import UserError
 from builder.core.paths import CERTS_D
+from builder.core.redact import redact
 from builder.core.userfiles import MAX_KEY, UserFileError, read_user_bytes, shown
 
 SBOM_TYPE = "cyclonedx"

@@ -7,7 +7,8 @@ import io
 import pytest
 
 from bench.run import step_seconds, vertex_seconds
-from builder.core.errors import UserError, register_secret
+from builder.core.errors import UserError
+from builder.core.redact import register_secret
 from builder.engine import Progress
 from builder.engine import buildkit_engine as bk
 from builder.engine.buildx import Event

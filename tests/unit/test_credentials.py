@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from builder.cli import main as cli
 from builder.core import paths, urls
-from builder.core.errors import BuildError, UserError, redact, register_secret, say
+from builder.core.errors import BuildError, UserError
+from builder.core.redact import redact, register_secret
+from builder.core.terminal import say
 from builder.engine import BuildRequest, DockerEngine, ProgressMode, buildsettings
 
 WRAPPER = paths.templates_dir() / "with-build-settings"

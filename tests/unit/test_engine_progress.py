@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from builder.core.errors import UserError, register_secret
+from builder.core.errors import UserError
+from builder.core.redact import register_secret
 from builder.engine import BuildRequest, DockerEngine, Progress, ProgressMode, buildkit_engine, buildx, progress_mode
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from builder import registry
 from builder.cli import main as cli
-from builder.core import errors
+from builder.core import terminal
 from builder.core.errors import BuildError, CatalogError, PatchError, Problem, UserError
 from builder.engine.progress import ProgressMode
 from builder.supply_chain import signing
@@ -212,10 +212,10 @@ CONTROLS = [chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]] + ["\u2028
 
 def test_escape_leaves_no_control_character_and_keeps_the_rest():
     for c in CONTROLS:
-        shown = errors.escape(f"a{c}b")
+        shown = terminal.escape(f"a{c}b")
         assert shown.isprintable() and shown.startswith("a\\") and shown.endswith("b"), (c, shown)
-    assert errors.escape("a\nb\x1b[2J") == "a\\nb\\x1b[2J"
-    assert errors.escape("plain: é, ü, 日本, 'q' \"dq\" \\") == "plain: é, ü, 日本, 'q' \"dq\" \\"
+    assert terminal.escape("a\nb\x1b[2J") == "a\\nb\\x1b[2J"
+    assert terminal.escape("plain: é, ü, 日本, 'q' \"dq\" \\") == "plain: é, ü, 日本, 'q' \"dq\" \\"
 
 
 @hsettings(max_examples=300, deadline=None)

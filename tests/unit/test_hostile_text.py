@@ -16,7 +16,7 @@ import pytest
 from builder import catalog
 from builder.cli import doctor_report
 from builder.cli import main as cli
-from builder.core import errors, grammar, quoting
+from builder.core import errors, grammar, quoting, redact, terminal
 from builder.core.errors import CatalogError, UserError
 from builder.engine import DockerEngine, Progress, buildkit_engine, buildx
 from builder.engine.progress import ProgressMode
@@ -135,7 +135,7 @@ def test_a_proxy_password_never_shows_in_the_rawjson_stream(case, monkeypatch, c
     ],
 )
 def test_userinfo_is_parsed_by_structure(url, user, password):
-    assert errors.userinfo(url) == (None if user is None else (user, password))
+    assert redact.userinfo(url) == (None if user is None else (user, password))
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_userinfo_is_parsed_by_structure(url, user, password):
     ],
 )
 def test_foreign_urls_are_redacted_by_structure(text, shown):
-    assert errors.redact(text) == shown
+    assert redact.redact(text) == shown
 
 
 # --- 13. a parent chain of any length is resolved without recursion ------------------------
@@ -254,7 +254,7 @@ def test_catalog_free_text_with_a_control_is_a_located_problem(make_catalog, fie
         catalog.load(make_catalog({"30.01.yaml": text}))
     (problem,) = [str(p) for p in exc.value.problems]
     assert problem.startswith(f"30.01.yaml: {field}: ") and what in problem, problem
-    assert errors.escape(problem).isprintable()
+    assert terminal.escape(problem).isprintable()
 
 
 def test_catalog_text_refuses_every_invisible_format_character():
@@ -284,7 +284,7 @@ def test_no_writer_takes_a_c1_control_or_a_separator(char):
         with pytest.raises(quoting.QuotingError):
             write(f"a{char}b")
     assert not grammar.matches(grammar.TEXT, f"a{char}b") and not grammar.matches(grammar.NVBUILD_FLAG, f"-a{char}")
-    assert grammar.printable(f"a{char}b").isprintable() and errors.escape(f"a{char}b").isprintable()
+    assert grammar.printable(f"a{char}b").isprintable() and terminal.escape(f"a{char}b").isprintable()
 
 
 # --- 15. error lines cut long values; doctor's lines are escaped ---------------------------
@@ -311,11 +311,11 @@ def test_cuda_arch_messages_are_short_inside_images_too():
 def test_the_one_printer_cuts_every_long_value_and_line(capsys):
     """engine.inspect's `cannot inspect 'REF': EXPLANATION` and any other error quoting
     what it was given: each long word shows its start and length, each line is bounded."""
-    errors.say(UserError(f"cannot inspect '{'r' * 10000}': {'e' * 10000}").report())
-    errors.say(errors.CatalogError([errors.Problem("a.yaml", "env.X", "word " * 3000)]).report())
-    errors.say("error: " + "\x1b" * 5000)
+    terminal.say(UserError(f"cannot inspect '{'r' * 10000}': {'e' * 10000}").report())
+    terminal.say(errors.CatalogError([errors.Problem("a.yaml", "env.X", "word " * 3000)]).report())
+    terminal.say("error: " + "\x1b" * 5000)
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 4 and all(len(line) <= errors.LINE_MAX + 100 and line.isprintable() for line in lines)
+    assert len(lines) == 4 and all(len(line) <= terminal.LINE_MAX + 100 and line.isprintable() for line in lines)
     assert lines[0].startswith("error: cannot inspect 'rrrr") and "... (10003 characters)" in lines[0]
     assert "(10000 characters)" in lines[0] and "characters left out" in lines[2]
 

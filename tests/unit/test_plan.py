@@ -161,7 +161,7 @@ def test_declared_args_are_read_from_the_arg_lines():
 
 
 def test_a_proxy_password_is_redacted():
-    from builder.core.errors import redact
+    from builder.core.redact import redact
 
     build_plan(build_args=("HTTP_PROXY=http://bob:pr0xy-secret@proxy:3128",))
     assert "pr0xy-secret" not in redact("via http://proxy:3128 with pr0xy-secret")

@@ -10,7 +10,8 @@ import urllib.parse
 
 import pytest
 
-from builder.core.errors import UserError, redact
+from builder.core.errors import UserError
+from builder.core.redact import redact
 from builder.registry.registry_auth import Credentials, Session, parse_challenge, scope
 
 HOST = "harbor.example:8443"

@@ -83,15 +83,18 @@ class BaseRecipe:
     def dockerfile(self) -> str:
         return self._render(self.recipe_id)
 
-    def job(self) -> ImageJob:
-        """The base's image job: the recipe's Dockerfile and the settings wrapper it copies
-        in; nothing to read back (it holds no framework yet), tagged by its recipe."""
-        context = FilesContext(
+    def files_context(self) -> FilesContext:
+        """The base's build context: the recipe's Dockerfile and the settings wrapper it copies in."""
+        return FilesContext(
             {"Dockerfile": self.dockerfile()}, {"with-build-settings": paths.templates_dir() / "with-build-settings"}
         )
+
+    def job(self) -> ImageJob:
+        """The base's image job: its files context; nothing to read back (it holds no
+        framework yet), tagged by its recipe."""
         return ImageJob(
             "base",
-            context,
+            self.files_context(),
             f"base-{self.tag.split(':')[-1]}.log",
             cache_key=layer_cache.base_name(self.tag),
             refs=(self.tag,),

@@ -25,7 +25,7 @@ from builder.core.errors import BuildError, UserError
 from builder.engine import BakeJob, Engine, Progress, ProgressMode, builders, buildsettings
 from builder.engine.buildkit_engine import IMAGE_ID
 from builder.image import bake, buildcontext
-from builder.render.job import FilesContext, ImageJob
+from builder.render.job import ImageJob
 from builder.run import base
 from builder.run.base import BaseChoice, log, make_rootfs
 
@@ -92,8 +92,7 @@ def bake_all(
         if base_job is not None:  # the plan makes the base's job wherever it may be built
             if not engine.image_id(recipe.rootfs_image):
                 make_rootfs(engine, recipe, settings.apt_mirror, Path(tmp))
-            assert isinstance(base_job.context, FilesContext)  # a recipe is files, never a render
-            image.write_files(base_job.context, layout.base(release))
+            image.write_files(recipe.files_context(), layout.base(release))
         with buildsettings.deliver(settings, engine.backend) as delivery:
             # a compile cache off loopback is reached over the default network, as a single build reaches it
             args = {

@@ -22,7 +22,7 @@ from builder.core.errors import UserError
 from builder.core.redact import redact
 from builder.engine import Engine, ImageStore, ProgressMode, buildsettings
 from builder.render.base_recipe import DEFAULT_MIRROR, BaseRecipe
-from builder.render.job import FilesContext, ImageJob
+from builder.render.job import ImageJob
 
 if TYPE_CHECKING:
     from builder.plan import BaseDecision
@@ -161,9 +161,7 @@ def remove_work_tree(root: Path) -> str:
 def write_context(recipe: BaseRecipe, dest: Path, root: Path | None = None) -> Path:
     """The recipe's build context (`builder bake`), below ROOT (the user's -o) without
     following a link; a re-bake replaces only what a bake wrote there."""
-    context = recipe.job().context
-    assert isinstance(context, FilesContext)  # a recipe is files, never a render
-    return image.write_files(context, dest, root, {"base": recipe.tag})
+    return image.write_files(recipe.files_context(), dest, root, {"base": recipe.tag})
 
 
 def ensure_base(

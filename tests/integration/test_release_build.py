@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from builder import catalog
+
 from .conftest import (
     BUILD_ID,
     REPO,
@@ -181,6 +183,14 @@ def test_inspect_reports_what_the_image_holds(release_image):
     components = {b["component"] for b in report["cuda_binaries"]}
     assert {"tensorflow", "extension", "horovod", "cudnn", "cublas", "nccl", "dali"} <= components
     assert report["coverage_verdicts"]["8.6"]["verdict"] == "sass"
+    # a component (builder/components/nsight): what its tools say, and the packages the catalog pins
+    pinned = catalog.load().get("21.08").components["nsight"]
+    nsight = report["components"]["nsight"]
+    assert nsight["nsys"]["package_version"] == pinned.systems and nsight["nsys"]["version"] == "2020.4.3.7"
+    assert nsight["ncu"]["package_version"] == pinned.compute and nsight["ncu"]["version"].startswith("2020.3.1")
+    assert report["labels"]["dev.tfbuilder.nsight"] == f"ncu={nsight['ncu']['version']} nsys=2020.4.3.7"
+    text = builder("inspect", release_image).stdout
+    assert re.search(r"^nsys\s+2020\.4\.3\.7$", text, re.M), text
 
 
 def test_inspect_coverage_table(release_image):
@@ -246,6 +256,8 @@ def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_ta
         "7.0,8.0",
         "--no-xla",
         "--gcp",
+        "--without",  # a component left out in the same build: its step is skipped, the rest cached
+        "nsight",
         "--tag",
         scratch_tag,
         "--compile-cache",
@@ -256,6 +268,9 @@ def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_ta
     test = builder("test", scratch_tag)
     assert test.returncode == 0, test.stdout[-3000:]
     report = json.loads(builder("inspect", scratch_tag, "--json").stdout)
+    assert report["components"] == {} and report["without"] == ["nsight"]
+    assert report["labels"]["dev.tfbuilder.nsight"] == ""
+    assert docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c", "command -v nsys ncu").returncode != 0
     ext = report["extension_build_info"]
     assert ext["cuda_compute_capabilities"] == ["sm_70", "sm_80", "compute_80"] and ext["is_xla_build"] is False
     assert report["toggles"] == {"xla": False, "gcp": True, "hdfs": False}

@@ -55,6 +55,11 @@ def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(rele
     wanted = catalog.load().get("21.08").variant("tf2-py3").framework_version
     assert [c["version"] for c in by_name["tensorflow"]] == [wanted]
     assert "libc6" in by_name and "numpy" in by_name  # a Debian package, a Python one
+    # a component's Debian packages, at the catalog's versions, marked as the component's
+    pinned = catalog.load().get("21.08").components["nsight"]
+    [nsys] = by_name["nsight-systems-target"]
+    assert nsys["version"] == pinned.systems
+    assert {"name": "dev.tfbuilder:component", "value": "nsight"} in nsys["properties"]
     info = json.loads(
         docker("run", "--rm", "--entrypoint", "cat", release_image, "/opt/tensorflow/build-info.json").stdout
     )

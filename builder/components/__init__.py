@@ -50,13 +50,14 @@ class Component:
     """One optional component. Subclasses set the class attributes and may override the methods."""
 
     NAME: ClassVar[str]  # the catalog key, `--without NAME`, the report's and SBOM's name
-    TITLE: ClassVar[str]  # what `builder show` calls it
+    TITLE: ClassVar[str]  # what messages call it ("Nsight Systems and Nsight Compute")
     MODEL: ClassVar[type[Part]]  # the catalog mapping of NAME
     DOC: ClassVar[str]  # the catalog key's description (the reference page and JSON Schema)
     EXAMPLE: ClassVar[dict[str, Any]]  # a value the catalog accepts (tests build catalogs of them)
     LABEL: ClassVar[str]  # its label key, spelled whole: "dev.tfbuilder.NAME"
-    IMAGES: ClassVar[tuple[str, ...]] = ("devel",)  # the images that carry it (a runtime image does not)
-    PARTIAL: ClassVar[str] = "devel.Dockerfile.j2"  # in its folder: the devel stage's step
+    # in its folder: its step, rendered in the devel stage after the compile (a runtime image,
+    # which copies what nvbuild.sh built, holds none of it)
+    PARTIAL: ClassVar[str] = "devel.Dockerfile.j2"
     FILES: ClassVar[tuple[str, ...]] = ()  # in its folder: what the partial COPYs
     DEBIAN_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what it installs with apt (the SBOM marks them)
 

@@ -252,3 +252,11 @@ def test_the_conformance_suite_runs_each_components_tests():
     at = cmd.index("-q") + 1  # the paths pytest collects: the suite, then each component's tests
     files = [str(p) for p in components.conformance_files()]
     assert cmd[at : at + 1 + len(files)] == [str(runner.SUITE), *files]
+
+
+@REGISTRY
+def test_its_shell_files_parse(component):
+    for name in component.FILES:
+        if name.endswith(".sh"):
+            out = subprocess.run(["bash", "-n", str(component.directory() / name)], capture_output=True, text=True)
+            assert out.returncode == 0, out.stderr

@@ -155,14 +155,15 @@ COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # Nsight Systems and Nsight Compute from Debian non-free (install-nsight.sh: the command lines,
-# without their GUIs), after the compile: a change here never recompiles.
-COPY components/nsight/install-nsight.sh /tmp/
+# without their GUIs), after the compile: a change here never recompiles. The script stays
+# in the image beside nvbuild.sh, the record of how they were installed.
+COPY components/nsight/install-nsight.sh /opt/tensorflow/components/nsight/
 # hadolint ignore=DL3059
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     with-build-settings apt-get update \
- && DEBIAN_FRONTEND=noninteractive with-build-settings bash /tmp/install-nsight.sh '2023.4.4.54~12.4.1-2' '2024.1.1.4~12.4.1-2' \
+ && DEBIAN_FRONTEND=noninteractive with-build-settings bash /opt/tensorflow/components/nsight/install-nsight.sh '2023.4.4.54~12.4.1-2' '2024.1.1.4~12.4.1-2' \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /tmp/install-nsight.sh
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb
 
 # The components above, and how the image report reads their versions back.
 COPY components.json /opt/tensorflow/components.json

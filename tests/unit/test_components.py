@@ -118,6 +118,8 @@ def test_each_release_that_names_it_renders_its_step_after_the_compile(component
             step = devel.index("COPY components.json " + InImage.COMPONENTS)
             assert compile_at < step, "a component's step must come after the compile (it never recompiles)"
             assert all(f"components/{component.NAME}/{f}" in out.files for f in component.FILES)
+            # what it copies in stays out of /tmp: a layer would keep the file after a RUN removes it
+            assert not re.search(r"^COPY .* /tmp", devel[compile_at:step], re.M), "a component copies into /tmp"
             probes = json.loads(out.files["components.json"])
             assert set(probes[component.NAME]) == {p.name for p in component.probes(rel.components[component.NAME])}
             for version in component.packages(rel.components[component.NAME]).values():

@@ -16,6 +16,7 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -364,8 +365,6 @@ def components_report(path: str = COMPONENTS) -> dict:
 
 
 def _probe_tool(probe: dict) -> dict:
-    import shutil
-
     command = [str(a) for a in probe.get("command") or []]
     exe = shutil.which(command[0]) if command else None
     if exe is None:

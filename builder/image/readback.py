@@ -432,6 +432,7 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
     ext = report.get("extension") or {}
     hvd = report.get("horovod") or {}
     fs = report.get("filesystems") or {}
+    held = report.get("components") or {}
     cov = coverage_summary(report)
     parts = [
         f"{report.get('framework_name')} {report.get('version')} (upstream wheel)"
@@ -471,7 +472,7 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
         Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
         Label.TOOLS: " ".join(f"{n}={v}" for n, v in tool_versions(report).items()),
         Label.DALI: dali_label(report.get("dali")),
-        **{c.LABEL: c.versions_text((report.get("components") or {}).get(c.NAME) or {}) for c in components.REGISTRY},
+        **{c.LABEL: c.versions_text(held.get(c.NAME) or {}) for c in components.REGISTRY},
     }
 
 

@@ -23,11 +23,11 @@ from builder.core.errors import UserError
 from builder.image import readback
 from builder.image.conformance import runner
 from builder.in_image import image_report
-from builder.render import RenderOptions, components_left_out, render
-from builder.render.base_recipe import BaseRecipe
+from builder.render import components_left_out
 from builder.supply_chain import sbom
 
 from .conftest import GOOD
+from .test_render import _render
 
 REGISTRY = pytest.mark.parametrize("component", components.REGISTRY, ids=lambda c: c.NAME)
 
@@ -35,12 +35,6 @@ REGISTRY = pytest.mark.parametrize("component", components.REGISTRY, ids=lambda 
 @pytest.fixture(scope="module")
 def cat():
     return catalog.load()
-
-
-def _render(cat, release: str, variant: str, **kw):
-    rel = cat.get(release)
-    kw.setdefault("offline_base_image", BaseRecipe(rel.offline).tag)
-    return render(rel, rel.variant(variant), RenderOptions(**kw))
 
 
 def _releases_with(cat, name: str) -> list[Any]:

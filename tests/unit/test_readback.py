@@ -2,6 +2,7 @@
 labels and a coverage table. Reports here are shaped like image_report.py's output."""
 
 import copy
+import functools
 import json
 
 import pytest
@@ -28,9 +29,14 @@ def report():
     return sample_report()
 
 
+@functools.cache  # sample_report() is asked for on every fake image report
+def _release(name: str):
+    return catalog.load().get(name)
+
+
 def components_held(release_name: str = "21.08") -> dict:
     """The report's components entry of an image that holds what release RELEASE_NAME pins."""
-    rel = catalog.load().get(release_name)
+    rel = _release(release_name)
     return {
         c.NAME: {
             p.name: {"version": "1.0", "path": f"/usr/bin/{p.name}", "package_version": c.packages(spec)[p.package]}

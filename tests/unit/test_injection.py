@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from builder import catalog, render
+from builder import catalog, components, render
 from builder.cli import main as cli
 from builder.core import grammar, quoting
 from builder.core.errors import CatalogError, UserError
@@ -404,6 +404,8 @@ CATALOG_FIELDS = [
     ("variants", "tf2-py3", "env", "X_ENV"),
     ("variants", "tf2-py3", "labels", "com.example.x"),
     ("components", "cudnn"),
+    # every field of every component of builder/components/ (Nsight's Debian versions reach a RUN line)
+    *[(c.NAME, key) for c in components.REGISTRY for key in c.MODEL.model_fields],
 ]
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nvbuild.sh: compile and install what the image compiles: the framework source in
 # /opt/tensorflow/tensorflow-source (the project's TensorFlow extension, or a TensorFlow
-# checkout) and Horovod from /opt/tensorflow/horovod-source.
+# checkout), Horovod from /opt/tensorflow/horovod-source, and each compiled component
+# whose step (components/NAME/nvbuild-step.sh) is shipped beside it.
 #
 # The single source of truth for building: the release image runs it and so does every
 # derived image (patch-and-rebuild), so both build the same way. Extra build flags come
@@ -21,9 +22,6 @@ PATCHES_DIR=$HERE/patches
 HVD_SRC=${NVBUILD_HOROVOD_SOURCE:-$HERE/horovod-source}
 HVD_PATCHES_DIR=${NVBUILD_HOROVOD_PATCHES:-$PATCHES_DIR/horovod}
 HVD_STAMP=${NVBUILD_HOROVOD_STAMP:-$HERE/.horovod-build-id}
-DALI_SRC=${NVBUILD_DALI_SOURCE:-$HERE/dali-tf-plugin-source}
-DALI_PATCHES_DIR=${NVBUILD_DALI_PATCHES:-$PATCHES_DIR/dali}
-DALI_STAMP=$HERE/.dali-tf-plugin-build-id
 # Bump when the way Horovod is built changes, so every image rebuilds it once.
 HVD_RECIPE=3
 
@@ -35,10 +33,11 @@ Usage: nvbuild.sh [options]
                        now; fails when there are none). Default: $TF_CUDA_COMPUTE_CAPABILITIES.
   --allow-ptx-jit      accept capabilities newer than this CUDA can compile: they run by
                        PTX JIT of the newest one it can (which is then compiled too)
-  --only extension|horovod|dali
+  --only extension|horovod|COMPONENT
                        build only the framework source (TensorFlow extension or TensorFlow),
-                       only Horovod or only DALI's TensorFlow plugin. Default: all three,
-                       the framework first.
+                       only Horovod or only one compiled component (dali: DALI's TensorFlow
+                       plugin). Default: all, the framework first, then Horovod, then the
+                       components in name order.
   --configonly         configure the framework, then stop (Horovod is not built)
   --noclean            keep build state (objects, bazel output, Horovod's build directory)
                        for a faster rebuild
@@ -116,12 +115,12 @@ not rebuilt ("horovod: up to date, not rebuilt"). Every Horovod compile goes thr
 ccache (the shared cache with --cache, else an empty local one), so the units it really
 compiled are always listed.
 
-DALI: when /opt/tensorflow/dali-tf-plugin-source/setup.py exists (the plugin's pristine
-PyPI sdist; DALI itself is a wheel), it is copied, every /opt/tensorflow/patches/dali/*.patch
-is applied in name order, and the plugin is compiled against the installed TensorFlow (its
-headers and CUDA's, no nvcc) into a wheel that pip installs (no dependencies, no index).
-A stamp (/opt/tensorflow/.dali-tf-plugin-build-id: the source, patches, TensorFlow, g++)
-skips an up-to-date rebuild ("dali: up to date, not rebuilt").
+Components: each /opt/tensorflow/components/NAME/nvbuild-step.sh (the image's compiled
+components, builder/components/NAME/) is sourced and defines build_NAME, which copies the
+pristine source, applies /opt/tensorflow/patches/NAME/*.patch in name order, compiles
+against the installed TensorFlow and installs with pip (no dependencies, no index); a
+stamp skips an up-to-date rebuild ("NAME: up to date, not rebuilt"). dali: DALI's
+TensorFlow plugin from /opt/tensorflow/dali-tf-plugin-source (its header says more).
 
 Local compile cache: when $NVBUILD_LOCAL_CACHE (default /var/cache/nvbuild) is a mount
 point (BuildKit's `RUN --mount=type=cache`, as the image Dockerfiles mount it), ccache
@@ -178,7 +177,7 @@ while [ $# -gt 0 ]; do
     --sm) [ $# -ge 2 ] || { log "--sm needs a value"; exit 2; }; SM=$2; shift ;;
     --sm=*) SM=${1#--sm=} ;;
     --allow-ptx-jit) ALLOW_PTX_JIT=--allow-ptx-jit ;;
-    --only) [ $# -ge 2 ] || { log "--only needs 'extension', 'horovod' or 'dali'"; exit 2; }; ONLY=$2; shift ;;
+    --only) [ $# -ge 2 ] || { log "--only needs 'extension', 'horovod' or a component"; exit 2; }; ONLY=$2; shift ;;
     --only=*) ONLY=${1#--only=} ;;
     --configonly) CONFIGONLY=1 ;;
     --noclean) CLEAN_AFTER=0 ;;
@@ -202,9 +201,18 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ONLY" in
-  ""|extension|horovod|dali) ;;
-  *) log "--only $ONLY: expected 'extension', 'horovod' or 'dali'"; exit 2 ;;
+# The compiled components this image ships (builder/components/NAME/nvbuild-step.sh, each
+# defining build_NAME), in name order.
+COMPONENT_STEPS=()
+for step in "$HERE"/components/*/nvbuild-step.sh; do
+  [ -f "$step" ] || continue
+  # shellcheck source=/dev/null
+  . "$step"
+  COMPONENT_STEPS+=("$(basename "$(dirname "$step")")")
+done
+case " extension horovod ${COMPONENT_STEPS[*]} " in
+  *" ${ONLY:-extension} "*) ;;
+  *) log "--only $ONLY: expected one of: extension horovod ${COMPONENT_STEPS[*]}"; exit 2 ;;
 esac
 # bazel runs in the source tree: directories become absolute; a missing distdir would
 # mean a silent download (or, air-gapped, a failure deep in bazel's fetch)
@@ -222,13 +230,14 @@ case "$REMOTE_EXECUTOR" in
   *) log "--remote-executor $REMOTE_EXECUTOR: expected a REAPI endpoint, grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH"; exit 2 ;;
 esac
 [ -z "$REMOTE_INSTANCE" ] || [ -n "$REMOTE_EXECUTOR" ] || { log "--remote-instance-name needs --remote-executor"; exit 2; }
-BUILD_FRAMEWORK=1; BUILD_HOROVOD=1; BUILD_DALI=1
+BUILD_FRAMEWORK=1; BUILD_HOROVOD=1; BUILD_COMPONENTS=("${COMPONENT_STEPS[@]}")
 case "$ONLY" in
-  horovod) BUILD_FRAMEWORK=0; BUILD_DALI=0 ;;
-  extension) BUILD_HOROVOD=0; BUILD_DALI=0 ;;
-  dali) BUILD_FRAMEWORK=0; BUILD_HOROVOD=0 ;;
+  "") ;;
+  horovod) BUILD_FRAMEWORK=0; BUILD_COMPONENTS=() ;;
+  extension) BUILD_HOROVOD=0; BUILD_COMPONENTS=() ;;
+  *) BUILD_FRAMEWORK=0; BUILD_HOROVOD=0; BUILD_COMPONENTS=("$ONLY") ;;
 esac
-[ "$CONFIGONLY" = 1 ] && BUILD_HOROVOD=0 && BUILD_DALI=0
+[ "$CONFIGONLY" = 1 ] && BUILD_HOROVOD=0 && BUILD_COMPONENTS=()
 
 [ "$BUILD_FRAMEWORK" = 0 ] || [ -d "$SRC" ] || fail configure "no source tree at $SRC"
 [ -x "$PYTHON" ] || fail configure "no Python at '$PYTHON'"
@@ -1057,69 +1066,6 @@ WRAP
   fi
 }
 
-# ==== DALI's TensorFlow plugin: its sdist, patched, compiled against the installed TensorFlow
-build_dali() {
-  if [ ! -f "$DALI_SRC/setup.py" ]; then
-    [ "$ONLY" = dali ] && fail "dali patch" "no DALI plugin source at $DALI_SRC (setup.py missing)"
-    return
-  fi
-  local patch_files=() p out phase_start build_id patches_json cuda_home="" work=$WORK/dali
-  [ -d "$DALI_PATCHES_DIR" ] && mapfile -t patch_files < <(find "$DALI_PATCHES_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort)
-  patches_json=$(patch_records "${patch_files[@]}")
-  # CUDA's headers (cuda_runtime_api.h and crt/): the toolkit's, else the copy TensorFlow's wheel ships.
-  for p in /usr/local/cuda "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')/tensorflow/include/third_party/gpus/cuda"; do
-    if [ -f "$p/include/cuda_runtime_api.h" ] && [ -d "$p/include/crt" ]; then cuda_home=$p; break; fi
-  done
-  [ -n "$cuda_home" ] || fail "dali compile" "no CUDA headers (cuda_runtime_api.h and crt/) in /usr/local/cuda/include or TensorFlow's wheel"
-  build_id=$({
-    echo "python=$PYTHON cuda_home=$cuda_home"
-    (cd "$DALI_SRC" && find . -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
-    echo "patches=$patches_json"
-    tensorflow_identity
-    "$PYTHON" -c 'import importlib.metadata as m; print([d.metadata["Name"] + "==" + d.version for d in m.distributions() if d.metadata["Name"].startswith("nvidia-dali-cuda")])'
-    g++ --version 2>/dev/null | head -n1
-  } | sha256sum | cut -d' ' -f1)
-  if [ "$CLEAN_BEFORE" = 0 ] && [ -f "$DALI_STAMP" ] && [ "$(head -n1 "$DALI_STAMP")" = "$build_id" ] \
-     && (cd / && TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" -c 'import nvidia.dali.plugin.tf' >/dev/null 2>&1); then
-    log "dali: up to date, not rebuilt"
-    return
-  fi
-  log "dali: building $(sed -n 's/^Version: *//p' "$DALI_SRC/PKG-INFO" 2>/dev/null | head -n1) against $(tensorflow_identity | head -n1) (CUDA headers: $cuda_home)"
-  phase_start=$(now)
-  mkdir -p "$work/wheel"
-  cp -a "$DALI_SRC" "$work/src" || fail "dali patch" "cannot copy $DALI_SRC"
-  for p in "${patch_files[@]}"; do
-    log "dali: applying $(basename "$p")"
-    if ! out=$(cd "$work/src" && patch -p1 --forward --batch < "$p" 2>&1); then
-      printf '%s\n' "$out" >&2
-      fail "dali patch" "$(basename "$p")"
-    fi
-  done
-  took "dali patch" "$phase_start"
-  phase_start=$(now)
-  log "dali compile phase"
-  # No build isolation: the plugin compiles against the TensorFlow installed here.
-  (cd "$work/src" && PIP_CONSTRAINT= CUDA_HOME=$cuda_home TF_CPP_MIN_LOG_LEVEL=2 \
-     "$PYTHON" -m pip wheel -q --no-deps --no-build-isolation --no-index --no-cache-dir -w "$work/wheel" .) \
-    > "$work/build.log" 2>&1
-  local rc=$?
-  if [ "$rc" != 0 ]; then
-    tail -n 40 "$work/build.log" >&2
-    fail "dali compile" "pip wheel exited $rc"
-  fi
-  took "dali compile" "$phase_start"
-  phase_start=$(now)
-  local wheel
-  wheel=$(find "$work/wheel" -maxdepth 1 -name 'nvidia_dali_tf_plugin*.whl' | head -n1)
-  [ -n "$wheel" ] || fail "dali install" "the build made no plugin wheel"
-  install_built "dali install" "$wheel"
-  out=$(cd / && TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" -c 'import nvidia.dali.plugin.tf' 2>&1) \
-    || { printf '%s\n' "$out" | tail -n 20 >&2; fail "dali install" "the installed nvidia.dali.plugin.tf does not import"; }
-  printf '%s\n%s\n' "$build_id" "$patches_json" > "$DALI_STAMP"
-  took "dali install" "$phase_start"
-  log "dali: installed $(basename "$wheel")"
-}
-
 # ==== build info: what the image holds now, as the image itself reports it ==================
 write_build_info() {
   local phase_start
@@ -1146,6 +1092,6 @@ write_build_info() {
 DRIVER=""
 [ "$BUILD_FRAMEWORK" = 1 ] && build_framework
 [ "$BUILD_HOROVOD" = 1 ] && build_horovod
-[ "$BUILD_DALI" = 1 ] && build_dali
+for name in "${BUILD_COMPONENTS[@]}"; do "build_$name"; done
 write_build_info
 exit 0

@@ -27,9 +27,9 @@ def write(dest: Path) -> Path:
     horovod = catalog.load(catalog.RELEASES_DIR).get("21.08").horovod.version
     (dest / "locks" / "horovod").mkdir()
     shutil.copy(lock.horovod_lock_path(horovod, lock.LOCKS_DIR), dest / "locks" / "horovod")
-    dali = catalog.load(catalog.RELEASES_DIR).get("21.08").dali
+    dali = catalog.load(catalog.RELEASES_DIR).get("21.08").components["dali"]
     (dest / "locks" / "dali").mkdir()
-    shutil.copy(lock.dali_plugin_lock_path(dali.plugin, dali.version, lock.LOCKS_DIR), dest / "locks" / "dali")
+    shutil.copy(lock.sdist_lock_path("dali", dali.plugin, dali.version, lock.LOCKS_DIR), dest / "locks" / "dali")
     resolved = catalog.load(catalog.RELEASES_DIR).get("21.08").resolved
     data = yaml.safe_load((dest / "21.08.yaml").read_text())
     data["variants"][VARIANT] = {"framework": resolved["variants"]["tf2-py3"]["framework"], "env": dict(ENV)}

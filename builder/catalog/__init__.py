@@ -22,7 +22,6 @@ from builder.catalog.release import (  # noqa: F401
     LABEL_VENDOR,
     TOGGLES,
     VENDOR_LABELS,
-    DaliSpec,
     DeviceCode,
     HorovodSpec,
     OfflineBase,
@@ -62,7 +61,6 @@ VARIANT_KEYS = schema.keys(schema.Variant)
 FRAMEWORK_KEYS = schema.keys(schema.Framework)
 DEVICE_CODE_KEYS = schema.keys(schema.DeviceCode)
 HOROVOD_KEYS = schema.keys(schema.Horovod)
-DALI_KEYS = schema.keys(schema.Dali)
 ENTRYPOINT_KEYS = schema.keys(schema.Entrypoint)
 VENDOR_KEYS = schema.keys(schema.Vendor)
 

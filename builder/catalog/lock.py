@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from builder import components
 from builder.catalog import PIN, REQUIREMENT, Catalog, Release, Variant, canonical_name
 from builder.catalog.policy import pythons_for, why_not_buildable
 from builder.core.errors import UserError
@@ -66,8 +67,8 @@ def locks_dir() -> Path:
 def requirements(release: Release, variant: Variant) -> list[str]:
     """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
     install_requires (it is built without build isolation), the tools (JupyterLab,
-    TensorBoard), DALI's wheel (its TensorFlow plugin is an sdist, locked apart), pip and
-    the compiler cache."""
+    TensorBoard), what the components lock with it (DALI's wheel; an sdist is locked
+    apart), pip and the compiler cache."""
     if not variant.package:
         raise UserError(
             why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package"
@@ -78,7 +79,7 @@ def requirements(release: Release, variant: Variant) -> list[str]:
         *release.gpu_wheels.values(),
         *(release.horovod.requires if release.horovod else ()),
         *release.tools.values(),
-        *([release.dali.wheel] if release.dali else ()),
+        *(r for name, spec in release.components.items() for r in components.get(name).requirements(spec)),
         PIP_REQUIREMENT,
         CCACHE_REQUIREMENT,
     ]
@@ -113,9 +114,9 @@ def horovod_lock_path(version: str, root: Path | None = None) -> Path:
     return (root or locks_dir()) / "horovod" / f"horovod-{version}.txt"
 
 
-def dali_plugin_lock_path(plugin: str, version: str, root: Path | None = None) -> Path:
-    """The DALI TensorFlow plugin's sdist lock (one line, like Horovod's)."""
-    return (root or locks_dir()) / "dali" / f"{plugin}-{version}.txt"
+def sdist_lock_path(component: str, distribution: str, version: str, root: Path | None = None) -> Path:
+    """A component's sdist lock (one line, like Horovod's): locks/COMPONENT/DIST-VERSION.txt."""
+    return (root or locks_dir()) / component / f"{distribution}-{version}.txt"
 
 
 def read_lock(path: Path) -> str | None:
@@ -150,7 +151,7 @@ class Plan:
 
     targets: list[Target] = field(default_factory=list)
     horovod: list[str] = field(default_factory=list)  # versions
-    dali: list[tuple[str, str]] = field(default_factory=list)  # (plugin distribution, version)
+    sdists: list[tuple[str, str, str]] = field(default_factory=list)  # (component, distribution, version)
     skipped: list[str] = field(default_factory=list)  # refusal lines
     release: str | None = None
     variant: str | None = None
@@ -159,7 +160,7 @@ class Plan:
         return (
             {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets}
             | {horovod_lock_path(v, root) for v in self.horovod}
-            | {dali_plugin_lock_path(n, v, root) for n, v in self.dali}
+            | {sdist_lock_path(c, n, v, root) for c, n, v in self.sdists}
         )
 
     def scope(self, root: Path) -> list[Path]:
@@ -171,7 +172,7 @@ class Plan:
         dirs = (
             [root / self.release]
             if self.release
-            else [d for d in root.iterdir() if d.is_dir() and d.name not in ("horovod", "dali")]
+            else [d for d in root.iterdir() if d.is_dir() and d.name not in ("horovod", *components.NAMES)]
         )
         pattern = f"{self.variant}-py*" if self.variant else "*"
         return sorted(p for d in dirs if d.is_dir() for p in d.glob(pattern) if p.is_file())
@@ -197,8 +198,10 @@ def plan(catalog: Catalog, release: str | None = None, variant: str | None = Non
             out.targets.extend(Target(rel, v, p) for p in pythons_for(rel, v))
         if buildable and rel.horovod and rel.horovod.version not in out.horovod:
             out.horovod.append(rel.horovod.version)
-        if buildable and rel.dali and (rel.dali.plugin, rel.dali.version) not in out.dali:
-            out.dali.append((rel.dali.plugin, rel.dali.version))
+        for name, spec in rel.components.items() if buildable else ():
+            sdist = components.get(name).sdist(spec)
+            if sdist and (name, *sdist) not in out.sdists:
+                out.sdists.append((name, *sdist))
     return out
 
 
@@ -332,8 +335,8 @@ def check(p: Plan, root: Path | None = None) -> list[str]:
         )
     for version in p.horovod:
         problems += verified(horovod_lock_path(version, root), partial(verify_horovod_lock, version))
-    for name, version in p.dali:
-        problems += verified(dali_plugin_lock_path(name, version, root), partial(verify_sdist_lock, name, version))
+    for component, name, version in p.sdists:
+        problems += verified(sdist_lock_path(component, name, version, root), partial(verify_sdist_lock, name, version))
     expected = p.expected(root)
     problems += [
         f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"

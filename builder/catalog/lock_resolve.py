@@ -17,7 +17,6 @@ from builder.catalog.lock import (
     UV_COMPILE,
     Plan,
     Target,
-    dali_plugin_lock_path,
     entries,
     horovod_lock_path,
     inputs_digest,
@@ -26,6 +25,7 @@ from builder.catalog.lock import (
     platform_for,
     read_lock,
     requirements,
+    sdist_lock_path,
     verify_horovod_lock,
     verify_lock,
     verify_sdist_lock,
@@ -204,8 +204,8 @@ def write(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
-    for name, version in p.dali:
-        path = dali_plugin_lock_path(name, version, root)
+    for component, name, version in p.sdists:
+        path = sdist_lock_path(component, name, version, root)
         old = None if upgrade else read_lock(path)
         if old is not None and not verify_sdist_lock(name, version, old):
             current += 1

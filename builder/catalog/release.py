@@ -57,30 +57,6 @@ class HorovodSpec:
 
 
 @dataclass(frozen=True)
-class DaliSpec:
-    """NVIDIA DALI from its PyPI wheel, and its TensorFlow plugin compiled in the image by
-    nvbuild.sh from the plugin's sdist against the installed TensorFlow. `cuda` is the
-    wheels' CUDA flavour ("110": nvidia-dali-cuda110, nvidia-dali-tf-plugin-cuda110)."""
-
-    version: str
-    cuda: str
-
-    @property
-    def package(self) -> str:
-        """DALI's own distribution name (its wheel is in the release's lock)."""
-        return f"nvidia-dali-cuda{self.cuda}"
-
-    @property
-    def wheel(self) -> str:
-        return f"{self.package}=={self.version}"
-
-    @property
-    def plugin(self) -> str:
-        """The plugin's distribution name (its sdist is locked apart, like Horovod's)."""
-        return f"nvidia-dali-tf-plugin-cuda{self.cuda}"
-
-
-@dataclass(frozen=True)
 class DeviceCode:
     """The device code of the framework's wheel as measured (cuobjdump --list-elf /
     --list-ptx / -ptx on its libraries): machine code for `sass`, PTX for `ptx` (X.Y
@@ -179,8 +155,6 @@ class Release:
     horovod: HorovodSpec | None = None
     # why a release has no Horovod when it says so (`horovod: "absent: WHY"`); None otherwise
     horovod_absent: str | None = None
-    dali: DaliSpec | None = None
-    dali_absent: str | None = None  # why a release has no DALI (`dali: "absent: WHY"`)
     # what /workspace/docker-examples/Dockerfile.addpackages adds by default: apt, pip
     example_packages: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     # tool -> the pip requirement installed for it from the lock ("jupyter": "jupyterlab==4.3.8")

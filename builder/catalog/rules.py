@@ -5,11 +5,11 @@ framework version it describes). Each refuses with Refusal (builder/core/catalog
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Optional
 
 from pydantic import WithJsonSchema
 
+from builder import components
 from builder.catalog.release import canonical_name, ptxas_version, python_key
 from builder.core import contract, grammar
 from builder.core.catalog_fields import ABSENT, Check, Refusal, json_pattern
@@ -69,12 +69,6 @@ def version_problem(example: str) -> Check:
     return lambda value: (
         None if VERSION.fullmatch(value) else f'{printable(value)} is not a version such as "{example}"'
     )
-
-
-def flavour_problem(value: str) -> Optional[str]:
-    if re.fullmatch(r"1[0-9]{2}", value):
-        return None
-    return f'{printable(value)} is not a DALI wheel flavour such as "110" or "120"'
 
 
 def cuda_problem(value: str) -> Optional[str]:
@@ -295,9 +289,11 @@ def _named_once(doc: Any) -> list[tuple[str, str]]:
     horovod = doc.horovod if doc.horovod is not None and not isinstance(doc.horovod, str) else None
     shared += [(REQUIREMENT.fullmatch(r).group(1), "horovod.requires") for r in (horovod.requires if horovod else ())]  # type: ignore[union-attr]
     tools = {n: r for n, r in (doc.tools or {}).items() if not ABSENT.fullmatch(r)}
-    if doc.dali is not None and not isinstance(doc.dali, str):
-        tools["dali"] = f"nvidia-dali-cuda{doc.dali.cuda}=={doc.dali.version}"
     shared += [(REQUIREMENT.fullmatch(r).group(1), f"tools.{n}") for n, r in tools.items()]  # type: ignore[union-attr]
+    for c in components.REGISTRY:  # what a component locks with the framework (DALI's wheel)
+        spec = getattr(doc, c.NAME, None)
+        if spec is not None and not isinstance(spec, str):
+            shared += [(REQUIREMENT.fullmatch(r).group(1), c.NAME) for r in c.requirements(spec)]  # type: ignore[union-attr]
     found = []
     for vname, v in doc.variants.items():
         key, fw = f"variants.{vname}.framework", v.framework

@@ -267,15 +267,6 @@ class Horovod(Part):
         return data
 
 
-class Dali(Part):
-    """NVIDIA DALI's wheel and its TensorFlow plugin, compiled in the image by `nvbuild.sh --only dali`."""
-
-    version: Text(rules.version_problem("1.34.0")) = field('DALI\'s version, e.g. "1.34.0".', "1.34.0")
-    cuda: Text(rules.flavour_problem) = field(
-        'The wheel\'s CUDA flavour (nvidia-dali-cuda{cuda}): "110" or "120".', "110"
-    )
-
-
 def _spec_or_absent(value: Any) -> str:
     return ABSENT if isinstance(value, str) else SPEC
 
@@ -397,10 +388,6 @@ class ReleaseFields(Part):
         'requirement, e.g. tensorboard: "tensorboard==2.11.2"; null drops a parent\'s; "absent: WHY": not '
         "here, and why. `--without NAME` leaves one out.",
         {"tensorboard": "tensorboard==2.11.2"},
-    )
-    dali: Optional[SpecOrAbsent(Dali, "{version, cuda}")] = optional(
-        "NVIDIA DALI's wheel and its TensorFlow plugin, compiled in the image by `nvbuild.sh --only dali`; "
-        'null or "absent: WHY" as for horovod; `--without dali` leaves it out.'
     )
     example_packages: Optional[ExamplePackages] = optional(ExamplePackages.__doc__ or "")
 

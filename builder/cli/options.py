@@ -251,7 +251,7 @@ RENDER: dict[str, tuple[Any, Any]] = {
             None,
             "--without",
             help="Leave out an optional component the release installs: one of its tools "
-            f"(jupyter, tensorboard), dali or {', '.join(components.NAMES)} (repeatable); `builder show R` lists them.",
+            f"(jupyter, tensorboard) or {', '.join(components.NAMES)} (repeatable); `builder show R` lists them.",
         ),
     ),
     "base": (str, BASE),
@@ -277,14 +277,20 @@ DERIVE_CHANGES: dict[str, tuple[Any, Any]] = {
             None, "--horovod-patch", help="Patch for Horovod's source (patch -p1 at the sdist root; repeatable)."
         ),
     ),
-    "dali_patches": (
-        Optional[List[Path]],
-        typer.Option(
-            None,
-            "--dali-patch",
-            help="Patch for DALI's TensorFlow plugin source (patch -p1 at the sdist root; repeatable).",
-        ),
-    ),
+    # --NAME-patch for each component compiled from a source it patches (builder/components/)
+    **{
+        f"{c.NAME}_patches": (
+            Optional[List[Path]],
+            typer.Option(
+                None,
+                f"--{c.NAME}-patch",
+                help=f"Patch for the source `nvbuild.sh --only {c.NAME}` compiles ({c.SOURCE}; patch -p1 at its "
+                "root; repeatable).",
+            ),
+        )
+        for c in components.REGISTRY
+        if c.patchable()
+    },
     "apt": (Optional[List[str]], typer.Option(None, "--apt", help="Debian package to add (repeatable).")),
     "pip": (Optional[List[str]], typer.Option(None, "--pip", help="pip requirement to add (repeatable).")),
     "nvbuild_args": (
@@ -420,11 +426,22 @@ with_render_options = _with_group(
 )
 # The command gets `progress`: the --progress mode (checked against -q/--quiet).
 with_progress = _with_group(PROGRESS_GROUP, "progress", lambda values: progress_of(values["progress"], values["quiet"]))
+
+
+def _component_patches(key: str) -> str:
+    """The component a derive-changes key patches ("dali_patches" -> "dali"), else ""."""
+    name = key[: -len("_patches")]
+    return name if key.endswith("_patches") and name in components.NAMES else ""
+
+
 # The command gets `changes`: derive's changes, keyed as plan_derive takes them (lists, never None).
 with_derive_changes = _with_group(
     DERIVE_CHANGES,
     "changes",
-    lambda values: {k: v if k == "nvbuild_args" else list(v or []) for k, v in values.items()},
+    lambda values: {
+        **{k: v if k == "nvbuild_args" else list(v or []) for k, v in values.items() if not _component_patches(k)},
+        "component_patches": {_component_patches(k): list(v or []) for k, v in values.items() if _component_patches(k)},
+    },
 )
 # The command gets `settings`: a function returning the BuildSettings (read when called, so
 # each command decides what is checked first), with `.ca_bundle` for --bake-ca.

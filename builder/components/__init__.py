@@ -1,13 +1,19 @@
 """Optional components of an image, each declared once, in its own folder here.
 
-A component is what an image may carry besides the framework (Nsight's profilers, and what
-comes next). Its folder holds all of it:
+A component is what an image may carry besides the framework (DALI and its TensorFlow
+plugin, Nsight's profilers, and what comes next). Its folder holds all of it:
 
 - `__init__.py`: a `Component` subclass: its catalog key and mapping (a `Part` model the
-  catalog composes into a release file's schema), the Debian packages it pins, the probes
-  that read its versions back from a built image, and its label;
-- the template partial (`PARTIAL`) rendered in the devel image after the compile, and any
-  files the partial copies (`FILES`, placed under `components/NAME/` of the build context);
+  catalog composes into a release file's schema), what it adds to the release's lock (pip
+  requirements, an sdist locked apart under the catalog's `locks/NAME/`), the Debian
+  packages it pins, how its versions are read back from a built image (probes, or an
+  in-image `report.py`), and its label;
+- the template partial (`PARTIAL`) rendered in the devel image before or after the
+  framework's compile (`WHERE`), and any files the partial copies (`FILES`, placed under
+  `components/NAME/` of the build context);
+- `patches/`, where one is compiled from source by `nvbuild.sh --only NAME`: the patches
+  shipped with it (`/opt/tensorflow/patches/NAME/` in the image; `builder derive
+  --NAME-patch` adds more);
 - `test_NAME.py`: its conformance tests, run with the image's own suite.
 
 The stages iterate `REGISTRY` instead of naming a component: the catalog (its key),
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
 from builder.core.catalog_fields import Part
+from builder.core.contract import InImage
 
 
 @dataclass(frozen=True)
@@ -55,11 +62,25 @@ class Component:
     DOC: ClassVar[str]  # the catalog key's description (the reference page and JSON Schema)
     EXAMPLE: ClassVar[dict[str, Any]]  # a value the catalog accepts (tests build catalogs of them)
     LABEL: ClassVar[str]  # its label key, spelled whole: "dev.tfbuilder.NAME"
-    # in its folder: its step, rendered in the devel stage after the compile (a runtime image,
-    # which copies what nvbuild.sh built, holds none of it)
+    # in its folder: its step, rendered in the devel stage
     PARTIAL: ClassVar[str] = "devel.Dockerfile.j2"
+    # where: "after-compile" (a change there never recompiles the framework) or
+    # "before-compile" (a compiled component in its own layer: a framework patch does not
+    # rebuild it)
+    WHERE: ClassVar[str] = "after-compile"
+    # whether a runtime image holds it too: what nvbuild.sh installed with pip, and the
+    # lock's wheels, are there; what the devel stage installed with apt is not
+    RUNTIME: ClassVar[bool] = False
     FILES: ClassVar[tuple[str, ...]] = ()  # in its folder: what the partial COPYs
     DEBIAN_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what it installs with apt (the SBOM marks them)
+    # in its folder: a standard-library script whose report() is its report entry, run in the
+    # image by image_report.py (else the probes are)
+    REPORT: ClassVar[str] = ""
+    # where nvbuild.sh --only NAME finds its pristine source in the image ("": not compiled);
+    # a compiled component ships nvbuild.sh's step for it, nvbuild-step.sh (build_NAME), in FILES
+    SOURCE: ClassVar[str] = ""
+    # the image's copy of its sdist lock, under InImage.LOCKS ("": no sdist)
+    SDIST_LOCK: ClassVar[str] = ""
 
     @classmethod
     def directory(cls) -> Path:
@@ -71,13 +92,70 @@ class Component:
         return {}
 
     @classmethod
+    def requirements(cls, spec: Any) -> tuple[str, ...]:
+        """Pip requirements resolved and hash-locked with the framework (the release's lock)."""
+        return ()
+
+    @classmethod
+    def sdist(cls, spec: Any) -> tuple[str, str] | None:
+        """(distribution, version) of the source distribution it is compiled from, locked
+        apart in one line (the catalog's locks/NAME/DIST-VERSION.txt); None: none."""
+        return None
+
+    @classmethod
     def probes(cls, spec: Any) -> tuple[Probe, ...]:
         return ()
+
+    @classmethod
+    def patches(cls) -> list[Path]:
+        """The patches shipped with it (its folder's patches/), in the order nvbuild.sh applies them."""
+        folder = cls.directory() / "patches"
+        return sorted(p for p in folder.glob("*") if p.is_file()) if folder.is_dir() else []
+
+    @classmethod
+    def patchable(cls) -> bool:
+        """Compiled from a source it patches: `builder derive --NAME-patch` adds patches."""
+        return bool(cls.SOURCE)
+
+    @classmethod
+    def patches_in_image(cls) -> str:
+        return f"{InImage.PATCHES}/{cls.NAME}"
+
+    @classmethod
+    def patches_label(cls) -> str:
+        """The label recording the patches derived images added (a JSON list of name, sha256)."""
+        return f"{cls.LABEL}-patches"
+
+    @classmethod
+    def report_entry(cls, spec: Any) -> dict[str, Any]:
+        """How image_report.py reads it back (components.json): a script, or probes."""
+        if cls.REPORT:
+            return {"script": f"{InImage.HOME}/components/{cls.NAME}/{cls.REPORT}"}
+        return {"probes": {p.name: p.as_json() for p in cls.probes(spec)}}
 
     @classmethod
     def versions_text(cls, found: dict[str, Any]) -> str:
         """Its label's value from the report's entry: "nsys=2020.4.3.7 ncu=2020.3.1.0"."""
         return " ".join(f"{tool}={v.get('version') or '?'}" for tool, v in sorted(found.items()) if v)
+
+    @classmethod
+    def held_example(cls, spec: Any) -> dict[str, Any]:
+        """The report entry of an image that holds SPEC as the catalog says (the reference
+        page and the tests show it)."""
+        pinned = cls.packages(spec)
+        return {
+            p.name: {"version": "1.0", "path": f"/usr/bin/{p.command[0]}", "package_version": pinned.get(p.package, "")}
+            for p in cls.probes(spec)
+        }
+
+    @classmethod
+    def rows(cls, found: dict[str, Any]) -> list[tuple[str, str]]:
+        """`builder inspect`'s (part, version) rows from the report's entry."""
+        return [
+            (tool, v.get("version") or f"does not run: {v.get('error', '?')}")
+            for tool, v in sorted(found.items())
+            if isinstance(v, dict)
+        ]
 
     @classmethod
     def problems(cls, spec: Any, found: dict[str, Any] | None) -> list[str]:
@@ -124,13 +202,9 @@ def get(name: str) -> type[Component]:
 
 
 def probes_json(chosen: Iterable[tuple[type[Component], Any]]) -> str:
-    """The probes file the image report reads (InImage.COMPONENTS): name -> tool -> probe."""
-    return (
-        json.dumps(
-            {c.NAME: {p.name: p.as_json() for p in c.probes(spec)} for c, spec in chosen}, indent=1, sort_keys=True
-        )
-        + "\n"
-    )
+    """The file the image report reads (InImage.COMPONENTS): name -> {"probes": tool -> probe}
+    or {"script": its in-image report.py}."""
+    return json.dumps({c.NAME: c.report_entry(spec) for c, spec in chosen}, indent=1, sort_keys=True) + "\n"
 
 
 def owner_of_package(name: str, held: Iterable[str]) -> str | None:
@@ -139,6 +213,11 @@ def owner_of_package(name: str, held: Iterable[str]) -> str | None:
         if c.NAME in held and name in c.DEBIAN_PACKAGES:
             return c.NAME
     return None
+
+
+def compiled() -> tuple[str, ...]:
+    """The components nvbuild.sh compiles (`nvbuild.sh --only NAME`)."""
+    return tuple(c.NAME for c in REGISTRY if c.SOURCE)
 
 
 def conformance_files() -> list[Path]:

@@ -74,7 +74,6 @@ class Label:
     HOROVOD = "dev.tfbuilder.horovod"
     FILESYSTEMS = "dev.tfbuilder.filesystems"
     COVERAGE = "dev.tfbuilder.coverage"
-    DALI = "dev.tfbuilder.dali"  # "1.34.0 (TensorFlow plugin 1.34.0)": what the image imports
     TOOLS = "dev.tfbuilder.tools"  # the tools' distributions installed: "jupyterlab=4.6.6 tensorboard=2.21.0"
 
     # A derived image (builder derive).
@@ -82,7 +81,6 @@ class Label:
     PARENT_ID = "dev.tfbuilder.parent-id"
     PATCHES = "dev.tfbuilder.patches"
     HOROVOD_PATCHES = "dev.tfbuilder.horovod-patches"
-    DALI_PATCHES = "dev.tfbuilder.dali-patches"
     APT_PACKAGES = "dev.tfbuilder.apt-packages"
     PIP_PACKAGES = "dev.tfbuilder.pip-packages"
     PIP_ADDED = "dev.tfbuilder.pip-added"  # what --pip resolved to beyond the parent's pins
@@ -120,9 +118,6 @@ class InImage:
     HOROVOD_SOURCE = "/opt/tensorflow/horovod-source"
     PATCHES = "/opt/tensorflow/patches"
     HOROVOD_PATCHES = "/opt/tensorflow/patches/horovod"
-    # DALI's TensorFlow plugin: its PyPI sdist as shipped, and the patches nvbuild.sh applies
-    DALI_PLUGIN_SOURCE = "/opt/tensorflow/dali-tf-plugin-source"
-    DALI_PATCHES = "/opt/tensorflow/patches/dali"
     # The marker of the project's extension in SOURCE (a TensorFlow checkout lacks it).
     EXTENSION_MARKER = "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"
     ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
@@ -226,7 +221,6 @@ class BuildInfo:
         "xla",
         "extension",
         "horovod",
-        "dali",
         "components",
         "patches",
         "packages",

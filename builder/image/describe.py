@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from builder import components
 from builder.catalog import driver
 from builder.core.contract import BuildInfo, Label
 from builder.core.errors import UserError
@@ -64,12 +65,11 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
             "nccl": report.get("nccl_version"),
             "tensorrt": report.get("tensorrt_version"),
             "horovod": (report.get("horovod") or {}).get("version", ""),
-            "dali": (report.get("dali") or {}).get("version", ""),
-            "dali_tf_plugin": (report.get("dali") or {}).get("plugin") or "",
             "extension": (report.get("extension") or {}).get("version", ""),
         },
         "tools": readback.tool_versions(report),
-        # builder/components/ the image holds: component -> tool -> version, path, package version
+        # builder/components/ the image holds: component -> its report entry (for probes:
+        # tool -> version, path, package version)
         "components": report.get("components") or {},
         "without": [c for c in g(Label.WITHOUT).split(",") if c],
         "tf_trt": "available" if report.get("tf_trt_available") else "unavailable",
@@ -252,9 +252,10 @@ def summary_text(report: dict) -> str:
     lines = [table_text(("", ""), [(f"{k}:", v) for k, v in about if v]).split("\n", 1)[-1]]
     versions = [(k, v) for k, v in {**(r.get("versions") or {}), **(r.get("tools") or {})}.items() if v]
     versions += [
-        (tool, found.get("version") or f"does not run: {found.get('error', '?')}")
-        for tools in (r.get("components") or {}).values()
-        for tool, found in sorted(tools.items())
+        row
+        for name, found in sorted((r.get("components") or {}).items())
+        if name in components.NAMES
+        for row in components.get(name).rows(found or {})
     ]
     lines += ["", table_text(("PART", "VERSION"), versions)]
     libs = [

@@ -22,7 +22,7 @@ from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
 from builder.engine import CannotStart
 from builder.in_image import cuda_arch, fatbin, libraries
-from builder.in_image.report_types import Binary, CoverageCell, Dali, ImageReport
+from builder.in_image.report_types import Binary, CoverageCell, ImageReport
 
 REPORT_SCRIPT = InImage.IMAGE_REPORT
 # Libraries every GPU image must load (the driver excepted); TensorRT is optional.
@@ -118,7 +118,7 @@ def component_name(report: ImageReport, component: str) -> str:
         "tensorflow": report.get("version"),
         "extension": (report.get("extension") or {}).get("version"),
         "horovod": (report.get("horovod") or {}).get("version"),
-        "dali": (report.get("dali") or {}).get("version"),
+        "dali": ((report.get("components") or {}).get("dali") or {}).get("version"),
     }.get(component)
     lib = (report.get("libraries") or {}).get(component) or {}
     version = version or (lib.get("version") if lib.get("loaded") else None)
@@ -471,20 +471,12 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
         Label.FILESYSTEMS: ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
         Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
         Label.TOOLS: " ".join(f"{n}={v}" for n, v in tool_versions(report).items()),
-        Label.DALI: dali_label(report.get("dali")),
         **{c.LABEL: c.versions_text(held.get(c.NAME) or {}) for c in components.REGISTRY},
     }
 
 
 # The distributions of the tools a catalog may install (catalog `tools`), as the label names them.
 TOOL_DISTRIBUTIONS = ("jupyterlab", "tensorboard")
-
-
-def dali_label(dali: Dali | None) -> str:
-    if not dali:
-        return ""
-    plugin = f"TensorFlow plugin {dali['plugin']}" if dali.get("plugin") else "no TensorFlow plugin"
-    return f"{dali.get('version')} ({plugin})"
 
 
 def tool_versions(report: ImageReport) -> dict[str, str]:

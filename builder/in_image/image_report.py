@@ -314,36 +314,6 @@ def horovod_report() -> dict | None:
     return report
 
 
-def dali_report() -> dict | None:
-    """NVIDIA DALI (a wheel) and its TensorFlow plugin (compiled here by nvbuild.sh)."""
-    from importlib import metadata
-
-    try:
-        import nvidia.dali as dali
-    except ImportError:
-        return None
-    report = {"version": dali.__version__, "plugin": None, "patches": []}
-    try:
-        import nvidia.dali.plugin.tf  # noqa: F401  (loads the compiled op library)
-
-        report["plugin"] = next(
-            (
-                d.version
-                for d in metadata.distributions()
-                if (d.metadata["Name"] or "").startswith("nvidia-dali-tf-plugin")
-            ),
-            "",
-        )
-    except Exception as exc:  # ImportError, or the op library's NotFoundError
-        report["plugin_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    try:
-        with open(os.path.join(os.path.dirname(BUILD_INFO), ".dali-tf-plugin-build-id")) as f:
-            report["patches"] = json.loads(f.read().split("\n")[1] or "[]")
-    except (OSError, ValueError, IndexError):
-        pass
-    return report
-
-
 def _recorded_horovod_patches() -> list:
     try:
         with open(BUILD_INFO) as f:
@@ -353,15 +323,36 @@ def _recorded_horovod_patches() -> list:
 
 
 def components_report(path: str = COMPONENTS) -> dict:
-    """The image's components (builder/components/): each tool's version as the tool states
-    it, its path, and the version of the Debian package it came from. The probes come from
-    the image's components.json (none: a runtime image, or one built before components)."""
+    """The image's components (builder/components/), read as its components.json says: a
+    component's own report script (its report() is the entry), or its probes (each tool's
+    version as the tool states it, its path, and the version of the Debian package it came
+    from). No file: an image built before components."""
     try:
         with open(path) as f:
-            probes = json.load(f)
+            declared = json.load(f)
     except (OSError, ValueError):
         return {}
-    return {name: {tool: _probe_tool(p) for tool, p in tools.items()} for name, tools in probes.items()}
+    out = {}
+    for name, entry in declared.items():
+        if "script" in entry:
+            out[name] = _run_script(str(entry["script"]))
+        else:  # {"probes": ...}; an image of before scripts lists the probes alone
+            out[name] = {tool: _probe_tool(p) for tool, p in entry.get("probes", entry).items()}
+    return out
+
+
+def _run_script(path: str) -> dict | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location(f"component_report_{abs(hash(path))}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.report()
+    except Exception as exc:  # a broken script is the image's problem to report, not a crash
+        return {"error": f"{path}: {type(exc).__name__}: {exc}"[:300]}
 
 
 def _probe_tool(probe: dict) -> dict:
@@ -439,7 +430,6 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         "xla": xla_report(),
         "extension": ext,
         "horovod": hvd,
-        "dali": dali_report(),
         "components": components_report(),
         "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]")
         if ext is None

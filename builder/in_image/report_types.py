@@ -76,13 +76,6 @@ class Horovod(TypedDict, total=False):
     patches: Any
 
 
-class Dali(TypedDict, total=False):
-    version: str
-    plugin: Optional[str]
-    plugin_error: str
-    patches: List[Any]
-
-
 class Tool(TypedDict, total=False):
     """One tool of a component (builder/components/): what it says it is, where, from which package."""
 
@@ -111,8 +104,8 @@ class ImageReport(TypedDict, total=False):
     xla: Dict[str, Any]
     extension: Optional[Dict[str, Any]]
     horovod: Optional[Horovod]
-    dali: Optional[Dali]
-    components: Dict[str, Dict[str, Tool]]  # component -> tool -> what it is
+    # component -> its entry: tool -> Tool (probes), or what its report script returns
+    components: Dict[str, Any]
     patches: List[Any]
     packages: Dict[str, str]
     cuda_binaries: List[Binary]

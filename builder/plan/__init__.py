@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder import components
 from builder.catalog import Catalog, Release, Variant, policy
 from builder.core import grammar, paths, provenance
 from builder.core.errors import UserError
@@ -292,7 +293,14 @@ def variant_jobs(
         target=runtime_image.STAGE,
         devel_image=devel_image,
         nocache=args.no_cache and args.runtime_only,
-        expect=dataclasses.replace(expect, coverage=False, runtime=True, devel_image=devel_image, components=()),
+        expect=dataclasses.replace(
+            expect,
+            coverage=False,
+            runtime=True,
+            devel_image=devel_image,
+            # what nvbuild.sh installed with pip is there too; what the devel stage's apt installed is not
+            components=tuple(n for n in meta["components"] if components.get(n).RUNTIME),
+        ),
         refs=tuple(runtime_image.refs_for(refs)),
         dated=True,
     )

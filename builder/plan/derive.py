@@ -34,18 +34,28 @@ class DeriveSpec:
     parent: str
     patches: list[Path] = field(default_factory=list)
     horovod_patches: list[Path] = field(default_factory=list)
-    dali_patches: list[Path] = field(default_factory=list)
+    # builder/components/ compiled from a source they patch: NAME -> patches (--NAME-patch)
+    component_patches: dict[str, list[Path]] = field(default_factory=dict)
     apt: list[str] = field(default_factory=list)
     pip: list[str] = field(default_factory=list)
     nvbuild_args: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        if not (self.patches or self.horovod_patches or self.dali_patches or self.apt or self.pip or self.nvbuild_args):
-            raise UserError(
-                "nothing to derive: give --patch, --horovod-patch, --dali-patch, --apt, --pip or --nvbuild-args"
+        unknown = sorted(set(self.component_patches) - set(patchable()))
+        if unknown:
+            raise UserError(f"no component {unknown[0]!r} takes patches (those that do: {', '.join(patchable())})")
+        if not (self.patches or self.horovod_patches or self.apt or self.pip or self.nvbuild_args) and not any(
+            self.component_patches.values()
+        ):
+            options = ", ".join(
+                ["--patch", "--horovod-patch", *(f"--{n}-patch" for n in patchable()), "--apt", "--pip"]
             )
+            raise UserError(f"nothing to derive: give {options} or --nvbuild-args")
         names: set[str] = set()
-        for option, patches in (("--horovod-patch", self.horovod_patches), ("--dali-patch", self.dali_patches)):
+        for option, patches in (
+            ("--horovod-patch", self.horovod_patches),
+            *((f"--{n}-patch", p) for n, p in sorted(self.component_patches.items())),
+        ):
             for p in patches:  # joined to a directory nvbuild.sh applies *.patch from, in name order
                 _refuse_empty(p, option)  # read (and so checked) first: no such file, a fifo, too big
                 if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
@@ -129,8 +139,9 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
 
 def check_nvbuild_args(args: list[str]) -> None:
     for name, value in nvbuild_options(args):
-        if name == "--only" and value not in ("extension", "horovod", "dali"):
-            raise UserError(f"--nvbuild-args: --only {value!r}: expected 'extension', 'horovod' or 'dali'")
+        steps = ("extension", "horovod", *components.compiled())
+        if name == "--only" and value not in steps:
+            raise UserError(f"--nvbuild-args: --only {value!r}: expected {', '.join(repr(s) for s in steps)}")
         if name == "--sm" and value not in ("all", "local"):
             try:
                 archs = cuda_arch.parse(value)
@@ -275,8 +286,16 @@ def check_horovod_patches(engine: Runs, parent: str, patches: list[Path]) -> Non
     check_patches_on_top(engine, parent, patches, InImage.HOROVOD_SOURCE, InImage.HOROVOD_PATCHES)
 
 
-def check_dali_patches(engine: Runs, parent: str, patches: list[Path]) -> None:
-    check_patches_on_top(engine, parent, patches, InImage.DALI_PLUGIN_SOURCE, InImage.DALI_PATCHES)
+def check_component_patches(engine: Runs, parent: str, patches: dict[str, list[Path]]) -> None:
+    for name, given in sorted(patches.items()):
+        if given:
+            component = components.get(name)
+            check_patches_on_top(engine, parent, given, component.SOURCE, component.patches_in_image())
+
+
+def patchable() -> tuple[str, ...]:
+    """The components `builder derive --NAME-patch` patches."""
+    return tuple(c.NAME for c in components.REGISTRY if c.patchable())
 
 
 def _label_capabilities(spec: DeriveSpec, parent_labels: dict) -> str | None:
@@ -300,7 +319,7 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     cuda_cc = _label_capabilities(spec, parent_labels)
     records = patch_records(spec.patches)
     hvd_records = patch_records(spec.horovod_patches)
-    dali_records = patch_records(spec.dali_patches)
+    component_records = {n: patch_records(p) for n, p in sorted(spec.component_patches.items()) if p}
     previous = json.loads(parent_labels.get(Label.PATCHES) or "[]")
     previous_hvd = json.loads(parent_labels.get(Label.HOROVOD_PATCHES) or "[]")
     labels = {
@@ -308,9 +327,13 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
         Label.PARENT_ID: parent_id,
         Label.PATCHES: json.dumps(previous + records, separators=(",", ":")),
         Label.HOROVOD_PATCHES: json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
-        Label.DALI_PATCHES: json.dumps(
-            json.loads(parent_labels.get(Label.DALI_PATCHES) or "[]") + dali_records, separators=(",", ":")
-        ),
+        **{
+            components.get(n).patches_label(): json.dumps(
+                json.loads(parent_labels.get(components.get(n).patches_label()) or "[]") + records,
+                separators=(",", ":"),
+            )
+            for n, records in component_records.items()
+        },
         Label.APT_PACKAGES: " ".join(spec.apt),
         Label.PIP_PACKAGES: " ".join(spec.pip),
         Label.PIP_ADDED: " ".join(added),
@@ -322,8 +345,10 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
         parent_ref=parent_ref,
         patches=records,
         horovod_patches=hvd_records,
-        dali_patches=dali_records,
-        rebuild=bool(spec.patches or spec.horovod_patches or spec.dali_patches or spec.nvbuild_args),
+        component_patches=[
+            (n, components.get(n).patches_in_image(), records) for n, records in component_records.items()
+        ],
+        rebuild=bool(spec.patches or spec.horovod_patches or component_records or spec.nvbuild_args),
         nvbuild_args=spec.nvbuild_args,
         cuda_cc=cuda_cc,
         apt=spec.apt,
@@ -374,7 +399,7 @@ def job(
         for folder, option, patches in (
             ("patches", "--patch", spec.patches),
             ("horovod-patches", "--horovod-patch", spec.horovod_patches),
-            ("dali-patches", "--dali-patch", spec.dali_patches),
+            *((f"{n}-patches", f"--{n}-patch", p) for n, p in sorted(spec.component_patches.items())),
         )
         for p in patches
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from builder.core import paths
 from builder.core.errors import UserError
@@ -47,7 +47,7 @@ def plan_derive(
     test: bool = True,
     sbom: bool = False,
     backend: BackendAsks = BackendAsks(),
-    dali_patches: Sequence[Path] = (),
+    component_patches: Mapping[str, Sequence[Path]] | None = None,
     build_args: tuple[str, ...] = (),
     push: bool = False,
     registry: str | None = None,
@@ -60,7 +60,7 @@ def plan_derive(
         parent=parent,
         patches=list(patches),
         horovod_patches=list(horovod_patches),
-        dali_patches=list(dali_patches),
+        component_patches={n: list(p) for n, p in (component_patches or {}).items()},
         apt=list(apt),
         pip=list(pip),
         nvbuild_args=parse_nvbuild_args(nvbuild_args),

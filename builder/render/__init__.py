@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from builder import components
-from builder.catalog import Release, Variant, driver, lock, policy
+from builder.catalog import Release, Variant, canonical_name, driver, lock, policy
 from builder.core import contract, grammar, paths
 from builder.core.contract import ImageEnv, InImage, Label
 from builder.core.errors import UserError
@@ -236,26 +236,23 @@ def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]
 
 
 def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str, str]:
-    """--without NAME...: each a tool of the release, dali or one of builder/components/ the
+    """--without NAME...: each a tool of the release or one of builder/components/ the
     release installs; what leaves the pip lock: distribution -> NAME."""
-    have = [*release.tools, *(["dali"] if release.dali else []), *release.components]
+    have = [*release.tools, *release.components]
     out = {}
     for name in without:
         if name not in have:
-            absent = {
-                **release.tools_absent,
-                **({"dali": release.dali_absent} if release.dali_absent else {}),
-                **release.components_absent,
-            }
+            absent = {**release.tools_absent, **release.components_absent}
             why = f" ({absent[name]})" if name in absent else ""
             raise UserError(
                 f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
                 f"(it has: {', '.join(have) or 'no optional component'})"
             )
-        if name == "dali":
-            out[release.dali.package] = name  # type: ignore[union-attr]
-        elif name in release.tools:
+        if name in release.tools:
             out[release.tool_package(name)] = name
+        else:
+            for requirement in components.get(name).requirements(release.components[name]):
+                out[canonical_name(grammar.REQUIREMENT.fullmatch(requirement).group(1))] = name  # type: ignore[union-attr]
     return out
 
 
@@ -351,9 +348,8 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         # new for its nvcc); an upstream base's nvcc takes its distribution's default
         nvcc_ccbin=ccbin if base_image == options.offline_base_image else None,
         horovod=release.horovod,
-        dali=None if "dali" in options.without else release.dali,
         tools={k: v for k, v in release.tools.items() if k not in options.without},
-        # builder/components/ the devel image installs after the compile (their partials)
+        # builder/components/ the devel image installs (their partials, before or after the compile)
         components=chosen_components(release, options.without),
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
@@ -421,16 +417,16 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
     for python in policy.pythons_for(release, variant):
         text = _read_lock(lock.lock_path(release.name, variant.name, python))
         files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out) if left_out else text
-    if ctx.dali and release.dali is not None:
-        files["locks/dali-tf-plugin.txt"] = _read_lock(
-            lock.dali_plugin_lock_path(release.dali.plugin, release.dali.version)
-        )
-        for patch in sorted((paths.templates_dir() / "patches" / "dali").glob("*")):
-            files[f"patches/dali/{patch.name}"] = patch.read_text(encoding="utf-8")
     files["components.json"] = components.probes_json(ctx.components)
-    for component, _ in ctx.components:
+    files["components-runtime.json"] = components.probes_json((c, spec) for c, spec in ctx.components if c.RUNTIME)
+    for component, spec in ctx.components:
         for name in component.FILES:
             files[f"components/{component.NAME}/{name}"] = (component.directory() / name).read_text(encoding="utf-8")
+        for patch in component.patches():
+            files[f"components/{component.NAME}/patches/{patch.name}"] = patch.read_text(encoding="utf-8")
+        sdist = component.sdist(spec)
+        if sdist:
+            files[f"locks/{component.SDIST_LOCK}"] = _read_lock(lock.sdist_lock_path(component.NAME, *sdist))
     if "jupyter" in ctx.tools:
         files["jupyter/jupyter_server_config.py"] = (
             paths.templates_dir() / "jupyter" / "jupyter_server_config.py"
@@ -457,7 +453,7 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         "labels": ctx.labels,
         # a layered Dockerfile's devel stage (its runtime stage: `builder build --runtime`)
         "target": "devel" if ctx.layered else None,
-        # builder/components/ the devel image installs (a runtime image holds none)
+        # builder/components/ the devel image installs (its runtime image: those RUNTIME)
         "components": [c.NAME for c, _ in ctx.components],
     }
     return Rendered(release.name, variant.name, files, meta)

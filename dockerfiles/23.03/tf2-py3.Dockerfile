@@ -71,17 +71,6 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
  && rm -rf /tmp/horovod-sdist
 
-# DALI's TensorFlow plugin 1.34.0 source: the PyPI source distribution, hash-checked,
-# unpacked as it is; nvbuild.sh applies /opt/tensorflow/patches/dali/*.patch and compiles it
-# against the installed TensorFlow (DALI itself is a locked wheel).
-COPY patches/dali/ /opt/tensorflow/patches/dali/
-RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
-    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
-      --require-hashes -r /opt/tensorflow/locks/dali-tf-plugin.txt -d /tmp/dali-sdist \
- && mkdir -p /opt/tensorflow/dali-tf-plugin-source \
- && tar -xzf /tmp/dali-sdist/*.tar.gz -C /opt/tensorflow/dali-tf-plugin-source --strip-components=1 \
- && rm -rf /tmp/dali-sdist
-
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
 COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py libraries.py image_report.py /opt/tensorflow/
@@ -98,7 +87,21 @@ WORKDIR /opt/tensorflow
 ARG COMPILE_CACHE=""
 # Horovod first, in its own layer: a change to the extension's source does not rebuild it.
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
-# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).
+
+# NVIDIA DALI's TensorFlow plugin 1.34.0: its PyPI sdist, hash-checked and
+# unpacked as it is; nvbuild.sh (its step, nvbuild-step.sh) applies /opt/tensorflow/patches/dali/*.patch
+# and compiles it against the installed TensorFlow (no nvcc: TensorFlow's and CUDA's headers)
+# in its own layer, before the framework: a framework patch does not rebuild it. DALI
+# itself is a locked wheel; report.py reads both back.
+COPY components/dali/patches/ /opt/tensorflow/patches/dali/
+COPY components/dali/nvbuild-step.sh components/dali/report.py /opt/tensorflow/components/dali/
+# hadolint ignore=DL3059
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/dali-tf-plugin.txt -d /tmp/dali-sdist \
+ && mkdir -p /opt/tensorflow/dali-tf-plugin-source \
+ && tar -xzf /tmp/dali-sdist/*.tar.gz -C /opt/tensorflow/dali-tf-plugin-source --strip-components=1 \
+ && rm -rf /tmp/dali-sdist
 # hadolint ignore=DL3059
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali
 

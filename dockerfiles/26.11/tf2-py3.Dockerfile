@@ -122,17 +122,6 @@ ENV CUDA_HOME=/usr/local/cuda \
     PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     NVCC_CCBIN=g++-13
 
-# DALI's TensorFlow plugin 2.4.0 source: the PyPI source distribution, hash-checked,
-# unpacked as it is; nvbuild.sh applies /opt/tensorflow/patches/dali/*.patch and compiles it
-# against the installed TensorFlow (DALI itself is a locked wheel).
-COPY patches/dali/ /opt/tensorflow/patches/dali/
-RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
-    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
-      --require-hashes -r /opt/tensorflow/locks/dali-tf-plugin.txt -d /tmp/dali-sdist \
- && mkdir -p /opt/tensorflow/dali-tf-plugin-source \
- && tar -xzf /tmp/dali-sdist/*.tar.gz -C /opt/tensorflow/dali-tf-plugin-source --strip-components=1 \
- && rm -rf /tmp/dali-sdist
-
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
 COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py libraries.py image_report.py /opt/tensorflow/
@@ -147,7 +136,21 @@ ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
 WORKDIR /opt/tensorflow
 # COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
 ARG COMPILE_CACHE=""
-# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).
+
+# NVIDIA DALI's TensorFlow plugin 2.4.0: its PyPI sdist, hash-checked and
+# unpacked as it is; nvbuild.sh (its step, nvbuild-step.sh) applies /opt/tensorflow/patches/dali/*.patch
+# and compiles it against the installed TensorFlow (no nvcc: TensorFlow's and CUDA's headers)
+# in its own layer, before the framework: a framework patch does not rebuild it. DALI
+# itself is a locked wheel; report.py reads both back.
+COPY components/dali/patches/ /opt/tensorflow/patches/dali/
+COPY components/dali/nvbuild-step.sh components/dali/report.py /opt/tensorflow/components/dali/
+# hadolint ignore=DL3059
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/dali-tf-plugin.txt -d /tmp/dali-sdist \
+ && mkdir -p /opt/tensorflow/dali-tf-plugin-source \
+ && tar -xzf /tmp/dali-sdist/*.tar.gz -C /opt/tensorflow/dali-tf-plugin-source --strip-components=1 \
+ && rm -rf /tmp/dali-sdist
 # hadolint ignore=DL3059
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali
 
@@ -250,6 +253,10 @@ COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/cuda_arch.py /
 COPY --from=devel /opt/nvidia/ /opt/nvidia/
 COPY --from=devel /etc/pip/constraint.txt /etc/pip/constraint.txt
 COPY --from=devel /workspace/ /workspace/
+# The components a runtime image holds too (what nvbuild.sh installed with pip), and how
+# the image report reads them back.
+COPY components/dali/report.py /opt/tensorflow/components/dali/
+COPY components-runtime.json /opt/tensorflow/components.json
 ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
     TF_ENABLE_XLA="1" \
     TF_NEED_GCP="0" \

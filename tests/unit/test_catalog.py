@@ -126,8 +126,8 @@ def test_upstream_wheels_of_the_shipped_releases(real):
     assert real.get("21.08").tools["tensorboard"].startswith("tensorboard==2.11.")
     assert real.get("26.11").tools == {"jupyter": "jupyterlab==4.6.6", "tensorboard": "tensorboard==2.21.0"}
     assert "typing-extensions" in real.get("21.08").tools_absent["jupyter"] and "jupyter" not in real.get("21.08").tools
-    assert real.get("21.08").dali.wheel == "nvidia-dali-cuda110==1.34.0"
-    assert real.get("26.11").dali.plugin == "nvidia-dali-tf-plugin-cuda120"
+    assert real.get("21.08").components["dali"].wheel == "nvidia-dali-cuda110==1.34.0"
+    assert real.get("26.11").components["dali"].plugin == "nvidia-dali-tf-plugin-cuda120"
     # the docker-examples' defaults: an apt package and one built on the release's TensorFlow
     assert real.get("21.08").example_packages == (("jq",), ("tensorflow-addons==0.13.0",))
     assert real.get("26.11").example_packages == (("jq",), ("tensorflow-hub==0.16.1",))

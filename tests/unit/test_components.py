@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,17 @@ def test_a_component_declares_all_it_brings_in_its_folder(component):
         assert re.compile(probe.pattern).groups >= 1, f"{probe.name}'s pattern captures no version"
         assert not probe.package or probe.package in component.packages(spec)
     assert set(component.packages(spec)) <= set(component.DEBIAN_PACKAGES)
+    assert component.WHERE in ("before-compile", "after-compile")
+    # read back by its own script or by probes, never neither
+    assert (component.REPORT in component.FILES) if component.REPORT else component.probes(spec)
+    # a runtime image has no apt step of its own and no probes file of the devel stage: what it
+    # holds is pip-installed and read back by a script
+    assert not component.RUNTIME or (component.REPORT and not component.DEBIAN_PACKAGES)
+    if component.SOURCE:  # compiled: nvbuild.sh's step for it, from a locked sdist, patches beside it
+        step = (folder / "nvbuild-step.sh").read_text()
+        assert "nvbuild-step.sh" in component.FILES and f"build_{component.NAME}() {{" in step
+        assert component.sdist(spec) and component.SDIST_LOCK and (folder / "patches").is_dir()
+        assert component.WHERE == "before-compile", "a framework patch must not rebuild it"
 
 
 def test_the_registry_finds_every_component_folder():
@@ -100,28 +112,44 @@ def test_a_release_may_name_it_refuse_it_or_say_why_not(component, make_catalog)
 
 
 @REGISTRY
-def test_each_release_that_names_it_renders_its_step_after_the_compile(component, cat):
+def test_each_release_that_names_it_renders_its_step_where_it_says(component, cat):
     releases = _releases_with(cat, component.NAME)
     assert releases, f"no shipped release installs {component.NAME}"
     for rel in releases:
+        spec = rel.components[component.NAME]
         for variant in _buildable(rel):
             out = _render(cat, rel.name, variant)
             text = out.dockerfile
-            devel = text.split("\nFROM core AS runtime", 1)[0]
+            devel, _, runtime = text.partition("\nFROM core AS runtime")
+            source_at = devel.index("COPY tensorflow-source/")
             compile_at = devel.index("./nvbuild.sh --sm ")
-            step = devel.index("COPY components.json " + InImage.COMPONENTS)
-            assert compile_at < step, "a component's step must come after the compile (it never recompiles)"
+            step = devel.index(f"COPY components/{component.NAME}/")
+            end = devel.index("COPY components.json " + InImage.COMPONENTS)
+            if component.WHERE == "after-compile":  # a change there never recompiles
+                assert compile_at < step < end
+                own = devel[compile_at:end]
+            else:  # compiled in its own layer first: a framework patch does not rebuild it
+                assert devel.index("ARG COMPILE_CACHE") < step < source_at
+                own = devel[step:source_at]
+            if component.SOURCE:
+                assert f"./nvbuild.sh --only {component.NAME}" in own
+                assert f"locks/{component.SDIST_LOCK}" in out.files and component.SOURCE in own
             assert all(f"components/{component.NAME}/{f}" in out.files for f in component.FILES)
+            assert all(f"components/{component.NAME}/patches/{p.name}" in out.files for p in component.patches())
             # what it copies in stays out of /tmp: a layer would keep the file after a RUN removes it
-            assert not re.search(r"^COPY .* /tmp", devel[compile_at:step], re.M), "a component copies into /tmp"
-            probes = json.loads(out.files["components.json"])
-            assert set(probes[component.NAME]) == {p.name for p in component.probes(rel.components[component.NAME])}
-            for version in component.packages(rel.components[component.NAME]).values():
-                assert version in devel[compile_at:step]
+            assert not re.search(r"^COPY .* /tmp", own, re.M), "a component copies into /tmp"
+            assert json.loads(out.files["components.json"])[component.NAME] == component.report_entry(spec)
+            for version in component.packages(spec).values():
+                assert version in own
             assert out.meta["components"] == [c.NAME for c in components.REGISTRY if c.NAME in rel.components]
-            # the runtime stage carries none of it
-            runtime = text.split("\nFROM core AS runtime", 1)[1] if "FROM core AS runtime" in text else ""
-            assert "components" not in runtime
+            # a runtime image holds it, and reads it back, only where it says so
+            held = json.loads(out.files["components-runtime.json"])
+            if component.RUNTIME:
+                assert held[component.NAME] == component.report_entry(spec)
+                # (a release whose CUDA is the base's own has no runtime stage)
+                assert not runtime or f"COPY components/{component.NAME}/{component.REPORT} " in runtime
+            else:
+                assert component.NAME not in held and f"components/{component.NAME}/" not in runtime
 
 
 @REGISTRY
@@ -129,10 +157,16 @@ def test_without_leaves_it_out_and_says_so(component, cat):
     rel = _releases_with(cat, component.NAME)[0]
     variant = _buildable(rel)[0]
     out = _render(cat, rel.name, variant, without=(component.NAME,))
-    assert json.loads(out.files["components.json"]) == {}
+    assert component.NAME not in json.loads(out.files["components.json"])
     assert not any(k.startswith(f"components/{component.NAME}/") for k in out.files)
+    assert not component.SDIST_LOCK or f"locks/{component.SDIST_LOCK}" not in out.files
+    spec = rel.components[component.NAME]
+    locks = [t for k, t in out.files.items() if k.startswith("locks/requirements-py")]
+    for requirement in component.requirements(spec):  # what it locked with the framework is left out
+        assert all(f"\n{requirement} " not in t for t in locks)
+        assert any(f"\n{requirement} " in t for t in _render(cat, rel.name, variant).files.values())
     assert out.meta["labels"][Label.WITHOUT] == component.NAME
-    assert out.meta["components"] == []
+    assert component.NAME not in out.meta["components"]
 
 
 @REGISTRY
@@ -191,42 +225,83 @@ def test_the_report_runs_each_probe_and_asks_dpkg(tmp_path, monkeypatch):
     assert image_report.components_report(str(tmp_path / "none.json")) == {}
 
 
+def test_the_report_runs_a_components_own_script_and_survives_a_broken_one(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text("import os\ndef report():\n    return {'version': '9.1', 'pid': os.getpid()}\n")
+    bad = tmp_path / "bad.py"
+    bad.write_text("def report():\n    raise RuntimeError('no library')\n")
+    path = tmp_path / "components.json"
+    path.write_text(json.dumps({"good": {"script": str(good)}, "bad": {"script": str(bad)}}))
+    found = image_report.components_report(str(path))
+    assert found["good"] == {"version": "9.1", "pid": os.getpid()}  # in the report's own process
+    assert found["bad"] == {"error": f"{bad}: RuntimeError: no library"}
+    # an image built before scripts lists each component's probes alone
+    path.write_text(json.dumps({"old": {"tool": {"command": ["true"], "pattern": "(x)", "package": ""}}}))
+    assert image_report.components_report(str(path))["old"]["tool"]["error"].startswith("exit 0")
+
+
 @REGISTRY
-def test_readback_checks_the_catalogs_versions_and_labels_what_the_tools_say(component, cat):
+def test_a_report_script_runs_here_and_reports_nothing_without_the_component(component):
+    """Each report.py is standard library at import: on a machine without the component it
+    says it is not there (None), never a traceback."""
+    if not component.REPORT:
+        pytest.skip(f"{component.NAME} is read back by probes")
+    script = component.directory() / component.REPORT
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0 and out.stdout.strip() == "null", out.stderr
+
+
+@REGISTRY
+def test_readback_checks_the_catalogs_versions_and_labels_what_the_image_says(component, cat):
     rel = _releases_with(cat, component.NAME)[0]
     spec = rel.components[component.NAME]
-    pinned = component.packages(spec)
-    held = {
-        p.name: {"version": "1.2.3", "path": f"/usr/bin/{p.name}", "package_version": pinned.get(p.package, "")}
-        for p in component.probes(spec)
-    }
+    held = component.held_example(spec)
     variant = rel.variant(next(iter(rel.variants)))
     report: Any = {"version": variant.framework_version, "components": {component.NAME: held}}
 
     def problems(r: Any, expect: tuple[str, ...] = (component.NAME,)) -> list[str]:
         found = readback.check(r, rel, variant, [], {"xla": False}, expect_extension=False, expect_components=expect)
-        return [p for p in found.problems if component.TITLE in p]
+        return [p for p in found.problems if component.TITLE in p or component.NAME in p.lower()]
 
     assert problems(report) == []
     assert problems({**report, "components": {}}) == [
         f"{component.TITLE} is not installed (the image reports no {component.NAME})"
     ]
+    assert problems({**report, "components": {}}, expect=()) == []  # --without
+    labels = readback.measured_labels(report)
+    assert labels[component.LABEL] == component.versions_text(held) != ""
+    assert readback.measured_labels({**report, "components": {}})[component.LABEL] == ""
+    assert component.rows(held) and all(version for _, version in component.rows(held))
+
+
+@pytest.mark.parametrize("component", [c for c in components.REGISTRY if c.DEBIAN_PACKAGES], ids=lambda c: c.NAME)
+def test_readback_names_a_package_at_another_version_and_a_tool_that_does_not_run(component, cat):
+    rel = _releases_with(cat, component.NAME)[0]
+    spec = rel.components[component.NAME]
+    pinned = component.packages(spec)
+    held = component.held_example(spec)
+    variant = rel.variant(next(iter(rel.variants)))
+
+    def problems(entry: Any) -> list[str]:
+        r: Any = {"version": variant.framework_version, "components": {component.NAME: entry}}
+        found = readback.check(
+            r, rel, variant, [], {"xla": False}, expect_extension=False, expect_components=(component.NAME,)
+        )
+        return [p for p in found.problems if component.TITLE in p]
+
     first = component.probes(spec)[0]
     older = {**held, first.name: {**held[first.name], "package_version": "0.0.1-1"}}
-    assert problems({**report, "components": {component.NAME: older}}) == [
+    assert problems(older) == [
         f"{component.TITLE}: the image holds {first.package} 0.0.1-1, the catalog says {pinned[first.package]}"
     ]
     broken = {**held, first.name: {"error": "exit 127: not found"}}
-    assert any("does not run (exit 127" in p for p in problems({**report, "components": {component.NAME: broken}}))
-    assert problems({**report, "components": {}}, expect=()) == []  # --without, or a runtime image
-    labels = readback.measured_labels(report)
-    assert labels[component.LABEL] == " ".join(
-        f"{p.name}=1.2.3" for p in sorted(component.probes(spec), key=lambda p: p.name)
+    assert any("does not run (exit 127" in p for p in problems(broken))
+    assert readback.measured_labels({"components": {component.NAME: held}})[component.LABEL] == " ".join(
+        f"{p.name}=1.0" for p in sorted(component.probes(spec), key=lambda p: p.name)
     )
-    assert readback.measured_labels({**report, "components": {}})[component.LABEL] == ""
 
 
-@REGISTRY
+@pytest.mark.parametrize("component", [c for c in components.REGISTRY if c.DEBIAN_PACKAGES], ids=lambda c: c.NAME)
 def test_the_sbom_marks_its_debian_packages_where_the_image_holds_it(component):
     package = component.DEBIAN_PACKAGES[0]
     syft = {

@@ -35,7 +35,7 @@ def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
     expected = (
         {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets}
         | {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod}
-        | {lk.dali_plugin_lock_path(n, v, lk.LOCKS_DIR) for n, v in PLAN.dali}
+        | {lk.sdist_lock_path(c, n, v, lk.LOCKS_DIR) for c, n, v in PLAN.sdists}
     )
     assert {p for p in lk.LOCKS_DIR.rglob("*") if p.is_file()} == expected
     assert {(t.release.name, t.python) for t in PLAN.targets} == {
@@ -54,9 +54,12 @@ def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
     }
     assert {t.variant.name for t in PLAN.targets} == {"tf2-py3"}
     assert PLAN.horovod == ["0.22.1", "0.23.0", "0.26.1"]
-    assert PLAN.dali == [("nvidia-dali-tf-plugin-cuda110", "1.34.0"), ("nvidia-dali-tf-plugin-cuda120", "2.4.0")]
-    for name, version in PLAN.dali:  # the plugin's sdist, one hash: the image compiles it
-        assert lk.verify_sdist_lock(name, version, lk.dali_plugin_lock_path(name, version).read_text()) == []
+    assert PLAN.sdists == [
+        ("dali", "nvidia-dali-tf-plugin-cuda110", "1.34.0"),
+        ("dali", "nvidia-dali-tf-plugin-cuda120", "2.4.0"),
+    ]
+    for c, name, version in PLAN.sdists:  # the plugin's sdist, one hash: the image compiles it
+        assert lk.verify_sdist_lock(name, version, lk.sdist_lock_path(c, name, version).read_text()) == []
 
 
 REQUIREMENT_LINE = re.compile(r"[a-z0-9][a-z0-9._-]*==[0-9][0-9a-z.!+]* \\")
@@ -313,7 +316,7 @@ def test_missing_stray_and_unhashed_locks_are_reported(copy):
 def test_cli_check_passes_on_the_shipped_tree_and_fails_on_drift(copy, monkeypatch, capsys):
     assert cli.main(["lock", "--check"]) == 0
     out = capsys.readouterr()
-    assert "matches the catalog (12 locks, 3 Horovod locks)" in out.out
+    assert "matches the catalog (12 locks, 3 Horovod locks, 2 component sdist locks)" in out.out
     assert "skipped release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel" in out.err
     path = copy / "26.11.yaml"
     path.write_text(path.read_text().replace("- protobuf==7.36.2", "- protobuf==7.36.1"))

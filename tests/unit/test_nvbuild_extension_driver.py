@@ -215,3 +215,23 @@ def test_without_the_image_report_the_report_phase_fails(tree):
     proc, info = tree()
     assert proc.returncode != 0 and info is None
     assert "nvbuild.sh: report phase failed: no " in proc.stderr and "image_report.py" in proc.stderr
+
+
+def test_component_steps_shipped_beside_nvbuild_run_after_the_framework_and_alone(tree):
+    """A compiled component ships its step (components/NAME/nvbuild-step.sh, defining
+    build_NAME): nvbuild.sh runs it after the framework, or alone with --only NAME, and
+    refuses an --only nothing ships, naming the steps it has."""
+    step = tree.opt / "components" / "fake" / "nvbuild-step.sh"
+    step.parent.mkdir(parents=True)
+    step.write_text('build_fake() { log "fake: built with $PYTHON"; }\n')
+    (tree.opt / "components" / "nostep").mkdir()  # a component with no step (Nsight's kind)
+    proc, _ = tree()
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.index("compiled: csrc/ops/b.cc") < proc.stderr.index("nvbuild.sh: fake: built with")
+    proc, _ = tree("--only", "fake")
+    assert proc.returncode == 0 and "fake: built" in proc.stderr and "compiled:" not in proc.stderr, proc.stderr
+    proc, _ = tree("--only", "nostep")
+    assert proc.returncode == 2
+    assert "--only nostep: expected one of: extension horovod fake" in proc.stderr
+    proc, _ = tree("--only", "extension")
+    assert proc.returncode == 0 and "fake: built" not in proc.stderr, proc.stderr

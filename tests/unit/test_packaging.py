@@ -45,7 +45,6 @@ SUITE = (
     "runner.py",
     "test_image.py",
     "test_python_env.py",
-    "test_dali.py",
     "derived/test_derived.py",
 )
 

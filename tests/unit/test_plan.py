@@ -215,7 +215,9 @@ def test_derive_plan(tmp_path):
         pl.plan_derive("a:b", "C:d", apt=["jq"])
     dali = tmp_path / "0001-dali.patch"
     dali.write_text(patch.read_text())
-    assert pl.plan_derive("a:b", "c:d", dali_patches=[dali]).spec.dali_patches == [dali]
+    assert pl.plan_derive("a:b", "c:d", component_patches={"dali": [dali]}).spec.component_patches == {"dali": [dali]}
+    with pytest.raises(UserError, match="no component 'nsight' takes patches"):
+        pl.plan_derive("a:b", "c:d", component_patches={"nsight": [dali]})
     for bad, says in (
         (tmp_path / "none.patch", "--dali-patch .*none.patch: no such file"),
         (patch.with_name("fix.diff"), "--dali-patch .*fix.diff: name it NAME.patch"),
@@ -223,7 +225,7 @@ def test_derive_plan(tmp_path):
         if says.endswith("NAME.patch"):
             bad.write_text(patch.read_text())
         with pytest.raises(UserError, match=says):
-            pl.plan_derive("a:b", "c:d", dali_patches=[bad])
+            pl.plan_derive("a:b", "c:d", component_patches={"dali": [bad]})
 
 
 def test_push_plan_targets_the_registry():

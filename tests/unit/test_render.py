@@ -48,8 +48,10 @@ def test_build_parameters_and_nvbuild_line_default(cat):
         'ARG COMPILE_CACHE=""\n'
         "# Horovod first, in its own layer: a change to the extension's source does not rebuild it.\n"
         'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
-        "# DALI's TensorFlow plugin, in its own layer too (no nvcc: TensorFlow's and CUDA's headers).\n"
-        "# hadolint ignore=DL3059\n"
+        "\n"
+        "# NVIDIA DALI's TensorFlow plugin 1.34.0: its PyPI sdist, hash-checked and\n"
+    ) in text
+    assert (  # DALI's plugin compiled in its own layer, then the framework
         "RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali\n"
         "\n"
         "COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n"

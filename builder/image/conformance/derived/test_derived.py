@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from builder import components
 from builder.core.contract import InImage, Label
 
 
@@ -42,14 +43,17 @@ def test_horovod_patches_are_recorded_in_labels_and_build_info(derived, build_in
         assert digest == p["sha256"]
 
 
-def test_dali_plugin_patches_are_recorded_in_labels_and_the_report(derived, report, host):
-    added = json.loads(derived.get(Label.DALI_PATCHES) or "[]")
+@pytest.mark.parametrize("component", [c for c in components.REGISTRY if c.patchable()], ids=lambda c: c.NAME)
+def test_component_patches_are_recorded_in_labels_and_the_report(component, derived, report, host):
+    """`derive --NAME-patch`: each patch is in its label, in the component's own report (the
+    patches nvbuild.sh applied) and in the image, byte for byte."""
+    added = json.loads(derived.get(component.patches_label()) or "[]")
     if not added:
-        pytest.skip("no DALI plugin patch in this derived image")
-    recorded = (report.get("dali") or {}).get("patches") or []
+        pytest.skip(f"no {component.NAME} patch in this derived image")
+    recorded = ((report.get("components") or {}).get(component.NAME) or {}).get("patches") or []
     for p in added:
         assert p in recorded, (p, recorded)
-        digest = host.check_output(f"sha256sum {InImage.DALI_PATCHES}/{p['name']}").split()[0]
+        digest = host.check_output(f"sha256sum {component.patches_in_image()}/{p['name']}").split()[0]
         assert digest == p["sha256"]
 
 

@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from builder.components.dali import Dali
 from builder.core.contract import InImage, Label
 
 # A CPU-only pipeline (device_id=None): random features and labels, fed to Keras through
@@ -41,27 +42,33 @@ print(json.dumps({"shape": [list(x.shape), list(y.shape)], "loss": loss,
 
 @pytest.fixture(scope="module")
 def dali(report, release_data, labels):
-    if release_data[0].dali is None:
-        pytest.skip(f"the release has no DALI: {release_data[0].dali_absent or 'none named'}")
-    if Label.DALI not in labels:
-        pytest.skip("built before images held DALI (no dev.tfbuilder.dali label)")
-    if "dali" in labels.get(Label.WITHOUT, "").split(","):
-        assert report["dali"] is None  # left out (--without dali): not there
+    """The image's DALI entry in its report; skips where the image is not meant to hold it."""
+    release = release_data[0]
+    held = (report.get("components") or {}).get(Dali.NAME)
+    if Dali.NAME not in release.components:
+        assert not held, "the image holds DALI, the catalog names none"
+        pytest.skip(f"the release has no DALI: {release.components_absent.get(Dali.NAME, 'none named')}")
+    if Dali.NAME in labels.get(Label.WITHOUT, "").split(","):
+        assert not held, "left out (--without dali), yet the image reports it"
         pytest.skip("built --without dali")
-    return report["dali"]
+    if Dali.LABEL not in labels:
+        pytest.skip("built before images held DALI (no dev.tfbuilder.dali label)")
+    return held
 
 
 def test_dali_and_its_plugin_are_the_catalogs_and_labelled(dali, release_data, labels):
-    spec = release_data[0].dali
-    assert dali and dali["version"] == spec.version, dali
-    assert dali["plugin"] == spec.version, dali.get("plugin_error")
-    assert labels[Label.DALI] == f"{spec.version} (TensorFlow plugin {spec.version})"
+    spec = release_data[0].components[Dali.NAME]
+    assert Dali.problems(spec, dali) == [], dali
+    assert dali["version"] == spec.version and dali["plugin"] == spec.version, dali.get("plugin_error")
+    assert labels[Dali.LABEL] == f"{spec.version} (TensorFlow plugin {spec.version})"
 
 
-def test_dali_plugin_was_compiled_here_against_this_tensorflow(dali, host):
+def test_dali_plugin_was_compiled_here_against_this_tensorflow(dali, host, labels):
     """Not a prebuilt library of the sdist: nvbuild.sh's stamp and the one op library that loads."""
+    if labels.get(Label.RUNTIME_OF):
+        pytest.skip("a runtime image: the source and nvbuild.sh's stamp stay in the devel image")
     assert host.file(f"{InImage.HOME}/.dali-tf-plugin-build-id").is_file
-    assert host.file(InImage.DALI_PLUGIN_SOURCE + "/setup.py").is_file
+    assert host.file(Dali.SOURCE + "/setup.py").is_file
     code = (
         "import importlib.metadata as m\n"
         "for d in m.distributions():\n"

@@ -28,7 +28,6 @@ from builder.catalog.release import (  # noqa: F401
     Release,
     Variant,
     Vendor,
-    canonical_name,
     ptxas_version,
     python_key,
 )
@@ -50,7 +49,15 @@ from builder.core.errors import CatalogError, Problem, UserError
 
 # Every field's grammar is in builder/core/grammar.py (whole-string matches); these names are
 # the ones other modules import from here.
-from builder.core.grammar import PACKAGE_NAME, PIN, PYTHON_VERSION, REQUIREMENT, VERSION, printable  # noqa: F401
+from builder.core.grammar import (  # noqa: F401
+    PACKAGE_NAME,
+    PIN,
+    PYTHON_VERSION,
+    REQUIREMENT,
+    VERSION,
+    canonical_name,
+    printable,
+)
 
 RELEASES_DIR = Path(__file__).parent.parent / "releases"
 

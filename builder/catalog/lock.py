@@ -66,9 +66,9 @@ def locks_dir() -> Path:
 
 def requirements(release: Release, variant: Variant) -> list[str]:
     """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
-    install_requires (it is built without build isolation), the tools (JupyterLab,
-    TensorBoard), what the components lock with it (DALI's wheel; an sdist is locked
-    apart), pip and the compiler cache."""
+    install_requires (it is built without build isolation), what the components lock with
+    it (JupyterLab, TensorBoard, DALI's wheel; an sdist is locked apart), pip and the
+    compiler cache."""
     if not variant.package:
         raise UserError(
             why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package"
@@ -78,7 +78,6 @@ def requirements(release: Release, variant: Variant) -> list[str]:
         *variant.pins,
         *release.gpu_wheels.values(),
         *(release.horovod.requires if release.horovod else ()),
-        *release.tools.values(),
         *(r for name, spec in release.components.items() for r in components.get(name).requirements(spec)),
         PIP_REQUIREMENT,
         CCACHE_REQUIREMENT,

@@ -13,7 +13,7 @@ import yaml
 
 from builder.core import contract
 from builder.core.errors import UserError
-from builder.core.grammar import REQUIREMENT, printable
+from builder.core.grammar import printable
 
 # The labels the vendor fills (OCI annotations, and Docker's legacy `maintainer`, which
 # upstream CUDA bases set to NVIDIA: overwritten so an image never inherits it).
@@ -35,11 +35,6 @@ class OfflineBase:
     debian: str
     cuda: str
     python: str
-
-
-def canonical_name(name: str) -> str:
-    """PEP 503 normalized distribution name: 'Typing_Extensions' -> 'typing-extensions'."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def python_key(version: str) -> tuple[int, ...]:
@@ -157,10 +152,6 @@ class Release:
     horovod_absent: str | None = None
     # what /workspace/docker-examples/Dockerfile.addpackages adds by default: apt, pip
     example_packages: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-    # tool -> the pip requirement installed for it from the lock ("jupyter": "jupyterlab==4.3.8")
-    tools: dict[str, str] = field(default_factory=dict)
-    # tool -> why the release has it not (`tools: {NAME: "absent: WHY"}`)
-    tools_absent: dict[str, str] = field(default_factory=dict)
     # who makes the image (catalog `vendor`; _common.yaml names the project)
     vendor: Vendor = Vendor("tf-image-builder")
     # the components of builder/components/ the release installs: name -> its catalog mapping
@@ -174,10 +165,6 @@ class Release:
         beside the toolkit's nvcc (gpu_wheels.cuda_nvcc), which assembles capabilities
         newer than nvcc knows (cuda_arch.assembled()); None without that wheel."""
         return ptxas_version(self.gpu_wheels.get("cuda_nvcc"))
-
-    def tool_package(self, tool: str) -> str:
-        """The distribution a tool installs ('jupyterlab' for jupyter)."""
-        return canonical_name(REQUIREMENT.fullmatch(self.tools[tool]).group(1))  # type: ignore[union-attr]
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:

@@ -10,10 +10,10 @@ from typing import Any, Callable, Optional
 from pydantic import WithJsonSchema
 
 from builder import components
-from builder.catalog.release import canonical_name, ptxas_version, python_key
+from builder.catalog.release import ptxas_version, python_key
 from builder.core import contract, grammar
-from builder.core.catalog_fields import ABSENT, Check, Refusal, json_pattern
-from builder.core.grammar import PIN, REQUIREMENT, VERSION, printable
+from builder.core.catalog_fields import Check, Refusal, json_pattern
+from builder.core.grammar import PIN, REQUIREMENT, VERSION, canonical_name, printable
 from builder.in_image import cuda_arch
 
 VENDOR_TEXT = "one line of text (200 characters at most, no control characters, no leading or trailing space)"
@@ -27,13 +27,6 @@ GPU_WHEELS_SCHEMA = WithJsonSchema(
         "type": "object",
         "propertyNames": json_pattern(grammar.COMPONENT),
         "additionalProperties": {"type": "string", **json_pattern(PIN)},
-    }
-)
-TOOLS_SCHEMA = WithJsonSchema(
-    {
-        "type": "object",
-        "propertyNames": json_pattern(grammar.COMPONENT),
-        "additionalProperties": {"type": ["string", "null"]},
     }
 )
 
@@ -192,24 +185,6 @@ def gpu_wheels(value: Any) -> dict[str, str]:
     return _entries(value, check)
 
 
-def tools(value: Any) -> dict[str, str]:
-    """tools: {NAME: "requirement" | "absent: WHY" | null}: what the image installs from its
-    lock for its users (JupyterLab, TensorBoard), or why a release cannot have one."""
-
-    def check(name: Any, item: Any) -> Optional[str]:
-        if not grammar.matches(grammar.COMPONENT, name):
-            return "tool names are lower-case letters, digits, '_' and '-' (e.g. jupyter)"
-        if item is None:
-            return None  # a release that leaves out what its parent has
-        if not isinstance(item, str) or not grammar.matches(grammar.CATALOG_TEXT, item):
-            return f'give a pip requirement such as "jupyterlab==4.3.8", null, or "absent: WHY", got {printable(item)}'
-        if not ABSENT.fullmatch(item) and not REQUIREMENT.fullmatch(item):
-            return f'{printable(item)} is not a pip requirement such as "jupyterlab==4.3.8"'
-        return None
-
-    return _entries(value, check)
-
-
 def device_code(dc: Any) -> None:
     """sass and ptx are capabilities its CUDA compiles; ptx needs the ISA it was written in."""
     found = []
@@ -284,12 +259,10 @@ def _default_tags(doc: Any) -> list[tuple[str, str]]:
 
 def _named_once(doc: Any) -> list[tuple[str, str]]:
     """One distribution is named once across the framework, its pins, the GPU wheels,
-    Horovod's requirements and the tools: two versions of one package cannot both be locked."""
+    Horovod's requirements and the components' (a tool, DALI's wheel): two versions of one package cannot both be locked."""
     shared = [(PIN.fullmatch(w).group(1), f"gpu_wheels.{n}") for n, w in (doc.gpu_wheels or {}).items()]  # type: ignore[union-attr]
     horovod = doc.horovod if doc.horovod is not None and not isinstance(doc.horovod, str) else None
     shared += [(REQUIREMENT.fullmatch(r).group(1), "horovod.requires") for r in (horovod.requires if horovod else ())]  # type: ignore[union-attr]
-    tools = {n: r for n, r in (doc.tools or {}).items() if not ABSENT.fullmatch(r)}
-    shared += [(REQUIREMENT.fullmatch(r).group(1), f"tools.{n}") for n, r in tools.items()]  # type: ignore[union-attr]
     for c in components.REGISTRY:  # what a component locks with the framework (DALI's wheel)
         spec = getattr(doc, c.NAME, None)
         if spec is not None and not isinstance(spec, str):

@@ -383,12 +383,11 @@ class ReleaseFields(Part):
         'The Horovod sdist built in the image by nvbuild.sh; null: none; "absent: WHY": none, and why '
         "(`builder show` prints it)."
     )
-    tools: Optional[Annotated[Dict[str, str], BeforeValidator(rules.tools), rules.TOOLS_SCHEMA]] = optional(
-        "What the image installs from its lock for its users (JupyterLab, TensorBoard), by name: a pip "
-        'requirement, e.g. tensorboard: "tensorboard==2.11.2"; null drops a parent\'s; "absent: WHY": not '
-        "here, and why. `--without NAME` leaves one out.",
-        {"tensorboard": "tensorboard==2.11.2"},
-    )
+    tools: MovedTo(
+        "each tool's own key",
+        'JupyterLab and TensorBoard are components: jupyter: {requirement: "jupyterlab==4.6.6"}, '
+        'tensorboard: {requirement: "tensorboard==2.21.0"}, or "absent: WHY"',
+    ) = optional("Moved: each tool is its own key (jupyter, tensorboard).")
     example_packages: Optional[ExamplePackages] = optional(ExamplePackages.__doc__ or "")
 
     @model_validator(mode="after")

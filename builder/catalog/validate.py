@@ -15,7 +15,7 @@ from builder import components
 from builder.catalog import schema
 from builder.catalog.release import DeviceCode, HorovodSpec, OfflineBase, Release, Variant, Vendor
 from builder.core import grammar
-from builder.core.catalog_fields import ABSENT, Missing, Refusal
+from builder.core.catalog_fields import Missing, Refusal
 from builder.core.errors import Problem
 
 # Segments of pydantic's error paths that are not keys of the file.
@@ -171,7 +171,6 @@ def _missing(chain: list[tuple[str, dict]], key: str, message: str) -> Optional[
 
 def _release(rel: str, file: str, data: dict, doc: schema.ReleaseFields) -> Release:
     horovod, horovod_absent = _spec(doc.horovod)
-    tools = doc.tools or {}
     examples = doc.example_packages or schema.ExamplePackages()
     chosen = {c.NAME: _spec(getattr(doc, c.NAME)) for c in components.REGISTRY}
     return Release(
@@ -199,8 +198,6 @@ def _release(rel: str, file: str, data: dict, doc: schema.ReleaseFields) -> Rele
         gpu_wheels=dict(doc.gpu_wheels or {}),
         horovod=HorovodSpec(horovod.version, tuple(horovod.requires)) if horovod else None,
         horovod_absent=horovod_absent,
-        tools={n: r for n, r in tools.items() if not ABSENT.fullmatch(r)},
-        tools_absent={n: ABSENT.fullmatch(r).group(1) for n, r in tools.items() if ABSENT.fullmatch(r)},  # type: ignore[union-attr]
         example_packages=(tuple(examples.apt or ()), tuple(examples.pip or ())),
         vendor=Vendor(doc.vendor.name, doc.vendor.maintainer, doc.vendor.url, doc.vendor.copyright_holder),
         components={name: spec for name, (spec, _) in chosen.items() if spec is not None},

@@ -62,11 +62,11 @@ class Component:
     DOC: ClassVar[str]  # the catalog key's description (the reference page and JSON Schema)
     EXAMPLE: ClassVar[dict[str, Any]]  # a value the catalog accepts (tests build catalogs of them)
     LABEL: ClassVar[str]  # its label key, spelled whole: "dev.tfbuilder.NAME"
-    # in its folder: its step, rendered in the devel stage
+    # in its folder: its step ("": none, the lock installs it)
     PARTIAL: ClassVar[str] = "devel.Dockerfile.j2"
-    # where: "after-compile" (a change there never recompiles the framework) or
-    # "before-compile" (a compiled component in its own layer: a framework patch does not
-    # rebuild it)
+    # where its step goes: "after-compile" in the devel stage (a change there never
+    # recompiles the framework), "before-compile" (a compiled component in its own layer: a
+    # framework patch does not rebuild it) or "core" (the stage a runtime image shares)
     WHERE: ClassVar[str] = "after-compile"
     # whether a runtime image holds it too: what nvbuild.sh installed with pip, and the
     # lock's wheels, are there; what the devel stage installed with apt is not
@@ -128,7 +128,8 @@ class Component:
 
     @classmethod
     def report_entry(cls, spec: Any) -> dict[str, Any]:
-        """How image_report.py reads it back (components.json): a script, or probes."""
+        """How image_report.py reads it back (components.json): a script, probes, or the
+        versions of installed distributions ({"distributions": [...]})."""
         if cls.REPORT:
             return {"script": f"{InImage.HOME}/components/{cls.NAME}/{cls.REPORT}"}
         return {"probes": {p.name: p.as_json() for p in cls.probes(spec)}}

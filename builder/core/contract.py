@@ -74,7 +74,6 @@ class Label:
     HOROVOD = "dev.tfbuilder.horovod"
     FILESYSTEMS = "dev.tfbuilder.filesystems"
     COVERAGE = "dev.tfbuilder.coverage"
-    TOOLS = "dev.tfbuilder.tools"  # the tools' distributions installed: "jupyterlab=4.6.6 tensorboard=2.21.0"
 
     # A derived image (builder derive).
     PARENT = "dev.tfbuilder.parent"

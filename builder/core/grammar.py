@@ -145,3 +145,8 @@ def check_ref(ref: str, what: str, image_id: bool = False, tag: bool = False) ->
     why = (tag_reference_problem if tag else reference_problem)(ref)
     if why:
         raise UserError(f"{what} {printable(ref)} {why}")
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalized distribution name: 'Typing_Extensions' -> 'typing-extensions'."""
+    return re.sub(r"[-_.]+", "-", name).lower()

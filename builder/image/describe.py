@@ -67,7 +67,6 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
             "horovod": (report.get("horovod") or {}).get("version", ""),
             "extension": (report.get("extension") or {}).get("version", ""),
         },
-        "tools": readback.tool_versions(report),
         # builder/components/ the image holds: component -> its report entry (for probes:
         # tool -> version, path, package version)
         "components": report.get("components") or {},
@@ -250,7 +249,7 @@ def summary_text(report: dict) -> str:
         ),
     ]
     lines = [table_text(("", ""), [(f"{k}:", v) for k, v in about if v]).split("\n", 1)[-1]]
-    versions = [(k, v) for k, v in {**(r.get("versions") or {}), **(r.get("tools") or {})}.items() if v]
+    versions = [(k, v) for k, v in (r.get("versions") or {}).items() if v]
     versions += [
         row
         for name, found in sorted((r.get("components") or {}).items())

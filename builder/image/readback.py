@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import cast
 
 from builder import components
-from builder.catalog import Release, Variant, canonical_name
+from builder.catalog import Release, Variant
 from builder.core import paths
 from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
@@ -470,16 +470,5 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
         Label.HOROVOD: (f"{hvd.get('version')} ({', '.join(hvd_ops)})" if hvd else ""),
         Label.FILESYSTEMS: ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
         Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
-        Label.TOOLS: " ".join(f"{n}={v}" for n, v in tool_versions(report).items()),
         **{c.LABEL: c.versions_text(held.get(c.NAME) or {}) for c in components.REGISTRY},
     }
-
-
-# The distributions of the tools a catalog may install (catalog `tools`), as the label names them.
-TOOL_DISTRIBUTIONS = ("jupyterlab", "tensorboard")
-
-
-def tool_versions(report: ImageReport) -> dict[str, str]:
-    """The tools' versions installed in the image, from its own package list."""
-    have = {canonical_name(k): v for k, v in (report.get("packages") or {}).items()}
-    return {n: have[n] for n in TOOL_DISTRIBUTIONS if n in have}

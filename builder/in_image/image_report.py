@@ -324,21 +324,33 @@ def _recorded_horovod_patches() -> list:
 
 def components_report(path: str = COMPONENTS) -> dict:
     """The image's components (builder/components/), read as its components.json says: a
-    component's own report script (its report() is the entry), or its probes (each tool's
-    version as the tool states it, its path, and the version of the Debian package it came
-    from). No file: an image built before components."""
+    component's own report script (its report() is the entry), the installed versions of
+    its distributions, or its probes (each tool's version as the tool states it, its path,
+    and the version of the Debian package it came from). No file: an image built before
+    components."""
     try:
         with open(path) as f:
             declared = json.load(f)
     except (OSError, ValueError):
         return {}
-    out = {}
+    out: dict = {}
     for name, entry in declared.items():
         if "script" in entry:
             out[name] = _run_script(str(entry["script"]))
+        elif "distributions" in entry:
+            out[name] = {str(d): _distribution(str(d)) for d in entry["distributions"]}
         else:  # {"probes": ...}; an image of before scripts lists the probes alone
             out[name] = {tool: _probe_tool(p) for tool, p in entry.get("probes", entry).items()}
     return out
+
+
+def _distribution(name: str) -> dict:
+    from importlib import metadata
+
+    try:
+        return {"version": metadata.version(name)}
+    except metadata.PackageNotFoundError:
+        return {"error": f"{name} is not installed"}
 
 
 def _run_script(path: str) -> dict | None:

@@ -90,7 +90,7 @@ class RenderOptions:
     offline_base_image: str | None = None  # the offline base's tag, from base.py
     baked_ca: tuple[str, ...] = ()  # PEM texts to install in the image (--bake-ca)
     allow_ptx_jit: bool = False  # capabilities newer than the toolkit's run by PTX JIT
-    without: tuple[str, ...] = ()  # components left out: the release's tools, "dali", builder/components/' names
+    without: tuple[str, ...] = ()  # components left out (builder/components/ names)
 
     @staticmethod
     def parse_env(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -236,23 +236,20 @@ def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]
 
 
 def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str, str]:
-    """--without NAME...: each a tool of the release or one of builder/components/ the
-    release installs; what leaves the pip lock: distribution -> NAME."""
-    have = [*release.tools, *release.components]
+    """--without NAME...: each one of builder/components/ the release installs; what leaves
+    the pip lock: distribution -> NAME."""
+    have = list(release.components)
     out = {}
     for name in without:
         if name not in have:
-            absent = {**release.tools_absent, **release.components_absent}
+            absent = release.components_absent
             why = f" ({absent[name]})" if name in absent else ""
             raise UserError(
                 f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
                 f"(it has: {', '.join(have) or 'no optional component'})"
             )
-        if name in release.tools:
-            out[release.tool_package(name)] = name
-        else:
-            for requirement in components.get(name).requirements(release.components[name]):
-                out[canonical_name(grammar.REQUIREMENT.fullmatch(requirement).group(1))] = name  # type: ignore[union-attr]
+        for requirement in components.get(name).requirements(release.components[name]):
+            out[canonical_name(grammar.REQUIREMENT.fullmatch(requirement).group(1))] = name  # type: ignore[union-attr]
     return out
 
 
@@ -348,7 +345,6 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         # new for its nvcc); an upstream base's nvcc takes its distribution's default
         nvcc_ccbin=ccbin if base_image == options.offline_base_image else None,
         horovod=release.horovod,
-        tools={k: v for k, v in release.tools.items() if k not in options.without},
         # builder/components/ the devel image installs (their partials, before or after the compile)
         components=chosen_components(release, options.without),
         cuda_cc=archs,
@@ -418,19 +414,20 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         text = _read_lock(lock.lock_path(release.name, variant.name, python))
         files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out) if left_out else text
     files["components.json"] = components.probes_json(ctx.components)
-    files["components-runtime.json"] = components.probes_json((c, spec) for c, spec in ctx.components if c.RUNTIME)
+    # what the runtime stage copies to InImage.HOME (the components it holds too)
+    files["runtime/components.json"] = components.probes_json((c, spec) for c, spec in ctx.components if c.RUNTIME)
     for component, spec in ctx.components:
         for name in component.FILES:
             files[f"components/{component.NAME}/{name}"] = (component.directory() / name).read_text(encoding="utf-8")
+        if component.RUNTIME and component.REPORT:
+            files[f"runtime/components/{component.NAME}/{component.REPORT}"] = files[
+                f"components/{component.NAME}/{component.REPORT}"
+            ]
         for patch in component.patches():
             files[f"components/{component.NAME}/patches/{patch.name}"] = patch.read_text(encoding="utf-8")
         sdist = component.sdist(spec)
         if sdist:
             files[f"locks/{component.SDIST_LOCK}"] = _read_lock(lock.sdist_lock_path(component.NAME, *sdist))
-    if "jupyter" in ctx.tools:
-        files["jupyter/jupyter_server_config.py"] = (
-            paths.templates_dir() / "jupyter" / "jupyter_server_config.py"
-        ).read_text(encoding="utf-8")
     if release.horovod:
         files["locks/horovod.txt"] = _read_lock(lock.horovod_lock_path(release.horovod.version))
         patches = paths.templates_dir() / "patches" / "horovod"

@@ -81,9 +81,9 @@ ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
 # user's; a volume there keeps it across containers (README, "Running on a GPU"). Here, so
 # that a runtime image has it too.
 RUN install -d -m 1777 /var/cache/cuda-jit
-# JupyterLab's settings: `jupyter lab` serves /workspace on $JUPYTER_PORT, with the token or
-# password the container is given (JUPYTER_TOKEN, JUPYTER_PASSWORD), else a random token.
-COPY jupyter/ /etc/jupyter/
+# JupyterLab's settings: `jupyter lab` serves /workspace on $JUPYTER_PORT, with the token
+# or password the container is given (JUPYTER_TOKEN, JUPYTER_PASSWORD), else a random token.
+COPY components/jupyter/jupyter_server_config.py /etc/jupyter/
 
 FROM core AS devel
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -253,10 +253,9 @@ COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/cuda_arch.py /
 COPY --from=devel /opt/nvidia/ /opt/nvidia/
 COPY --from=devel /etc/pip/constraint.txt /etc/pip/constraint.txt
 COPY --from=devel /workspace/ /workspace/
-# The components a runtime image holds too (what nvbuild.sh installed with pip), and how
-# the image report reads them back.
-COPY components/dali/report.py /opt/tensorflow/components/dali/
-COPY components-runtime.json /opt/tensorflow/components.json
+# The components a runtime image holds too (pip-installed), and how the image report reads
+# them back: components.json and their report scripts, in one layer.
+COPY runtime/ /opt/tensorflow/
 ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
     TF_ENABLE_XLA="1" \
     TF_NEED_GCP="0" \

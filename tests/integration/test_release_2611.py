@@ -192,7 +192,7 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
     assert labels(runtime)["dev.tfbuilder.coverage"] == labels(devel)["dev.tfbuilder.coverage"]
     assert labels(runtime)["dev.tfbuilder.base"] == labels(devel)["dev.tfbuilder.base"] == "offline"
     # the components run there too: DALI's plugin (compiled in devel, copied), JupyterLab, TensorBoard
-    for key in ("dev.tfbuilder.dali", "dev.tfbuilder.tools"):
+    for key in ("dev.tfbuilder.dali", "dev.tfbuilder.jupyter", "dev.tfbuilder.tensorboard"):
         assert labels(runtime)[key] == labels(devel)[key] and labels(devel)[key], key
     parts = docker(
         "run",

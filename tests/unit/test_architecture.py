@@ -18,13 +18,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 import builder
+from builder import components
 from builder.core import errors
 
 PACKAGE = Path(builder.__file__).parent
 ROOT = PACKAGE.parent
+# What a component copies into images (its FILES: JupyterLab's server settings, report
+# scripts) runs there, not in the builder: no module of the builder's.
+IN_IMAGE_FILES = {c.directory() / name for c in components.REGISTRY for name in c.FILES}
 MODULES = {
     p: ".".join(("builder", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
     for p in PACKAGE.rglob("*.py")
+    if p not in IN_IMAGE_FILES
 }
 CLI_MAIN = PACKAGE / "cli" / "main.py"
 LINT_IMPORTS = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from builder import catalog
+from builder import catalog, components
 from builder.core.errors import CatalogError
 
 from .conftest import GOOD
@@ -123,9 +123,14 @@ def test_upstream_wheels_of_the_shipped_releases(real):
     ):
         assert pin in pins
     # TensorBoard is a tool (TensorFlow 2.5 requires it); 26.11 installs it though TF 2.21 does not
-    assert real.get("21.08").tools["tensorboard"].startswith("tensorboard==2.11.")
-    assert real.get("26.11").tools == {"jupyter": "jupyterlab==4.6.6", "tensorboard": "tensorboard==2.21.0"}
-    assert "typing-extensions" in real.get("21.08").tools_absent["jupyter"] and "jupyter" not in real.get("21.08").tools
+    assert real.get("21.08").components["tensorboard"].requirement.startswith("tensorboard==2.11.")
+    r2611 = real.get("26.11").components
+    assert (r2611["jupyter"].requirement, r2611["tensorboard"].requirement) == (
+        "jupyterlab==4.6.6",
+        "tensorboard==2.21.0",
+    )
+    assert "typing-extensions" in real.get("21.08").components_absent["jupyter"]
+    assert "jupyter" not in real.get("21.08").components
     assert real.get("21.08").components["dali"].wheel == "nvidia-dali-cuda110==1.34.0"
     assert real.get("26.11").components["dali"].plugin == "nvidia-dali-tf-plugin-cuda120"
     # the docker-examples' defaults: an apt package and one built on the release's TensorFlow
@@ -133,31 +138,34 @@ def test_upstream_wheels_of_the_shipped_releases(real):
     assert real.get("26.11").example_packages == (("jq",), ("tensorflow-hub==0.16.1",))
 
 
-def test_tools_are_a_requirement_null_or_absent_with_a_reason(tmp_path):
+def test_tools_are_components_a_requirement_null_or_absent_with_a_reason(tmp_path):
     from builder.catalog import load
     from builder.core.errors import CatalogError
 
-    def catalog(tools: str):
+    def catalog(extra: str):
         (tmp_path / "r.yaml").write_text(
             "release: '30.01'\nrepository: local/t\nos: {distro: debian, version: '13'}\npython: '3.13'\ncuda: '12.4.1'\n"
             "base: {upstream: {image: 'x/cuda:12'}, offline: {debian: trixie, cuda: '12.4', python: '3.13'}}\n"
             "build: {cuda_compute_capabilities: ['9.0'], xla: true, gcp: false, hdfs: false}\n"
             "entrypoint: {title: T, upstream_copyright: U, shm_recommend: S}\nvendor: {name: V}\n"
-            "variants: {tf2-py3: {framework: {name: TensorFlow, version: '2.21.0', api: 2}}}\n"
-            f"tools: {tools}\n"
+            "variants: {tf2-py3: {framework: {name: TensorFlow, version: '2.21.0', api: 2}}}\n" + extra
         )
         return load(tmp_path)
 
-    r = catalog("{jupyter: 'jupyterlab>=4,<5', tensorboard: null, dali: 'absent: no wheel here'}").get("30.01")
-    assert r.tools == {"jupyter": "jupyterlab>=4,<5"} and r.tools_absent == {"dali": "no wheel here"}
-    assert r.tool_package("jupyter") == "jupyterlab"
+    rel = catalog("jupyter: {requirement: 'jupyterlab>=4,<5'}\ntensorboard: null\ndali: 'absent: no wheel here'\n").get(
+        "30.01"
+    )
+    assert rel.components["jupyter"].requirement == "jupyterlab>=4,<5" and "tensorboard" not in rel.components
+    assert rel.components_absent == {"dali": "no wheel here"}
+    assert components.get("jupyter").distribution(rel.components["jupyter"]) == "jupyterlab"
     for bad, says in (
-        ("{jupyter: 4}", "tools.jupyter: give a pip requirement"),
-        ("{jupyter: 'jupyter lab'}", "is not a pip requirement"),
-        ("{Jupyter: jupyterlab}", "tool names are lower-case"),
+        ("jupyter: {requirement: 'jupyterlab=='}", "jupyter.requirement: 'jupyterlab==' is not a pip requirement"),
+        ("jupyter: {requirement: 'jupyter lab'}", "is not a pip requirement"),
+        ("jupyter: 'jupyterlab==4.6.6'", 'give {requirement}, null, or "absent: WHY"'),
+        ("tools: {jupyter: 'jupyterlab==4.6.6'}", "tools: moved to each tool's own key"),
     ):
         with pytest.raises(CatalogError) as err:
-            catalog(bad)
+            catalog(bad + "\n")
         assert says in str(err.value), str(err.value)
 
 

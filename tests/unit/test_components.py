@@ -57,7 +57,7 @@ def _spec(component: type[components.Component]) -> Part:
 def test_a_component_declares_all_it_brings_in_its_folder(component):
     folder = component.directory()
     assert folder.name == component.NAME and grammar.COMPONENT.fullmatch(component.NAME)
-    assert (folder / component.PARTIAL).is_file()
+    assert not component.PARTIAL or (folder / component.PARTIAL).is_file()
     assert all((folder / f).is_file() for f in component.FILES)
     assert (folder / f"test_{component.NAME}.py").is_file()
     assert component.LABEL == f"dev.tfbuilder.{component.NAME}" and grammar.LABEL_KEY.fullmatch(component.LABEL)
@@ -66,12 +66,14 @@ def test_a_component_declares_all_it_brings_in_its_folder(component):
         assert re.compile(probe.pattern).groups >= 1, f"{probe.name}'s pattern captures no version"
         assert not probe.package or probe.package in component.packages(spec)
     assert set(component.packages(spec)) <= set(component.DEBIAN_PACKAGES)
-    assert component.WHERE in ("before-compile", "after-compile")
-    # read back by its own script or by probes, never neither
-    assert (component.REPORT in component.FILES) if component.REPORT else component.probes(spec)
-    # a runtime image has no apt step of its own and no probes file of the devel stage: what it
-    # holds is pip-installed and read back by a script
-    assert not component.RUNTIME or (component.REPORT and not component.DEBIAN_PACKAGES)
+    assert component.WHERE in ("before-compile", "after-compile", "core")
+    # read back by its own script, by probes or by its distributions' metadata, never by none
+    entry = component.report_entry(spec)
+    assert entry.get("script") or entry.get("probes") or entry.get("distributions"), entry
+    assert not component.REPORT or component.REPORT in component.FILES
+    # what a runtime image holds is pip-installed (it has no apt step of the devel stage's)
+    assert not component.RUNTIME or not component.DEBIAN_PACKAGES
+    assert component.WHERE != "core" or component.RUNTIME, "the core stage is the runtime image's too"
     if component.SOURCE:  # compiled: nvbuild.sh's step for it, from a locked sdist, patches beside it
         step = (folder / "nvbuild-step.sh").read_text()
         assert "nvbuild-step.sh" in component.FILES and f"build_{component.NAME}() {{" in step
@@ -123,14 +125,19 @@ def test_each_release_that_names_it_renders_its_step_where_it_says(component, ca
             devel, _, runtime = text.partition("\nFROM core AS runtime")
             source_at = devel.index("COPY tensorflow-source/")
             compile_at = devel.index("./nvbuild.sh --sm ")
-            step = devel.index(f"COPY components/{component.NAME}/")
             end = devel.index("COPY components.json " + InImage.COMPONENTS)
+            step = devel.find(f"COPY components/{component.NAME}/")
+            assert (step >= 0) == bool(component.PARTIAL and component.FILES)
+            core_end = devel.find("\nFROM core AS devel")
             if component.WHERE == "after-compile":  # a change there never recompiles
                 assert compile_at < step < end
                 own = devel[compile_at:end]
-            else:  # compiled in its own layer first: a framework patch does not rebuild it
+            elif component.WHERE == "before-compile":  # its own layer first: a framework patch does not rebuild it
                 assert devel.index("ARG COMPILE_CACHE") < step < source_at
                 own = devel[step:source_at]
+            else:  # the core stage: a runtime image holds it too
+                assert step < (core_end if core_end >= 0 else source_at)
+                own = devel[: core_end if core_end >= 0 else source_at]
             if component.SOURCE:
                 assert f"./nvbuild.sh --only {component.NAME}" in own
                 assert f"locks/{component.SDIST_LOCK}" in out.files and component.SOURCE in own
@@ -143,18 +150,21 @@ def test_each_release_that_names_it_renders_its_step_where_it_says(component, ca
                 assert version in own
             assert out.meta["components"] == [c.NAME for c in components.REGISTRY if c.NAME in rel.components]
             # a runtime image holds it, and reads it back, only where it says so
-            held = json.loads(out.files["components-runtime.json"])
+            held = json.loads(out.files["runtime/components.json"])
+            script = f"runtime/components/{component.NAME}/{component.REPORT}"
             if component.RUNTIME:
                 assert held[component.NAME] == component.report_entry(spec)
-                # (a release whose CUDA is the base's own has no runtime stage)
-                assert not runtime or f"COPY components/{component.NAME}/{component.REPORT} " in runtime
+                assert not component.REPORT or out.files[script] == out.files[script.removeprefix("runtime/")]
             else:
-                assert component.NAME not in held and f"components/{component.NAME}/" not in runtime
+                assert component.NAME not in held and script not in out.files
+            # (a release whose CUDA is the base's own has no runtime stage)
+            assert not runtime or f"COPY runtime/ {InImage.HOME}/" in runtime
+            assert f"components/{component.NAME}/" not in runtime
 
 
 @REGISTRY
 def test_without_leaves_it_out_and_says_so(component, cat):
-    rel = _releases_with(cat, component.NAME)[0]
+    rel = _releases_with(cat, component.NAME)[-1]  # the newest (TensorFlow 2.21 requires no TensorBoard)
     variant = _buildable(rel)[0]
     out = _render(cat, rel.name, variant, without=(component.NAME,))
     assert component.NAME not in json.loads(out.files["components.json"])
@@ -182,7 +192,7 @@ def test_the_partials_are_rendered_by_the_same_checked_environment():
     """A partial sees the writers (`sh`, `dq`): a hostile version never reaches a RUN line raw."""
     from builder.render.templating import template_env
 
-    for c in components.REGISTRY:
+    for c in (c for c in components.REGISTRY if c.PARTIAL):
         source = (c.directory() / c.PARTIAL).read_text()
         for match in re.finditer(r"\{\{\s*spec\.(\w+)\s*([^}]*)\}\}", source):
             assert "|" in match.group(2), f"{c.NAME}: spec.{match.group(1)} is pasted without a writer"
@@ -240,12 +250,10 @@ def test_the_report_runs_a_components_own_script_and_survives_a_broken_one(tmp_p
     assert image_report.components_report(str(path))["old"]["tool"]["error"].startswith("exit 0")
 
 
-@REGISTRY
+@pytest.mark.parametrize("component", [c for c in components.REGISTRY if c.REPORT], ids=lambda c: c.NAME)
 def test_a_report_script_runs_here_and_reports_nothing_without_the_component(component):
     """Each report.py is standard library at import: on a machine without the component it
     says it is not there (None), never a traceback."""
-    if not component.REPORT:
-        pytest.skip(f"{component.NAME} is read back by probes")
     script = component.directory() / component.REPORT
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd="/")
     assert out.returncode == 0 and out.stdout.strip() == "null", out.stderr

@@ -236,7 +236,7 @@ FIELDS = {
     "env.GREETING": ('env: {GREETING: "hi{c}there"}\n', "a value an image can carry"),
     "labels.com.example.note": ('labels: {com.example.note: "a{c}b"}\n', "label text"),
     "variants.tf2-py3.env.X": (None, "a value an image can carry"),
-    "tools.jupyter": ('tools: {jupyter: "absent: not{c}here"}\n', "absent: WHY"),
+    "jupyter": ('jupyter: "absent: not{c}here"\n', "absent: WHY"),
 }
 
 

@@ -404,8 +404,10 @@ CATALOG_FIELDS = [
     ("variants", "tf2-py3", "env", "X_ENV"),
     ("variants", "tf2-py3", "labels", "com.example.x"),
     ("components", "cudnn"),
-    # every field of every component of builder/components/ (Nsight's Debian versions reach a RUN line)
-    *[(c.NAME, key) for c in components.REGISTRY for key in c.MODEL.model_fields],
+    # every field of every component of builder/components/ that 21.08 holds (Nsight's Debian
+    # versions reach a RUN line); one it lacks would add its steps, which is no injection.
+    # JupyterLab's requirement is TensorBoard's type (pip_tool.PipToolSpec).
+    *[(c.NAME, key) for c in components.REGISTRY if c.NAME in REL.components for key in c.MODEL.model_fields],
 ]
 
 
@@ -413,7 +415,9 @@ def _with(path, value):
     data = copy.deepcopy(RESOLVED)
     node = data
     for key in path[:-1]:
-        node = node.setdefault(key, {})
+        if not isinstance(node.get(key), dict):  # absent ("absent: WHY") or not there yet
+            node[key] = {}
+        node = node[key]
     node[path[-1]] = value
     return data
 

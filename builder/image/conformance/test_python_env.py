@@ -1,9 +1,8 @@
 """The image's Python environment as its users meet it: every installed package pinned
 through PIP_CONSTRAINT, so pip's resolver keeps the framework's pins (offline, with wheels
-made here), `pip check` clean, and the tools the catalog installs (TensorBoard,
-JupyterLab) serving on the ports the image declares."""
+made here), and `pip check` clean. (The tools, JupyterLab and TensorBoard, are components:
+their tests are in builder/components/.)"""
 
-import json
 import re
 import secrets
 import shlex
@@ -11,7 +10,7 @@ import shlex
 import pytest
 
 from builder.core import contract
-from builder.core.contract import InImage, Label
+from builder.core.contract import InImage
 
 # Two wheels written in the container: one that fits every pin, one that asks for a numpy
 # no image has. Installed with --no-index: pip's resolver against the constraints alone.
@@ -81,110 +80,3 @@ def test_pip_install_keeps_the_pins_or_names_the_one_it_would_move(host, report)
         assert host.run("python3 -m pip check").rc == 0
     finally:
         host.run(f"python3 -m pip uninstall -y -q pin_probe_fits; rm -rf {work}")
-
-
-# --- tools ------------------------------------------------------------------------------------
-def left_out(labels) -> set[str]:
-    return set(filter(None, labels.get(Label.WITHOUT, "").split(",")))
-
-
-@pytest.fixture(scope="module")
-def tools(release_data, labels) -> dict[str, str]:
-    """The catalog's tools the image was built with (not left out with --without)."""
-    return {k: v for k, v in release_data[0].tools.items() if k not in left_out(labels)}
-
-
-def test_each_catalog_tool_is_installed_and_labelled(release_data, report, labels, tools):
-    have = installed(report)
-    rel = release_data[0]
-    wanted = {rel.tool_package(t) for t in tools}
-    for tool in tools:
-        assert have.get(rel.tool_package(tool)), tool
-    for tool in left_out(labels) & set(rel.tools):  # --without: not there
-        assert rel.tool_package(tool) not in have, tool
-    said = dict(p.split("=", 1) for p in labels.get(Label.TOOLS, "").split() if "=" in p)
-    assert {n: v for n, v in said.items() if n in wanted} == {n: have[n] for n in wanted}
-
-
-def wait_for_http(host, url: str, seconds: int = 90) -> str:
-    code = (
-        "import sys, time, urllib.request\n"
-        f"for _ in range({seconds * 2}):\n"
-        "    try:\n"
-        f"        print(urllib.request.urlopen({url!r}, timeout=5).read().decode()); sys.exit(0)\n"
-        "    except Exception as exc:\n"
-        "        err = exc; time.sleep(0.5)\n"
-        "print(err, file=sys.stderr); sys.exit(1)"
-    )
-    out = host.run(f"python3 -c {shlex.quote(code)}")
-    assert out.rc == 0, out.stderr
-    return out.stdout
-
-
-def test_tensorboard_serves_a_log_dir_on_its_port(host, tools, image_env):
-    if "tensorboard" not in tools:
-        pytest.skip("the release installs no TensorBoard")
-    port = image_env["TENSORBOARD_PORT"]
-    logs = f"/tmp/tb-{secrets.token_hex(4)}"
-    write = (
-        f"import tensorflow as tf\nw = tf.summary.create_file_writer('{logs}/run-a')\n"
-        "with w.as_default():\n    [tf.summary.scalar('loss', 1.0 / (s + 1), step=s) for s in range(3)]\nw.flush()"
-    )
-    assert host.run(f"cd / && TF_CPP_MIN_LOG_LEVEL=2 python3 -c {shlex.quote(write)}").rc == 0
-    host.run(
-        f'sh -c \'tensorboard --logdir {logs} --bind_all --port "$TENSORBOARD_PORT" '
-        f"> {logs}.log 2>&1 & echo $! > {logs}.pid'"
-    )
-    try:
-        runs: list = []
-        for _ in range(30):  # the first scan of the log directory may come after the server answers
-            runs = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/data/runs"))
-            if runs:
-                break
-            host.run("sleep 1")
-        assert runs == ["run-a"], runs
-    finally:
-        host.run(f"kill $(cat {logs}.pid)")
-
-
-def test_jupyterlab_starts_on_its_port_with_the_token_from_the_environment(host, release_data, image_env, tools):
-    if "jupyter" not in tools:
-        pytest.skip(f"the release installs no JupyterLab: {release_data[0].tools_absent.get('jupyter', 'none named')}")
-    port = image_env["JUPYTER_PORT"]
-    token = secrets.token_hex(16)
-    run = f"/tmp/jupyter-{token[:6]}"
-    host.run(
-        f"sh -c 'cd {InImage.WORKSPACE} && JUPYTER_TOKEN={token} jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
-    )
-    try:
-        status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
-        assert "started" in status, status
-        contents = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/contents?token={token}"))
-        assert {c["name"] for c in contents["content"]} >= {"nvidia-examples", "docker-examples"}
-        anonymous = (
-            "import urllib.request, urllib.error\ntry:\n"
-            f"    urllib.request.urlopen('http://127.0.0.1:{port}/api/contents'); print('open')\n"
-            "except urllib.error.HTTPError as e:\n    print(e.code)"
-        )
-        assert host.run(f"python3 -c {shlex.quote(anonymous)}").stdout.strip() == "403"
-    finally:
-        host.run(f"kill $(cat {run}.pid)")
-
-
-def test_jupyterlab_without_a_token_makes_its_own(host, tools, image_env):
-    """No JUPYTER_TOKEN or JUPYTER_PASSWORD: jupyter makes a random token, never a fixed one."""
-    if "jupyter" not in tools:
-        pytest.skip("the release installs no JupyterLab")
-    port = image_env["JUPYTER_PORT"]
-    run = f"/tmp/jupyter-{secrets.token_hex(4)}"
-    host.run(
-        f"sh -c 'cd / && env -u JUPYTER_TOKEN -u JUPYTER_PASSWORD jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
-    )
-    try:
-        found = host.run(f"for i in $(seq 120); do grep -o 'token=[0-9a-f]*' {run}.log && break; sleep 0.5; done")
-        token = found.stdout.split("token=")[-1].strip()
-        assert re.fullmatch(r"[0-9a-f]{32,}", token), host.file(f"{run}.log").content_string[-2000:]
-        status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
-        assert "started" in status
-    finally:
-        host.run(f"kill $(cat {run}.pid)")

@@ -4,7 +4,7 @@
 # with neither, Jupyter makes a random token and prints the URL that carries it.
 import os
 
-c = get_config()  # noqa: F821  (Jupyter's config loader provides it)
+c = get_config()  # type: ignore[name-defined]  # noqa: F821  (Jupyter's config loader provides it)
 c.ServerApp.ip = "0.0.0.0"
 c.ServerApp.port = int(os.environ.get("JUPYTER_PORT") or 8888)
 c.ServerApp.open_browser = False

@@ -1,0 +1,64 @@
+"""JupyterLab's conformance tests: the catalog's version installed and labelled; `jupyter
+lab` serves /workspace on $JUPYTER_PORT with the token the container is given and refuses
+anonymous requests; with no token or password it makes a random one."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shlex
+
+import pytest
+
+from builder.components.jupyter import Jupyter
+from builder.components.pip_tool_checks import check_installed_and_labelled, held, wait_for_http
+from builder.core.contract import InImage
+
+
+@pytest.fixture(scope="module")
+def jupyter(report, release_data, labels):
+    return held(Jupyter, report, release_data, labels)
+
+
+def test_jupyterlab_is_the_catalogs_and_labelled(jupyter, release_data, labels, report):
+    check_installed_and_labelled(Jupyter, jupyter, release_data, labels, report)
+
+
+def test_jupyterlab_starts_on_its_port_with_the_token_from_the_environment(jupyter, host, image_env):
+    port = image_env["JUPYTER_PORT"]
+    token = secrets.token_hex(16)
+    run = f"/tmp/jupyter-{token[:6]}"
+    host.run(
+        f"sh -c 'cd {InImage.WORKSPACE} && JUPYTER_TOKEN={token} jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
+    )
+    try:
+        status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
+        assert "started" in status, status
+        contents = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/contents?token={token}"))
+        assert {c["name"] for c in contents["content"]} >= {"nvidia-examples", "docker-examples"}
+        anonymous = (
+            "import urllib.request, urllib.error\ntry:\n"
+            f"    urllib.request.urlopen('http://127.0.0.1:{port}/api/contents'); print('open')\n"
+            "except urllib.error.HTTPError as e:\n    print(e.code)"
+        )
+        assert host.run(f"python3 -c {shlex.quote(anonymous)}").stdout.strip() == "403"
+    finally:
+        host.run(f"kill $(cat {run}.pid)")
+
+
+def test_jupyterlab_without_a_token_makes_its_own(jupyter, host, image_env):
+    """No JUPYTER_TOKEN or JUPYTER_PASSWORD: jupyter makes a random token, never a fixed one."""
+    port = image_env["JUPYTER_PORT"]
+    run = f"/tmp/jupyter-{secrets.token_hex(4)}"
+    host.run(
+        f"sh -c 'cd / && env -u JUPYTER_TOKEN -u JUPYTER_PASSWORD jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
+    )
+    try:
+        found = host.run(f"for i in $(seq 120); do grep -o 'token=[0-9a-f]*' {run}.log && break; sleep 0.5; done")
+        token = found.stdout.split("token=")[-1].strip()
+        assert re.fullmatch(r"[0-9a-f]{32,}", token), host.file(f"{run}.log").content_string[-2000:]
+        status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
+        assert "started" in status
+    finally:
+        host.run(f"kill $(cat {run}.pid)")

@@ -189,8 +189,17 @@ def test_inspect_reports_what_the_image_holds(release_image):
     assert nsight["nsys"]["package_version"] == pinned.systems and nsight["nsys"]["version"] == "2020.4.3.7"
     assert nsight["ncu"]["package_version"] == pinned.compute and nsight["ncu"]["version"].startswith("2020.3.1")
     assert report["labels"]["dev.tfbuilder.nsight"] == f"ncu={nsight['ncu']['version']} nsys=2020.4.3.7"
+    # DALI (read back by its own report script) and TensorBoard (by its distribution's metadata)
+    dali, tensorboard = report["components"]["dali"], report["components"]["tensorboard"]
+    assert (dali["version"], dali["plugin"]) == ("1.34.0", "1.34.0"), dali
+    assert tensorboard == {"tensorboard": {"version": "2.11.2"}}
+    assert report["labels"]["dev.tfbuilder.dali"] == "1.34.0 (TensorFlow plugin 1.34.0)"
+    assert report["labels"]["dev.tfbuilder.tensorboard"] == "tensorboard=2.11.2"
+    assert "jupyter" not in report["components"]  # absent from 21.08
     text = builder("inspect", release_image).stdout
     assert re.search(r"^nsys\s+2020\.4\.3\.7$", text, re.M), text
+    assert re.search(r"^dali_tf_plugin\s+1\.34\.0$", text, re.M), text
+    assert re.search(r"^tensorboard\s+2\.11\.2$", text, re.M), text
 
 
 def test_inspect_coverage_table(release_image):

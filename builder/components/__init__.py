@@ -30,12 +30,14 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
 from builder.core.catalog_fields import Part
 from builder.core.contract import InImage
+from builder.core.grammar import canonical_name
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class Component:
     RUNTIME: ClassVar[bool] = False
     FILES: ClassVar[tuple[str, ...]] = ()  # in its folder: what the partial COPYs
     DEBIAN_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what it installs with apt (the SBOM marks them)
+    # the Python distributions it brings, as a regex on their normalized names (the SBOM marks them)
+    DISTRIBUTIONS: ClassVar[str] = ""
     # in its folder: a standard-library script whose report() is its report entry, run in the
     # image by image_report.py (else the probes are)
     REPORT: ClassVar[str] = ""
@@ -208,10 +212,15 @@ def probes_json(chosen: Iterable[tuple[type[Component], Any]]) -> str:
     return json.dumps({c.NAME: c.report_entry(spec) for c, spec in chosen}, indent=1, sort_keys=True) + "\n"
 
 
-def owner_of_package(name: str, held: Iterable[str]) -> str | None:
-    """Of the components HELD (by name), the one that installs Debian package NAME."""
+def owner_of_package(name: str, held: Iterable[str], purl: str) -> str | None:
+    """Of the components HELD (by name), the one that brings package NAME: a Debian package
+    (PURL pkg:deb/...) it installs, or a Python distribution (pkg:pypi/...) it names."""
     for c in REGISTRY:
-        if c.NAME in held and name in c.DEBIAN_PACKAGES:
+        if c.NAME not in held:
+            continue
+        if purl.startswith("pkg:deb/") and name in c.DEBIAN_PACKAGES:
+            return c.NAME
+        if purl.startswith("pkg:pypi/") and c.DISTRIBUTIONS and re.fullmatch(c.DISTRIBUTIONS, canonical_name(name)):
             return c.NAME
     return None
 

@@ -89,15 +89,15 @@ def _component(ref: str, name: str, version: str, props: list[tuple[str, str]], 
 def merge(syft_doc: dict, compiled: list[dict], labels: dict[str, str]) -> dict:
     """syft's document with the compiled components added (replacing syft's entry of the
     same package: Horovod is a Python distribution too), the Debian packages of the image's
-    components (builder/components/) marked as theirs, and the image's release noted."""
+    components (builder/components/) and the Python distributions they bring marked as theirs, and the image's release noted."""
     doc = dict(syft_doc)
     names = {(c["name"], c["version"]) for c in compiled}
     kept = [c for c in doc.get("components") or [] if (c.get("name"), c.get("version")) not in names]
-    # the Debian packages of builder/components/ the image holds (its labels say which): marked
+    # the packages of builder/components/ the image holds (its labels say which): marked
     held = [c.NAME for c in components.REGISTRY if labels.get(c.LABEL)]
     marked = []
     for c in kept:
-        owner = components.owner_of_package(str(c.get("name", "")), held) if "pkg:deb/" in str(c.get("purl")) else None
+        owner = components.owner_of_package(str(c.get("name", "")), held, str(c.get("purl", "")))
         if owner:
             c = {**c, "properties": [*(c.get("properties") or []), {"name": PROPERTY + "component", "value": owner}]}
         marked.append(c)

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from builder import catalog
+from builder.core.grammar import canonical_name
 
 from .conftest import builder, docker, labels
 from .registries import ANONYMOUS_TOKENS, api, registry_manifest, running
@@ -60,6 +61,15 @@ def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(rele
     [nsys] = by_name["nsight-systems-target"]
     assert nsys["version"] == pinned.systems
     assert {"name": "dev.tfbuilder:component", "value": "nsight"} in nsys["properties"]
+    # and a component's Python distributions (DALI's wheel and its compiled plugin, TensorBoard)
+    for name, component in (("nvidia-dali-cuda110", "dali"), ("tensorboard", "tensorboard")):
+        found = [
+            c
+            for c in doc["components"]
+            if canonical_name(c["name"]) == name and str(c.get("purl", "")).startswith("pkg:pypi/")
+        ]
+        assert found, name
+        assert all({"name": "dev.tfbuilder:component", "value": component} in c["properties"] for c in found)
     info = json.loads(
         docker("run", "--rm", "--entrypoint", "cat", release_image, "/opt/tensorflow/build-info.json").stdout
     )

@@ -21,6 +21,7 @@ from builder.core import grammar
 from builder.core.catalog_fields import Part
 from builder.core.contract import InImage, Label
 from builder.core.errors import UserError
+from builder.core.grammar import canonical_name
 from builder.image import readback
 from builder.image.conformance import runner
 from builder.in_image import image_report
@@ -322,6 +323,27 @@ def test_the_sbom_marks_its_debian_packages_where_the_image_holds_it(component):
     props = {c["name"]: c.get("properties", []) for c in marked["components"]}
     assert props[package] == [{"name": "dev.tfbuilder:component", "value": component.NAME}]
     assert props["bash"] == []
+    unmarked = sbom.merge(syft, [], {component.LABEL: ""})  # --without: the label is empty
+    assert all(not c.get("properties") for c in unmarked["components"])
+
+
+@pytest.mark.parametrize("component", [c for c in components.REGISTRY if c.DISTRIBUTIONS], ids=lambda c: c.NAME)
+def test_the_sbom_marks_its_python_distributions_where_the_image_holds_it(component, cat):
+    spec = cat.get(_releases_with(cat, component.NAME)[-1].name).components[component.NAME]
+    mine = [r.split("==")[0].split(">")[0].split("<")[0] for r in component.requirements(spec)]
+    assert mine and all(re.fullmatch(component.DISTRIBUTIONS, canonical_name(n)) for n in mine)
+    if component.sdist(spec):
+        assert re.fullmatch(component.DISTRIBUTIONS, canonical_name(component.sdist(spec)[0]))
+    syft = {
+        "components": [
+            *({"name": n, "version": "1", "purl": f"pkg:pypi/{n}@1"} for n in mine),
+            {"name": "numpy", "version": "1.26.4", "purl": "pkg:pypi/numpy@1.26.4"},
+            {"name": mine[0], "version": "1", "purl": f"pkg:deb/debian/{mine[0]}@1"},  # not a Python package
+        ]
+    }
+    marked = sbom.merge(syft, [], {component.LABEL: "x=1"})["components"]
+    mark = [{"name": "dev.tfbuilder:component", "value": component.NAME}]
+    assert [c.get("properties", []) for c in marked] == [mark] * len(mine) + [[], []]
     unmarked = sbom.merge(syft, [], {component.LABEL: ""})  # --without: the label is empty
     assert all(not c.get("properties") for c in unmarked["components"])
 

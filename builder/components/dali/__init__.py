@@ -67,6 +67,7 @@ class Dali(Component):
     REPORT = "report.py"
     SOURCE = "/opt/tensorflow/dali-tf-plugin-source"
     SDIST_LOCK = "dali-tf-plugin.txt"
+    DISTRIBUTIONS = r"nvidia-dali-(?:tf-plugin-)?cuda[0-9]+"
 
     @classmethod
     def requirements(cls, spec: Any) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ class Jupyter(PipTool):
     LABEL = "dev.tfbuilder.jupyter"  # "jupyterlab=4.6.6": what the image's metadata says
     PARTIAL = "core.Dockerfile.j2"
     FILES = ("jupyter_server_config.py",)
+    DISTRIBUTIONS = "jupyterlab"
 
 
 COMPONENT = Jupyter

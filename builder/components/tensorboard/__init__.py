@@ -16,6 +16,7 @@ class TensorBoard(PipTool):
     )
     EXAMPLE = {"requirement": "tensorboard==2.11.2"}
     LABEL = "dev.tfbuilder.tensorboard"  # "tensorboard=2.11.2"
+    DISTRIBUTIONS = "tensorboard"
 
 
 COMPONENT = TensorBoard

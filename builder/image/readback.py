@@ -64,7 +64,17 @@ def read_report(
     if requested:
         cmd += ["--requested", ",".join(requested)]
     kept = store / f"{content_key(engine.inspect(image), cmd)}.json" if store else None
-    return cast(ImageReport, paths.kept_json(kept, lambda: _run_report(engine, image, cmd)))
+    return cast(ImageReport, with_components(paths.kept_json(kept, lambda: _run_report(engine, image, cmd))))
+
+
+def with_components(report: dict) -> dict:
+    """REPORT with every component under "components": an image whose image_report.py
+    predates DALI's folder in builder/components/ (a parent a derive starts from) reports
+    DALI at the top."""
+    held = report.get("components") or {}
+    if report.get("dali") and "dali" not in held:
+        report = {**report, "components": {**held, "dali": report["dali"]}}
+    return report
 
 
 def _run_report(engine, image: str, cmd: list[str]) -> dict:

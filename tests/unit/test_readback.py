@@ -466,3 +466,16 @@ def test_a_fatbin_the_parser_could_not_read_is_said():
     text = describe.coverage_text(report)
     assert f"  {nccl['path']}: the fatbin entry at offset 0x40 overruns its container; counted as no code" in text
     assert readback.coverage_verdicts(report)["8.6"]["none"] == ["nccl"]
+
+
+def test_a_report_from_before_dali_was_a_component_reads_as_one(report, rel):
+    """An image whose own image_report.py puts DALI at the top (a parent built before
+    builder/components/dali) is checked and labelled like a current one."""
+    entry = report["components"]["dali"]
+    old = {**report, "dali": entry, "components": {k: v for k, v in report["components"].items() if k != "dali"}}
+    read = readback.with_components(old)
+    assert read["components"]["dali"] == entry
+    variant = rel.variant("tf2-py3")
+    assert readback.check(read, rel, variant, [], {"xla": True}, True, ("dali",)).problems == []
+    assert readback.measured_labels(read)["dev.tfbuilder.dali"] == "1.34.0 (TensorFlow plugin 1.34.0)"
+    assert readback.with_components(report) == report  # a current one is left as it is

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from builder import catalog
+from builder import catalog, components
 from builder.catalog import lock
 
 VARIANT = "tf2-py3-amp"
@@ -24,12 +24,12 @@ def write(dest: Path) -> Path:
         shutil.copy(catalog.RELEASES_DIR / name, dest / name)
     for name in ("21.06", "21.08"):
         shutil.copytree(lock.LOCKS_DIR / name, dest / "locks" / name)
-    horovod = catalog.load(catalog.RELEASES_DIR).get("21.08").horovod.version
-    (dest / "locks" / "horovod").mkdir()
-    shutil.copy(lock.horovod_lock_path(horovod, lock.LOCKS_DIR), dest / "locks" / "horovod")
-    dali = catalog.load(catalog.RELEASES_DIR).get("21.08").components["dali"]
-    (dest / "locks" / "dali").mkdir()
-    shutil.copy(lock.sdist_lock_path("dali", dali.plugin, dali.version, lock.LOCKS_DIR), dest / "locks" / "dali")
+    release = catalog.load(catalog.RELEASES_DIR).get("21.08")
+    for name, spec in release.components.items():  # the sdists its components compile
+        sdist = components.get(name).sdist(spec)
+        if sdist:
+            (dest / "locks" / name).mkdir()
+            shutil.copy(lock.sdist_lock_path(name, *sdist, lock.LOCKS_DIR), dest / "locks" / name)
     resolved = catalog.load(catalog.RELEASES_DIR).get("21.08").resolved
     data = yaml.safe_load((dest / "21.08.yaml").read_text())
     data["variants"][VARIANT] = {"framework": resolved["variants"]["tf2-py3"]["framework"], "env": dict(ENV)}

@@ -23,7 +23,6 @@ from builder.catalog.release import (  # noqa: F401
     TOGGLES,
     VENDOR_LABELS,
     DeviceCode,
-    HorovodSpec,
     OfflineBase,
     Release,
     Variant,
@@ -67,7 +66,6 @@ BUILD_KEYS = schema.keys(schema.Build)
 VARIANT_KEYS = schema.keys(schema.Variant)
 FRAMEWORK_KEYS = schema.keys(schema.Framework)
 DEVICE_CODE_KEYS = schema.keys(schema.DeviceCode)
-HOROVOD_KEYS = schema.keys(schema.Horovod)
 ENTRYPOINT_KEYS = schema.keys(schema.Entrypoint)
 VENDOR_KEYS = schema.keys(schema.Vendor)
 

@@ -1,5 +1,5 @@
 """Hash-locked Python requirements: one lock per release x variant x Python, plus one per
-Horovod version, resolved by uv from the catalog and committed under builder/locks/.
+component sdist (Horovod, DALI's plugin), resolved by uv from the catalog and committed under builder/locks/.
 
 An image installs the real framework from its lock with
 `pip install --no-deps --require-hashes --no-build-isolation -r LOCK` (Debian 11's pip
@@ -65,10 +65,10 @@ def locks_dir() -> Path:
 
 
 def requirements(release: Release, variant: Variant) -> list[str]:
-    """What the lock resolves: the framework, its pins, the GPU wheels, Horovod's
-    install_requires (it is built without build isolation), what the components lock with
-    it (JupyterLab, TensorBoard, DALI's wheel; an sdist is locked apart), pip and the
-    compiler cache."""
+    """What the lock resolves: the framework, its pins, the GPU wheels, what the components
+    lock with it (Horovod's install_requires, as it is built without build isolation;
+    JupyterLab, TensorBoard, DALI's wheel; an sdist is locked apart), pip and the compiler
+    cache."""
     if not variant.package:
         raise UserError(
             why_not_buildable(release, variant) or f"release {release.name} variant {variant.name}: no package"
@@ -77,7 +77,6 @@ def requirements(release: Release, variant: Variant) -> list[str]:
         f"{variant.package}=={variant.framework_version}",
         *variant.pins,
         *release.gpu_wheels.values(),
-        *(release.horovod.requires if release.horovod else ()),
         *(r for name, spec in release.components.items() for r in components.get(name).requirements(spec)),
         PIP_REQUIREMENT,
         CCACHE_REQUIREMENT,
@@ -109,12 +108,8 @@ def lock_path(release_name: str, variant_name: str, python: str, root: Path | No
     return (root or locks_dir()) / release_name / f"{variant_name}-py{python}.txt"
 
 
-def horovod_lock_path(version: str, root: Path | None = None) -> Path:
-    return (root or locks_dir()) / "horovod" / f"horovod-{version}.txt"
-
-
 def sdist_lock_path(component: str, distribution: str, version: str, root: Path | None = None) -> Path:
-    """A component's sdist lock (one line, like Horovod's): locks/COMPONENT/DIST-VERSION.txt."""
+    """A component's sdist lock (one line): locks/COMPONENT/DIST-VERSION.txt."""
     return (root or locks_dir()) / component / f"{distribution}-{version}.txt"
 
 
@@ -149,18 +144,15 @@ class Plan:
     """The locks a (filtered) catalog needs, the variants it skips, and where strays count."""
 
     targets: list[Target] = field(default_factory=list)
-    horovod: list[str] = field(default_factory=list)  # versions
     sdists: list[tuple[str, str, str]] = field(default_factory=list)  # (component, distribution, version)
     skipped: list[str] = field(default_factory=list)  # refusal lines
     release: str | None = None
     variant: str | None = None
 
     def expected(self, root: Path) -> set[Path]:
-        return (
-            {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets}
-            | {horovod_lock_path(v, root) for v in self.horovod}
-            | {sdist_lock_path(c, n, v, root) for c, n, v in self.sdists}
-        )
+        return {lock_path(t.release.name, t.variant.name, t.python, root) for t in self.targets} | {
+            sdist_lock_path(c, n, v, root) for c, n, v in self.sdists
+        }
 
     def scope(self, root: Path) -> list[Path]:
         """Files a stray could be: all of root without a filter, else the filtered part."""
@@ -171,7 +163,7 @@ class Plan:
         dirs = (
             [root / self.release]
             if self.release
-            else [d for d in root.iterdir() if d.is_dir() and d.name not in ("horovod", *components.NAMES)]
+            else [d for d in root.iterdir() if d.is_dir() and d.name not in components.NAMES]
         )
         pattern = f"{self.variant}-py*" if self.variant else "*"
         return sorted(p for d in dirs if d.is_dir() for p in d.glob(pattern) if p.is_file())
@@ -195,8 +187,6 @@ def plan(catalog: Catalog, release: str | None = None, variant: str | None = Non
                 continue
             buildable = True
             out.targets.extend(Target(rel, v, p) for p in pythons_for(rel, v))
-        if buildable and rel.horovod and rel.horovod.version not in out.horovod:
-            out.horovod.append(rel.horovod.version)
         for name, spec in rel.components.items() if buildable else ():
             sdist = components.get(name).sdist(spec)
             if sdist and (name, *sdist) not in out.sdists:
@@ -247,13 +237,15 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, list[str], set[str]]]
     return header, blocks
 
 
-def without(text: str, left_out: dict[str, str]) -> str:
+def without(text: str, left_out: dict[str, str], unasked: frozenset[str] = frozenset()) -> str:
     """The lock without LEFT_OUT's packages (distribution -> what the user called it) and
     what only they needed, from uv's `# via` annotations; refused when something kept
-    requires one of them (TensorFlow 2.5 requires TensorBoard)."""
+    requires one of them (TensorFlow 2.5 requires TensorBoard). UNASKED are no longer asked
+    for (what a left-out component needed, Horovod's install_requires): they stay where
+    something kept requires them."""
     header, blocks = _blocks(text)
     via = {name: parents for name, _, parents in blocks}
-    kept = {name for name, parents in via.items() if "-r requirements.in" in parents} - set(left_out)
+    kept = {name for name, parents in via.items() if "-r requirements.in" in parents} - set(left_out) - unasked
     grew = True
     while grew:
         grew = False
@@ -309,10 +301,6 @@ def verify_sdist_lock(name: str, version: str, text: str) -> list[str]:
     return []
 
 
-def verify_horovod_lock(version: str, text: str) -> list[str]:
-    return verify_sdist_lock("horovod", version, text)
-
-
 def check(p: Plan, root: Path | None = None) -> list[str]:
     """Every problem of the committed locks against the plan, one line each (no network)."""
     root = root or locks_dir()
@@ -332,13 +320,11 @@ def check(p: Plan, root: Path | None = None) -> list[str]:
             lock_path(t.release.name, t.variant.name, t.python, root),
             partial(verify_lock, t.release, t.variant, t.python),
         )
-    for version in p.horovod:
-        problems += verified(horovod_lock_path(version, root), partial(verify_horovod_lock, version))
     for component, name, version in p.sdists:
         problems += verified(sdist_lock_path(component, name, version, root), partial(verify_sdist_lock, name, version))
     expected = p.expected(root)
     problems += [
-        f"{rel(path)}: stray (no buildable release variant or Horovod version locks it)"
+        f"{rel(path)}: stray (no buildable release variant or component's sdist locks it)"
         for path in p.scope(root)
         if path not in expected
     ]

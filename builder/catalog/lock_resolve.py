@@ -18,7 +18,6 @@ from builder.catalog.lock import (
     Plan,
     Target,
     entries,
-    horovod_lock_path,
     inputs_digest,
     lock_path,
     locks_dir,
@@ -26,7 +25,6 @@ from builder.catalog.lock import (
     read_lock,
     requirements,
     sdist_lock_path,
-    verify_horovod_lock,
     verify_lock,
     verify_sdist_lock,
 )
@@ -122,11 +120,6 @@ def compile_sdist(name: str, version: str, uv: list[str] | None = None) -> str:
     return f"{name}=={version} {' '.join(hashes)}\n"
 
 
-def compile_horovod(version: str, uv: list[str] | None = None) -> str:
-    """The one-line Horovod lock: its sdist."""
-    return compile_sdist("horovod", version, uv)
-
-
 def resolve_beside(
     requested: list[str],
     python: str,
@@ -189,18 +182,6 @@ def write(
         bad = verify_lock(t.release, t.variant, t.python, text)
         if bad:
             raise UserError(f"the lock uv made for {t.label} {bad[0]}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    for version in p.horovod:
-        path = horovod_lock_path(version, root)
-        old = None if upgrade else read_lock(path)
-        if old is not None and not verify_horovod_lock(version, old):
-            current += 1
-            continue
-        uv = uv or uv_command()
-        log(f"locking horovod {version} (sdist)")
-        text = compile_horovod(version, uv)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)

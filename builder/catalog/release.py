@@ -43,15 +43,6 @@ def python_key(version: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class HorovodSpec:
-    """Horovod built from its sdist in the image; `requires` are its install_requires,
-    locked with the framework (the build runs without build isolation)."""
-
-    version: str
-    requires: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class DeviceCode:
     """The device code of the framework's wheel as measured (cuobjdump --list-elf /
     --list-ptx / -ptx on its libraries): machine code for `sass`, PTX for `ptx` (X.Y
@@ -147,9 +138,6 @@ class Release:
     resolved: dict[str, Any] = field(repr=False, compare=False)
     # component -> exact pip requirement of NVIDIA's PyPI wheel ("nvidia-cudnn-cu11==8.5.0.96")
     gpu_wheels: dict[str, str] = field(default_factory=dict)
-    horovod: HorovodSpec | None = None
-    # why a release has no Horovod when it says so (`horovod: "absent: WHY"`); None otherwise
-    horovod_absent: str | None = None
     # what /workspace/docker-examples/Dockerfile.addpackages adds by default: apt, pip
     example_packages: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     # who makes the image (catalog `vendor`; _common.yaml names the project)

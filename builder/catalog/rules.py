@@ -259,10 +259,8 @@ def _default_tags(doc: Any) -> list[tuple[str, str]]:
 
 def _named_once(doc: Any) -> list[tuple[str, str]]:
     """One distribution is named once across the framework, its pins, the GPU wheels,
-    Horovod's requirements and the components' (a tool, DALI's wheel): two versions of one package cannot both be locked."""
+    and what the components lock with it (Horovod's requirements, a tool, DALI's wheel): two versions of one package cannot both be locked."""
     shared = [(PIN.fullmatch(w).group(1), f"gpu_wheels.{n}") for n, w in (doc.gpu_wheels or {}).items()]  # type: ignore[union-attr]
-    horovod = doc.horovod if doc.horovod is not None and not isinstance(doc.horovod, str) else None
-    shared += [(REQUIREMENT.fullmatch(r).group(1), "horovod.requires") for r in (horovod.requires if horovod else ())]  # type: ignore[union-attr]
     for c in components.REGISTRY:  # what a component locks with the framework (DALI's wheel)
         spec = getattr(doc, c.NAME, None)
         if spec is not None and not isinstance(spec, str):

@@ -25,7 +25,6 @@ from builder.core.catalog_fields import (
     Missing,
     MovedTo,
     Part,
-    Refusal,
     StringList,
     StringMap,
     Text,
@@ -244,29 +243,6 @@ class Variant(Part):
     )
 
 
-class Horovod(Part):
-    """Horovod's sdist, built in the image by nvbuild.sh."""
-
-    version: Text(rules.version_problem("0.22.1")) = field(
-        'Horovod\'s version, e.g. "0.22.1" (its sdist is hash-locked).', "0.22.1"
-    )
-    requires: Annotated[
-        StringList(
-            'requirements such as "cloudpickle"',
-            matching(grammar.REQUIREMENT, 'a requirement such as "cffi" or "cffi>=1.4.0"'),
-            grammar.REQUIREMENT,
-        ),
-        Missing("its install_requires, e.g. [cloudpickle, psutil]"),
-    ] = field("Its runtime requirements, locked with the rest, e.g. [cloudpickle, psutil].", ["cloudpickle", "psutil"])
-
-    @model_validator(mode="before")
-    @classmethod
-    def _not_empty(cls, data: Any) -> Any:
-        if data == {}:
-            raise Refusal(("", 'give {version, requires}, null for no Horovod, or "absent: WHY"'))
-        return data
-
-
 def _spec_or_absent(value: Any) -> str:
     return ABSENT if isinstance(value, str) else SPEC
 
@@ -378,10 +354,6 @@ class ReleaseFields(Part):
             "wheel whose ptxas compiles capabilities newer than the toolkit's.",
             {"cudnn": "nvidia-cudnn-cu11==8.5.0.96"},
         )
-    )
-    horovod: Optional[SpecOrAbsent(Horovod, "{version, requires}")] = optional(
-        'The Horovod sdist built in the image by nvbuild.sh; null: none; "absent: WHY": none, and why '
-        "(`builder show` prints it)."
     )
     tools: MovedTo(
         "each tool's own key",

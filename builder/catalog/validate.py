@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from builder import components
 from builder.catalog import schema
-from builder.catalog.release import DeviceCode, HorovodSpec, OfflineBase, Release, Variant, Vendor
+from builder.catalog.release import DeviceCode, OfflineBase, Release, Variant, Vendor
 from builder.core import grammar
 from builder.core.catalog_fields import Missing, Refusal
 from builder.core.errors import Problem
@@ -170,7 +170,6 @@ def _missing(chain: list[tuple[str, dict]], key: str, message: str) -> Optional[
 
 
 def _release(rel: str, file: str, data: dict, doc: schema.ReleaseFields) -> Release:
-    horovod, horovod_absent = _spec(doc.horovod)
     examples = doc.example_packages or schema.ExamplePackages()
     chosen = {c.NAME: _spec(getattr(doc, c.NAME)) for c in components.REGISTRY}
     return Release(
@@ -196,8 +195,6 @@ def _release(rel: str, file: str, data: dict, doc: schema.ReleaseFields) -> Rele
         variants={name: _variant(rel, name, v) for name, v in doc.variants.items()},
         resolved=data,
         gpu_wheels=dict(doc.gpu_wheels or {}),
-        horovod=HorovodSpec(horovod.version, tuple(horovod.requires)) if horovod else None,
-        horovod_absent=horovod_absent,
         example_packages=(tuple(examples.apt or ()), tuple(examples.pip or ())),
         vendor=Vendor(doc.vendor.name, doc.vendor.maintainer, doc.vendor.url, doc.vendor.copyright_holder),
         components={name: spec for name, (spec, _) in chosen.items() if spec is not None},

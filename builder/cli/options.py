@@ -271,12 +271,6 @@ DERIVE_CHANGES: dict[str, tuple[Any, Any]] = {
         Optional[List[Path]],
         typer.Option(None, "--patch", help="Patch for tensorflow-source (patch -p1; repeatable)."),
     ),
-    "horovod_patches": (
-        Optional[List[Path]],
-        typer.Option(
-            None, "--horovod-patch", help="Patch for Horovod's source (patch -p1 at the sdist root; repeatable)."
-        ),
-    ),
     # --NAME-patch for each component compiled from a source it patches (builder/components/)
     **{
         f"{c.NAME}_patches": (

@@ -70,11 +70,13 @@ class Component:
     # recompiles the framework), "before-compile" (a compiled component in its own layer: a
     # framework patch does not rebuild it) or "core" (the stage a runtime image shares)
     WHERE: ClassVar[str] = "after-compile"
+    ORDER: ClassVar[int] = 50  # among the steps of one place, lower first (a longer compile first)
     # whether a runtime image holds it too: what nvbuild.sh installed with pip, and the
     # lock's wheels, are there; what the devel stage installed with apt is not
     RUNTIME: ClassVar[bool] = False
     FILES: ClassVar[tuple[str, ...]] = ()  # in its folder: what the partial COPYs
     DEBIAN_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what it installs with apt (the SBOM marks them)
+    BUILD_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what the devel stage's toolchain needs to compile it
     # the Python distributions it brings, as a regex on their normalized names (the SBOM marks them)
     DISTRIBUTIONS: ClassVar[str] = ""
     # in its folder: a standard-library script whose report() is its report entry, run in the
@@ -99,6 +101,13 @@ class Component:
     def requirements(cls, spec: Any) -> tuple[str, ...]:
         """Pip requirements resolved and hash-locked with the framework (the release's lock)."""
         return ()
+
+    @classmethod
+    def owned(cls, spec: Any) -> tuple[str, ...]:
+        """Of its requirements, those that are the component itself (DALI's wheel, a tool's
+        distribution): `--without NAME` refuses to leave one out that something kept needs.
+        The others only serve it (Horovod's install_requires) and stay where needed."""
+        return cls.requirements(spec)
 
     @classmethod
     def sdist(cls, spec: Any) -> tuple[str, str] | None:

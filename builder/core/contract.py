@@ -71,7 +71,6 @@ class Label:
     TENSORRT = "dev.tfbuilder.tensorrt"
     TF_TRT = "dev.tfbuilder.tf-trt"
     EXTENSION = "dev.tfbuilder.extension"
-    HOROVOD = "dev.tfbuilder.horovod"
     FILESYSTEMS = "dev.tfbuilder.filesystems"
     COVERAGE = "dev.tfbuilder.coverage"
 
@@ -79,7 +78,6 @@ class Label:
     PARENT = "dev.tfbuilder.parent"
     PARENT_ID = "dev.tfbuilder.parent-id"
     PATCHES = "dev.tfbuilder.patches"
-    HOROVOD_PATCHES = "dev.tfbuilder.horovod-patches"
     APT_PACKAGES = "dev.tfbuilder.apt-packages"
     PIP_PACKAGES = "dev.tfbuilder.pip-packages"
     PIP_ADDED = "dev.tfbuilder.pip-added"  # what --pip resolved to beyond the parent's pins
@@ -114,9 +112,7 @@ class InImage:
     # Every installed Python package pinned (pip-constraints); PIP_CONSTRAINT points here.
     PIP_CONSTRAINT = "/etc/pip/constraint.txt"
     SOURCE = "/opt/tensorflow/tensorflow-source"  # the framework source nvbuild.sh builds
-    HOROVOD_SOURCE = "/opt/tensorflow/horovod-source"
     PATCHES = "/opt/tensorflow/patches"
-    HOROVOD_PATCHES = "/opt/tensorflow/patches/horovod"
     # The marker of the project's extension in SOURCE (a TensorFlow checkout lacks it).
     EXTENSION_MARKER = "/opt/tensorflow/tensorflow-source/python/tfext/__init__.py"
     ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
@@ -219,7 +215,6 @@ class BuildInfo:
         "filesystems",
         "xla",
         "extension",
-        "horovod",
         "components",
         "patches",
         "packages",

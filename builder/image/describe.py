@@ -64,7 +64,6 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
             "cudnn": report.get("cudnn_version"),
             "nccl": report.get("nccl_version"),
             "tensorrt": report.get("tensorrt_version"),
-            "horovod": (report.get("horovod") or {}).get("version", ""),
             "extension": (report.get("extension") or {}).get("version", ""),
         },
         # builder/components/ the image holds: component -> its report entry (for probes:
@@ -92,7 +91,6 @@ def describe(engine: Engine, image: str, extra_capabilities: list[str] | None = 
         "patches": json.loads(g(Label.PATCHES) or "[]"),
         "tensorflow_build_info": (report.get("tensorflow") or {}).get("build_info", {}),
         "extension_build_info": report.get("extension") or {},
-        "horovod": report.get("horovod") or {},
         "size_bytes": info.get("Size", 0),
         "runtime_of": runtime_of,
         "vendor": " ".join(x for x in (g(Label.VENDOR), f"<{g(Label.AUTHORS)}>" if g(Label.AUTHORS) else "") if x),

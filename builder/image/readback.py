@@ -69,12 +69,13 @@ def read_report(
 
 def with_components(report: dict) -> dict:
     """REPORT with every component under "components": an image whose image_report.py
-    predates DALI's folder in builder/components/ (a parent a derive starts from) reports
-    DALI at the top."""
+    predates their folders in builder/components/ (a parent a derive starts from) reports
+    Horovod and DALI at the top."""
     held = report.get("components") or {}
-    if report.get("dali") and "dali" not in held:
-        report = {**report, "components": {**held, "dali": report["dali"]}}
-    return report
+    for name in ("horovod", "dali"):
+        if report.get(name) and name not in held:
+            held = {**held, name: report[name]}
+    return {**report, "components": held} if held != (report.get("components") or {}) else report
 
 
 def _run_report(engine, image: str, cmd: list[str]) -> dict:
@@ -127,7 +128,7 @@ def component_name(report: ImageReport, component: str) -> str:
     version = {
         "tensorflow": report.get("version"),
         "extension": (report.get("extension") or {}).get("version"),
-        "horovod": (report.get("horovod") or {}).get("version"),
+        "horovod": ((report.get("components") or {}).get("horovod") or {}).get("version"),
         "dali": ((report.get("components") or {}).get("dali") or {}).get("version"),
     }.get(component)
     lib = (report.get("libraries") or {}).get(component) or {}
@@ -353,14 +354,6 @@ def check(
                     f"the extension's XLA kernels are {'in' if ext.get('is_xla_build') else 'not in'} "
                     f"the build, but TF_ENABLE_XLA={int(bool(toggles.get('xla')))}"
                 )
-    hvd = report.get("horovod")
-    if release.horovod:
-        if not hvd:
-            v.problems.append(f"Horovod {release.horovod.version} is not installed")
-        elif hvd.get("version") != release.horovod.version:
-            v.problems.append(
-                f"the image holds Horovod {hvd.get('version')}, the catalog says {release.horovod.version}"
-            )
     held = report.get("components") or {}
     for name in expect_components:
         v.problems += components.get(name).problems(release.components.get(name), held.get(name))
@@ -440,9 +433,9 @@ def xla_problems(report: ImageReport, toggles: dict[str, bool]) -> list[str]:
 def measured_labels(report: ImageReport) -> dict[str, str]:
     """Labels describing what the image holds, from its own report."""
     ext = report.get("extension") or {}
-    hvd = report.get("horovod") or {}
     fs = report.get("filesystems") or {}
     held = report.get("components") or {}
+    hvd = held.get("horovod") or {}
     cov = coverage_summary(report)
     parts = [
         f"{report.get('framework_name')} {report.get('version')} (upstream wheel)"
@@ -465,7 +458,6 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
     caps = ",".join(cov)
     if built:
         parts.append(f"{' and '.join(built)} compiled for {caps}" if caps else " and ".join(built))
-    hvd_ops = [n[:-6] for n in ("mpi_built", "gloo_built", "nccl_built", "cuda_built") if hvd.get(n) is True]
     return {
         Label.DESCRIPTION: "; ".join(parts),
         Label.FRAMEWORK: str(report.get("framework_name", "")),
@@ -477,7 +469,6 @@ def measured_labels(report: ImageReport) -> dict[str, str]:
         Label.TENSORRT: str(report.get("tensorrt_version", "")),
         Label.TF_TRT: "available" if report.get("tf_trt_available") else "unavailable",
         Label.EXTENSION: f"{ext.get('framework_name')} {ext.get('version')}" if ext else "",
-        Label.HOROVOD: (f"{hvd.get('version')} ({', '.join(hvd_ops)})" if hvd else ""),
         Label.FILESYSTEMS: ",".join(sorted(k for k, x in fs.items() if x.get("available"))),
         Label.COVERAGE: " ".join(f"{a}={k.replace(' ', '')}" for a, k in cov.items()),
         **{c.LABEL: c.versions_text(held.get(c.NAME) or {}) for c in components.REGISTRY},

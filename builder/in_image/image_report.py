@@ -292,36 +292,6 @@ def extension_report() -> dict | None:
     return info
 
 
-def horovod_report() -> dict | None:
-    try:
-        import horovod
-        import horovod.tensorflow as hvd
-    except ImportError:
-        return None
-    report = {"version": horovod.__version__, "path": os.path.dirname(horovod.__file__)}
-    for name in ("mpi_built", "gloo_built", "nccl_built", "cuda_built"):
-        fn = getattr(hvd, name, None)
-        if fn is not None:
-            try:
-                report[name] = bool(fn())
-            except Exception as exc:  # e.g. MPI not initialisable here
-                report[name] = f"error: {exc}"
-    report["patches"] = (
-        json.loads(os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON") or "null")
-        if os.environ.get("NVBUILD_HOROVOD_PATCHES_JSON")
-        else _recorded_horovod_patches()
-    )
-    return report
-
-
-def _recorded_horovod_patches() -> list:
-    try:
-        with open(BUILD_INFO) as f:
-            return json.load(f).get("horovod", {}).get("patches", [])
-    except (OSError, ValueError, AttributeError):
-        return []
-
-
 def components_report(path: str = COMPONENTS) -> dict:
     """The image's components (builder/components/), read as its components.json says: a
     component's own report script (its report() is the entry), the installed versions of
@@ -425,7 +395,6 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         if build.get("is_tensorrt_build"):
             libs["tensorrt"] = probe_library("tensorrt", f"libnvinfer.so.{trt or '7'}")
     ext = extension_report()
-    hvd = horovod_report()
     out = {
         "framework_name": "TensorFlow",
         "version": tf_report["version"],
@@ -441,7 +410,6 @@ def report(with_coverage: bool = True, requested: list[str] | None = None) -> di
         "filesystems": filesystems(),
         "xla": xla_report(),
         "extension": ext,
-        "horovod": hvd,
         "components": components_report(),
         "patches": json.loads(os.environ.get("NVBUILD_PATCHES_JSON") or "[]")
         if ext is None

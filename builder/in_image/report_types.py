@@ -66,16 +66,6 @@ CoverageCell = TypedDict(
 Coverage = Dict[str, Dict[str, CoverageCell]]
 
 
-class Horovod(TypedDict, total=False):
-    version: str
-    path: str
-    mpi_built: bool | str
-    gloo_built: bool | str
-    nccl_built: bool | str
-    cuda_built: bool | str
-    patches: Any
-
-
 class Tool(TypedDict, total=False):
     """One tool of a component (builder/components/): what it says it is, where, from which package."""
 
@@ -103,7 +93,6 @@ class ImageReport(TypedDict, total=False):
     filesystems: Dict[str, Filesystem]
     xla: Dict[str, Any]
     extension: Optional[Dict[str, Any]]
-    horovod: Optional[Horovod]
     # component -> its entry: tool -> Tool (probes), or what its report script returns
     components: Dict[str, Any]
     patches: List[Any]

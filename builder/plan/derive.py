@@ -33,7 +33,6 @@ from builder.render.templating import template_env
 class DeriveSpec:
     parent: str
     patches: list[Path] = field(default_factory=list)
-    horovod_patches: list[Path] = field(default_factory=list)
     # builder/components/ compiled from a source they patch: NAME -> patches (--NAME-patch)
     component_patches: dict[str, list[Path]] = field(default_factory=dict)
     apt: list[str] = field(default_factory=list)
@@ -44,18 +43,11 @@ class DeriveSpec:
         unknown = sorted(set(self.component_patches) - set(patchable()))
         if unknown:
             raise UserError(f"no component {unknown[0]!r} takes patches (those that do: {', '.join(patchable())})")
-        if not (self.patches or self.horovod_patches or self.apt or self.pip or self.nvbuild_args) and not any(
-            self.component_patches.values()
-        ):
-            options = ", ".join(
-                ["--patch", "--horovod-patch", *(f"--{n}-patch" for n in patchable()), "--apt", "--pip"]
-            )
+        if not (self.patches or self.apt or self.pip or self.nvbuild_args) and not any(self.component_patches.values()):
+            options = ", ".join(["--patch", *(f"--{n}-patch" for n in patchable()), "--apt", "--pip"])
             raise UserError(f"nothing to derive: give {options} or --nvbuild-args")
         names: set[str] = set()
-        for option, patches in (
-            ("--horovod-patch", self.horovod_patches),
-            *((f"--{n}-patch", p) for n, p in sorted(self.component_patches.items())),
-        ):
+        for option, patches in ((f"--{n}-patch", p) for n, p in sorted(self.component_patches.items())):
             for p in patches:  # joined to a directory nvbuild.sh applies *.patch from, in name order
                 _refuse_empty(p, option)  # read (and so checked) first: no such file, a fifo, too big
                 if not (grammar.FILE_NAME.fullmatch(p.name) and p.name.endswith(".patch")):
@@ -139,7 +131,7 @@ def nvbuild_options(args: list[str]) -> list[tuple[str, str]]:
 
 def check_nvbuild_args(args: list[str]) -> None:
     for name, value in nvbuild_options(args):
-        steps = ("extension", "horovod", *components.compiled())
+        steps = ("extension", *components.compiled())
         if name == "--only" and value not in steps:
             raise UserError(f"--nvbuild-args: --only {value!r}: expected {', '.join(repr(s) for s in steps)}")
         if name == "--sm" and value not in ("all", "local"):
@@ -282,10 +274,6 @@ def check_patches_on_top(engine: Runs, parent: str, patches: list[Path], source:
     check_patches(engine, parent, patches, source="/tmp/sdist-check", setup=setup, shown=source)
 
 
-def check_horovod_patches(engine: Runs, parent: str, patches: list[Path]) -> None:
-    check_patches_on_top(engine, parent, patches, InImage.HOROVOD_SOURCE, InImage.HOROVOD_PATCHES)
-
-
 def check_component_patches(engine: Runs, parent: str, patches: dict[str, list[Path]]) -> None:
     for name, given in sorted(patches.items()):
         if given:
@@ -318,15 +306,12 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     """The derived Dockerfile: a pure function of the spec and what the parent says."""
     cuda_cc = _label_capabilities(spec, parent_labels)
     records = patch_records(spec.patches)
-    hvd_records = patch_records(spec.horovod_patches)
     component_records = {n: patch_records(p) for n, p in sorted(spec.component_patches.items()) if p}
     previous = json.loads(parent_labels.get(Label.PATCHES) or "[]")
-    previous_hvd = json.loads(parent_labels.get(Label.HOROVOD_PATCHES) or "[]")
     labels = {
         Label.PARENT: parent_ref,
         Label.PARENT_ID: parent_id,
         Label.PATCHES: json.dumps(previous + records, separators=(",", ":")),
-        Label.HOROVOD_PATCHES: json.dumps(previous_hvd + hvd_records, separators=(",", ":")),
         **{
             components.get(n).patches_label(): json.dumps(
                 json.loads(parent_labels.get(components.get(n).patches_label()) or "[]") + records,
@@ -344,11 +329,10 @@ def render(spec: DeriveSpec, parent_ref: str, parent_id: str, parent_labels: dic
     d = SimpleNamespace(
         parent_ref=parent_ref,
         patches=records,
-        horovod_patches=hvd_records,
         component_patches=[
             (n, components.get(n).patches_in_image(), records) for n, records in component_records.items()
         ],
-        rebuild=bool(spec.patches or spec.horovod_patches or component_records or spec.nvbuild_args),
+        rebuild=bool(spec.patches or component_records or spec.nvbuild_args),
         nvbuild_args=spec.nvbuild_args,
         cuda_cc=cuda_cc,
         apt=spec.apt,
@@ -398,7 +382,6 @@ def job(
         f"{folder}/{p.name}": read_patch(p, option)
         for folder, option, patches in (
             ("patches", "--patch", spec.patches),
-            ("horovod-patches", "--horovod-patch", spec.horovod_patches),
             *((f"{n}-patches", f"--{n}-patch", p) for n, p in sorted(spec.component_patches.items())),
         )
         for p in patches

@@ -38,7 +38,6 @@ def plan_derive(
     parent: str,
     tag: str,
     patches: Sequence[Path] = (),
-    horovod_patches: Sequence[Path] = (),
     apt: Sequence[str] = (),
     pip: Sequence[str] = (),
     nvbuild_args: str | None = None,
@@ -59,7 +58,6 @@ def plan_derive(
     spec = DeriveSpec(
         parent=parent,
         patches=list(patches),
-        horovod_patches=list(horovod_patches),
         component_patches={n: list(p) for n, p in (component_patches or {}).items()},
         apt=list(apt),
         pip=list(pip),

@@ -49,8 +49,6 @@ WHEEL_LAYERS = (
     ("nvidia-cudnn-", "nvidia-cusparse-"),
     ("nvidia-cublas-", "nvidia-cusolver-", "nvidia-cufft-"),
 )
-# What Horovod's build needs on top: cmake, and Open MPI for its MPI controller.
-HOROVOD_PACKAGES = ("cmake", "libopenmpi-dev", "openmpi-bin")
 
 # Text files of the build context rendered from templates/ (target path -> template).
 CONTEXT_TEMPLATES = {
@@ -237,7 +235,8 @@ def check_buildable(release: Release, variant: Variant, toggles: dict[str, bool]
 
 def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str, str]:
     """--without NAME...: each one of builder/components/ the release installs; what leaves
-    the pip lock: distribution -> NAME."""
+    the pip lock: distribution -> NAME (its own distributions; what only served it is
+    `requirements_unasked`)."""
     have = list(release.components)
     out = {}
     for name in without:
@@ -248,9 +247,26 @@ def components_left_out(release: Release, without: tuple[str, ...]) -> dict[str,
                 f"--without {grammar.printable(name)}: release {release.name} does not install it{why} "
                 f"(it has: {', '.join(have) or 'no optional component'})"
             )
-        for requirement in components.get(name).requirements(release.components[name]):
-            out[canonical_name(grammar.REQUIREMENT.fullmatch(requirement).group(1))] = name  # type: ignore[union-attr]
+        for requirement in components.get(name).owned(release.components[name]):
+            out[_distribution(requirement)] = name
     return out
+
+
+def requirements_unasked(release: Release, without: tuple[str, ...]) -> frozenset[str]:
+    """What the components left out asked the lock for that is not themselves (Horovod's
+    install_requires): no longer asked for, kept where something else needs it."""
+    return frozenset(
+        _distribution(r)
+        for name in without
+        if name in release.components
+        for c in (components.get(name),)
+        for r in c.requirements(release.components[name])
+        if r not in c.owned(release.components[name])
+    )
+
+
+def _distribution(requirement: str) -> str:
+    return canonical_name(grammar.REQUIREMENT.fullmatch(requirement).group(1))  # type: ignore[union-attr]
 
 
 def chosen_components(release: Release, without: tuple[str, ...]) -> list[tuple[type[components.Component], Any]]:
@@ -334,7 +350,14 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         image_ref=image_ref,
         base_image=base_image,
         base_description=base_description,
-        toolchain_packages=tuple(sorted(TOOLCHAIN_PACKAGES + (HOROVOD_PACKAGES if release.horovod else ()))),
+        toolchain_packages=tuple(
+            sorted(
+                {
+                    *TOOLCHAIN_PACKAGES,
+                    *(p for c, _ in chosen_components(release, options.without) for p in c.BUILD_PACKAGES),
+                }
+            )
+        ),
         # CUDA from NVIDIA's wheels: core (Python layers) -> devel (toolkit, compile) and
         # runtime (core + what nvbuild.sh built) stages of one Dockerfile, sharing core
         layered=policy.cuda_from_wheels(release),
@@ -344,7 +367,6 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         # the host compiler nvcc is told to use: the offline base's (Debian's newest g++ is too
         # new for its nvcc); an upstream base's nvcc takes its distribution's default
         nvcc_ccbin=ccbin if base_image == options.offline_base_image else None,
-        horovod=release.horovod,
         # builder/components/ the devel image installs (their partials, before or after the compile)
         components=chosen_components(release, options.without),
         cuda_cc=archs,
@@ -410,9 +432,10 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         files[f"extra-ca/extra-ca-{i}.crt"] = pem
     # The locks of every Python the variant is locked for: the base's Python picks one.
     left_out = components_left_out(release, options.without)
+    unasked = requirements_unasked(release, options.without)
     for python in policy.pythons_for(release, variant):
         text = _read_lock(lock.lock_path(release.name, variant.name, python))
-        files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out) if left_out else text
+        files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out, unasked) if options.without else text
     files["components.json"] = components.probes_json(ctx.components)
     # what the runtime stage copies to InImage.HOME (the components it holds too)
     files["runtime/components.json"] = components.probes_json((c, spec) for c, spec in ctx.components if c.RUNTIME)
@@ -428,11 +451,6 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         sdist = component.sdist(spec)
         if sdist:
             files[f"locks/{component.SDIST_LOCK}"] = _read_lock(lock.sdist_lock_path(component.NAME, *sdist))
-    if release.horovod:
-        files["locks/horovod.txt"] = _read_lock(lock.horovod_lock_path(release.horovod.version))
-        patches = paths.templates_dir() / "patches" / "horovod"
-        for patch in sorted(patches.glob("*.patch")):
-            files[f"patches/horovod/{patch.name}"] = patch.read_text(encoding="utf-8")
     # Examples: static files as they are, *.j2 rendered (CONTEXT_TEMPLATES).
     examples = paths.templates_dir() / "nvidia-examples"
     for path in sorted(examples.rglob("*")):

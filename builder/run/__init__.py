@@ -301,7 +301,6 @@ def run_derive(
     info = engine.inspect(plan.parent)
     derive.check_capabilities(plan.spec, plan.parent, info)
     derive.check_patches(engine, plan.parent, plan.spec.patches)
-    derive.check_horovod_patches(engine, plan.parent, plan.spec.horovod_patches)
     derive.check_component_patches(engine, plan.parent, plan.spec.component_patches)
     labels = dict(info["Config"].get("Labels") or {})
     resolved, constraints = derive.resolve_pip(engine, plan.spec, plan.parent, labels, settings.pip_index)

@@ -45,10 +45,7 @@ def run_lock(
                 "\n".join([f"{where} differs from the catalog (run `builder lock`):", *(f"  {p}" for p in problems)])
             )
             return False
-        out.result(
-            f"{where} matches the catalog ({len(plan.targets)} locks, {len(plan.horovod)} Horovod locks, "
-            f"{len(plan.sdists)} component sdist locks)"
-        )
+        out.result(f"{where} matches the catalog ({len(plan.targets)} locks, {len(plan.sdists)} component sdist locks)")
         return True
     written, current, removed = lock_resolve.write(plan, root, upgrade, out.say)
     for path in written:

@@ -58,7 +58,7 @@ def provenance_of(engine, image: str) -> dict:
     build_info = sbom.read_build_info(engine, image)
     patches = [
         *((build_info.get("extension") or {}).get("patches") or []),
-        *((build_info.get("horovod") or {}).get("patches") or []),
+        *(sbom.component_entry(build_info, "horovod").get("patches") or []),
     ]
     return provenance.predicate(engine.image_labels(image), files, patches)
 

@@ -24,10 +24,11 @@ from pathlib import Path
 
 from builder import components
 from builder.core import paths
+from builder.core.contract import InImage
 from builder.core.errors import UserError
 
 BUILD_INFO = "/opt/tensorflow/build-info.json"
-HOROVOD_LOCK = "/opt/tensorflow/locks/horovod.txt"
+HOROVOD_LOCK = f"{InImage.LOCKS}/{components.get('horovod').SDIST_LOCK}"  # its sdist, hash-locked
 PROPERTY = "dev.tfbuilder:"
 SYFT_TIMEOUT = 1800
 SYFT_MOUNT = "/opt/tfbuilder-syft"
@@ -50,7 +51,7 @@ def compiled_components(build_info: dict, horovod_lock: str) -> list[dict]:
             ("patch", f"{p['name']} sha256:{p['sha256']}") for p in ext.get("patches") or [] if isinstance(p, dict)
         ]
         components.append(_component("extension", ext.get("framework_name", "tfext"), ext.get("version", ""), props))
-    hvd = build_info.get("horovod")
+    hvd = component_entry(build_info, "horovod")
     if hvd:
         sdist = re.search(r"^horovod==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", horovod_lock, re.M)
         props = [("source-sha256", h) for h in re.findall(r"sha256:([0-9a-f]{64})", sdist.group(2))] if sdist else []
@@ -70,6 +71,12 @@ def compiled_components(build_info: dict, horovod_lock: str) -> list[dict]:
             )
         )
     return components
+
+
+def component_entry(build_info: dict, name: str) -> dict:
+    """A component's entry in build-info.json: under "components", or at the top in an image
+    whose report predates builder/components/NAME."""
+    return (build_info.get("components") or {}).get(name) or build_info.get(name) or {}
 
 
 def _component(ref: str, name: str, version: str, props: list[tuple[str, str]], purl: str | None = None) -> dict:

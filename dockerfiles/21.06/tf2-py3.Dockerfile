@@ -61,16 +61,6 @@ ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
 # that a runtime image has it too.
 RUN install -d -m 1777 /var/cache/cuda-jit
 
-# Horovod 0.22.1 source: the PyPI source distribution, hash-checked, unpacked as it
-# is; nvbuild.sh applies /opt/tensorflow/patches/horovod/*.patch and builds it.
-COPY patches/horovod/ /opt/tensorflow/patches/horovod/
-RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
-    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
-      --require-hashes -r /opt/tensorflow/locks/horovod.txt -d /tmp/horovod-sdist \
- && mkdir -p /opt/tensorflow/horovod-source \
- && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
- && rm -rf /tmp/horovod-sdist
-
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
 COPY nvbuild.sh nvbuildopts cuda_arch.py fatbin.py libraries.py image_report.py /opt/tensorflow/
@@ -85,7 +75,21 @@ ENV TF_CUDA_COMPUTE_CAPABILITIES="5.2,6.0,6.1,7.0,7.5,8.0,8.6" \
 WORKDIR /opt/tensorflow
 # COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
 ARG COMPILE_CACHE=""
-# Horovod first, in its own layer: a change to the extension's source does not rebuild it.
+
+# Horovod 0.22.1: its PyPI sdist, hash-checked and unpacked as it is.
+# nvbuild.sh (its step, nvbuild-step.sh) applies /opt/tensorflow/patches/horovod/*.patch
+# and compiles it for the image's capabilities in its own layer, first: neither a framework
+# patch nor another component rebuilds it. report.py reads it back.
+COPY components/horovod/patches/ /opt/tensorflow/patches/horovod/
+COPY components/horovod/nvbuild-step.sh components/horovod/report.py /opt/tensorflow/components/horovod/
+# hadolint ignore=DL3059
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/horovod.txt -d /tmp/horovod-sdist \
+ && mkdir -p /opt/tensorflow/horovod-source \
+ && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
+ && rm -rf /tmp/horovod-sdist
+# hadolint ignore=DL3059
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # NVIDIA DALI's TensorFlow plugin 1.34.0: its PyPI sdist, hash-checked and

@@ -438,7 +438,7 @@ def test_horovod_and_dali_patches_rebuild_only_what_changed(
     info = json.loads(
         docker("run", "--rm", "--entrypoint", "cat", scratch_tag, "/opt/tensorflow/build-info.json").stdout
     )
-    assert [p["name"] for p in info["horovod"]["patches"]][-1] == patch.name
+    assert [p["name"] for p in info["components"]["horovod"]["patches"]][-1] == patch.name
 
 
 def test_cache_server_down_degrades_to_a_normal_compile(release_image, tmp_path, fresh_value):

@@ -172,7 +172,7 @@ def test_inspect_reports_what_the_image_holds(release_image):
     report = json.loads(out.stdout)
     assert report["release"] == "21.08" and report["cuda_compute_capabilities"] == "5.2,6.0,6.1,7.0,7.5,8.0,8.6"
     assert report["framework"] == "TensorFlow 2.5.0" and report["python"].startswith("3.9.")
-    assert report["versions"]["cuda"] == "11.2" and report["versions"]["horovod"] == "0.22.1"
+    assert report["versions"]["cuda"] == "11.2" and report["components"]["horovod"]["version"] == "0.22.1"
     assert report["versions"]["cudnn"].startswith("8.") and report["versions"]["nccl"].startswith("2.")
     assert all(lib["loaded"] for name, lib in report["libraries"].items() if name != "tensorrt")
     assert report["libraries"]["tensorrt"]["loaded"] is False and report["tf_trt"] == "unavailable"

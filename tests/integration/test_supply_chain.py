@@ -76,7 +76,7 @@ def test_the_sbom_lists_the_framework_the_os_packages_and_what_was_compiled(rele
     ext = {p["name"]: p["value"] for p in by_name["tfext"][0]["properties"]}
     assert ext["dev.tfbuilder:source-sha256"] == info["extension"]["source_digest"]  # measured in the image
     [hvd] = by_name["horovod"]
-    assert hvd["version"] == info["horovod"]["version"]
+    assert hvd["version"] == info["components"]["horovod"]["version"]
     assert any(p["name"] == "dev.tfbuilder:source-sha256" for p in hvd["properties"])
     assert doc["metadata"]["component"] == {
         "bom-ref": "tfbuilder:image",

@@ -64,7 +64,8 @@ def test_children_state_only_differences(real):
     assert real.get("26.11").env["TF_AUTOTUNE_THRESHOLD"] == "2"  # from _common, three levels up
     # 21.08 inherits 21.06's wheel data; 21.10 changes Horovod's version and keeps its requires.
     assert real.get("21.08").variants["tf2-py3"].pins == real.get("21.06").variants["tf2-py3"].pins
-    assert real.get("21.10").horovod == catalog.HorovodSpec("0.23.0", ("cloudpickle", "psutil", "pyyaml", "cffi"))
+    hvd = real.get("21.10").components["horovod"]
+    assert (hvd.version, hvd.requires) == ("0.23.0", ["cloudpickle", "psutil", "pyyaml", "cffi"])
 
 
 def test_upstream_wheels_of_the_shipped_releases(real):
@@ -87,7 +88,7 @@ def test_upstream_wheels_of_the_shipped_releases(real):
         ("23.03", "tf2-py3"): ("tensorflow", "2.11.0", ("3.7", "3.8", "3.9", "3.10")),
         ("26.11", "tf2-py3"): ("tensorflow", "2.21.0", ("3.10", "3.11", "3.12", "3.13")),
     }
-    assert {r.name: r.horovod.version for r in real.releases.values() if r.horovod} == {
+    assert {r.name: r.components["horovod"].version for r in real.releases.values() if "horovod" in r.components} == {
         "21.06": "0.22.1",
         "21.08": "0.22.1",
         "21.10": "0.23.0",
@@ -96,10 +97,10 @@ def test_upstream_wheels_of_the_shipped_releases(real):
     }
     # 26.11 says why it has none, and the older releases say nothing of the kind
     assert (
-        real.get("26.11").horovod is None
-        and "does not build against TensorFlow 2.21" in real.get("26.11").horovod_absent
+        "horovod" not in real.get("26.11").components
+        and "does not build against TensorFlow 2.21" in real.get("26.11").components_absent["horovod"]
     )
-    assert [r.name for r in real.releases.values() if r.horovod_absent] == ["26.11"]
+    assert [r.name for r in real.releases.values() if "horovod" in r.components_absent] == ["26.11"]
     assert real.get("21.08").gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.5.0.96", "nccl": "nvidia-nccl-cu11==2.13.4"}
     # TensorFlow 2.21's CUDA 12 wheels, every one pinned exactly (its and-cuda extra has lower bounds only)
     cu12 = real.get("26.11").gpu_wheels
@@ -207,7 +208,7 @@ def test_a_good_minimal_release_loads(make_catalog):
     # The wheel keys are optional: no package, no Pythons, no pins, no GPU wheels, no Horovod.
     v = cat.get("30.01").variants["tf2-py3"]
     assert (v.package, v.pythons, v.pins) == (None, (), ())
-    assert (cat.get("30.01").gpu_wheels, cat.get("30.01").horovod) == ({}, None)
+    assert (cat.get("30.01").gpu_wheels, cat.get("30.01").components.get("horovod")) == ({}, None)
 
 
 WHEELS = GOOD.replace(
@@ -227,15 +228,19 @@ def test_wheel_keys_load_into_tuples_and_specs(make_catalog):
     v = r.variants["tf2-py3"]
     assert (v.package, v.pythons, v.pins) == ("tensorflow", ("3.10", "3.11"), ("numpy==1.26.4", "protobuf==4.24.4"))
     assert r.gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.7.0.84", "nccl": "nvidia-nccl-cu11==2.16.5"}
-    assert r.horovod == catalog.HorovodSpec("0.28.1", ("cloudpickle", "cffi>=1.4.0"))
+    hvd = r.components["horovod"]
+    assert (hvd.version, hvd.requires) == ("0.28.1", ["cloudpickle", "cffi>=1.4.0"])
     with pytest.raises(dataclasses.FrozenInstanceError):
         v.pins = ()  # type: ignore[misc]  # frozen
     child = 'release: "30.02"\nparent: "30.01"\nhorovod: null\n'
-    assert catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.02.yaml": child})).get("30.02").horovod is None
+    assert (
+        catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.02.yaml": child})).get("30.02").components.get("horovod")
+        is None
+    )
     # a child that says why it has none replaces the parent's Horovod and keeps the reason
     absent = 'release: "30.03"\nparent: "30.01"\nhorovod: "absent: 0.28.1 does not build against TF 9"\n'
     r = catalog.load(make_catalog({"30.01.yaml": WHEELS, "30.03.yaml": absent})).get("30.03")
-    assert (r.horovod, r.horovod_absent) == (None, "0.28.1 does not build against TF 9")
+    assert (r.components.get("horovod"), r.components_absent["horovod"]) == (None, "0.28.1 does not build against TF 9")
     assert "horovod: 'absent: 0.28.1 does not build against TF 9'\n" in r.spec_text()  # one line in `builder show`
 
 

@@ -96,7 +96,6 @@ def test_the_report_has_the_build_info_keys(monkeypatch):
     monkeypatch.setattr(image_report, "filesystems", lambda: {})
     monkeypatch.setattr(image_report, "xla_report", lambda: {})
     monkeypatch.setattr(image_report, "extension_report", lambda: None)
-    monkeypatch.setattr(image_report, "horovod_report", lambda: None)
     monkeypatch.setattr(image_report, "packages", lambda: {})
     monkeypatch.setattr(image_report, "components_report", lambda: {})
     monkeypatch.setattr(image_report, "cuda_binaries", lambda components: [])

@@ -36,7 +36,7 @@ def test_known_options_parse(text, pairs):
         ("--sm 8.6,7.7", "compute capability 7.7 is not a GPU architecture"),
         ("--sm banana", "'banana' is not a compute capability"),
         ("--sm", "--sm needs a value"),
-        ("--only tests", "--only 'tests': expected 'extension', 'horovod', 'dali'"),
+        ("--only tests", "--only 'tests': expected 'extension', 'dali', 'horovod'"),
         ("--frobnicate", "unknown nvbuild.sh option '--frobnicate'"),
         ("8.6", "unknown nvbuild.sh option '8.6'"),
         ("--python3", "unknown nvbuild.sh option '--python3'"),

@@ -152,7 +152,8 @@ def test_describe_reads_labels_and_the_images_own_report():
     assert commands == [["python3", "/opt/tensorflow/image_report.py", "--requested", "7.5,8.0,8.6,8.9,9.0,10.0,12.0"]]
     assert out["id"] == image_id and out["size_bytes"] == 123
     assert (out["release"], out["variant"], out["framework"]) == ("21.08", "tf2-py3", "tensorflow 2.5.0")
-    assert out["versions"]["horovod"] == "0.22.1" and out["tf_trt"] == "unavailable"
+    # Horovod at the top of the report: an image built before builder/components/horovod
+    assert out["components"]["horovod"] == {"version": "0.22.1"} and out["tf_trt"] == "unavailable"
     assert out["libraries"] == {"cudart": {"soname": "libcudart.so.11.0", "loaded": True, "version": "11.4"}}
     assert out["coverage"] == {"8.6": "sass", "9.0": "ptx (tensorflow)"}
     assert out["toggles"] == {"xla": True, "gcp": False, "hdfs": False} and out["patches"] == ["a.patch"]

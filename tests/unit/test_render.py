@@ -46,7 +46,10 @@ def test_build_parameters_and_nvbuild_line_default(cat):
         "WORKDIR /opt/tensorflow\n"
         "# COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.\n"
         'ARG COMPILE_CACHE=""\n'
-        "# Horovod first, in its own layer: a change to the extension's source does not rebuild it.\n"
+        "\n"
+        "# Horovod 0.22.1: its PyPI sdist, hash-checked and unpacked as it is.\n"
+    ) in text
+    assert (  # Horovod first, in its own layer: neither the framework nor DALI's plugin rebuilds it
         'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
         "\n"
         "# NVIDIA DALI's TensorFlow plugin 1.34.0: its PyPI sdist, hash-checked and\n"
@@ -75,7 +78,7 @@ def test_the_framework_comes_from_the_locks_with_hash_checking(cat):
     assert "tensorflow==2.5.0 \\\n" in r.files["locks/requirements-py3.9.txt"]
     assert r.files["locks/horovod.txt"].strip().splitlines()[-1].startswith("horovod==0.22.1 --hash=sha256:")
     assert "--no-binary :all:" in r.dockerfile and "/opt/tensorflow/horovod-source" in r.dockerfile
-    assert any(k.startswith("patches/horovod/") and k.endswith(".patch") for k in r.files)
+    assert any(k.startswith("components/horovod/patches/") and k.endswith(".patch") for k in r.files)
 
 
 def test_unbuildable_requests_are_refused_before_anything_is_built(cat):
@@ -461,7 +464,10 @@ def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
     [
         (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
         (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
-        (("horovod",), "--without 'horovod': release 21.08 does not install it (it has: dali, nsight, tensorboard)"),
+        (
+            ("nsight", "horovod", "dali", "bogus"),
+            "--without 'bogus': release 21.08 does not install it (it has: dali, horovod, nsight, tensorboard)",
+        ),
     ],
 )
 def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):

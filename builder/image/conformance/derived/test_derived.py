@@ -32,17 +32,6 @@ def test_patches_are_recorded_in_labels_and_build_info(derived, build_info, host
                 assert path.split("/", 1)[1] in ext.get("modified_files", []), path
 
 
-def test_horovod_patches_are_recorded_in_labels_and_build_info(derived, build_info, host):
-    added = json.loads(derived.get(Label.HOROVOD_PATCHES) or "[]")
-    if not added:
-        pytest.skip("no Horovod patch in this derived image")
-    recorded = (build_info.get("horovod") or {}).get("patches") or []
-    for p in added:
-        assert p in recorded, p
-        digest = host.check_output(f"sha256sum {InImage.HOROVOD_PATCHES}/{p['name']}").split()[0]
-        assert digest == p["sha256"]
-
-
 @pytest.mark.parametrize("component", [c for c in components.REGISTRY if c.patchable()], ids=lambda c: c.NAME)
 def test_component_patches_are_recorded_in_labels_and_the_report(component, derived, report, host):
     """`derive --NAME-patch`: each patch is in its label, in the component's own report (the

@@ -243,6 +243,9 @@ LABEL org.opencontainers.image.title="TensorFlow 26.11-tf2-py3" \
 FROM devel AS compiled
 COPY collect-compiled /tmp/
 RUN python3 /tmp/collect-compiled /compiled
+# With it, the components a runtime image holds too (pip-installed) and how the image
+# report reads them back: components.json and their report scripts.
+COPY runtime/ /compiled/opt/tensorflow/
 
 # The runtime image: core (the base, Python and the locked wheels, shared with the devel
 # image layer for layer) plus what nvbuild.sh built; no compiler, no CUDA toolkit.
@@ -253,9 +256,6 @@ COPY --from=devel /opt/tensorflow/build-info.json /opt/tensorflow/cuda_arch.py /
 COPY --from=devel /opt/nvidia/ /opt/nvidia/
 COPY --from=devel /etc/pip/constraint.txt /etc/pip/constraint.txt
 COPY --from=devel /workspace/ /workspace/
-# The components a runtime image holds too (pip-installed), and how the image report reads
-# them back: components.json and their report scripts, in one layer.
-COPY runtime/ /opt/tensorflow/
 ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
     TF_ENABLE_XLA="1" \
     TF_NEED_GCP="0" \

@@ -250,8 +250,8 @@ RENDER: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--without",
-            help="Leave out an optional component the release installs: one of its tools "
-            f"(jupyter, tensorboard) or {', '.join(components.NAMES)} (repeatable); `builder show R` lists them.",
+            help=f"Leave out a component the release installs: {', '.join(components.NAMES)} (repeatable); "
+            "`builder show R` lists them.",
         ),
     ),
     "base": (str, BASE),

@@ -437,6 +437,9 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
         text = _read_lock(lock.lock_path(release.name, variant.name, python))
         files[f"locks/requirements-py{python}.txt"] = lock.without(text, left_out, unasked) if options.without else text
     files["components.json"] = components.probes_json(ctx.components)
+    files["components-at-compile.json"] = components.probes_json(
+        (c, spec) for c, spec in ctx.components if c.WHERE != "after-compile"
+    )
     # what the runtime stage copies to InImage.HOME (the components it holds too)
     files["runtime/components.json"] = components.probes_json((c, spec) for c, spec in ctx.components if c.RUNTIME)
     for component, spec in ctx.components:

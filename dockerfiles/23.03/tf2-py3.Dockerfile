@@ -109,6 +109,9 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
 # hadolint ignore=DL3059
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali
 
+# The components the image holds by now, which the compile's build-info.json records (what
+# nvbuild.sh compiled among them); all of them once the steps after the compile ran (below).
+COPY components-at-compile.json /opt/tensorflow/components.json
 COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/
 RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 

@@ -147,6 +147,10 @@ def test_each_release_that_names_it_renders_its_step_where_it_says(component, ca
             # what it copies in stays out of /tmp: a layer would keep the file after a RUN removes it
             assert not re.search(r"^COPY .* /tmp", own, re.M), "a component copies into /tmp"
             assert json.loads(out.files["components.json"])[component.NAME] == component.report_entry(spec)
+            # build-info.json, written by the compile, records what the image holds by then
+            at_compile = json.loads(out.files["components-at-compile.json"])
+            assert (component.NAME in at_compile) == (component.WHERE != "after-compile")
+            assert devel.index("COPY components-at-compile.json " + InImage.COMPONENTS) < compile_at
             for version in component.packages(spec).values():
                 assert version in own
             assert out.meta["components"] == [c.NAME for c in components.REGISTRY if c.NAME in rel.components]

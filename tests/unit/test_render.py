@@ -57,6 +57,9 @@ def test_build_parameters_and_nvbuild_line_default(cat):
     assert (  # DALI's plugin compiled in its own layer, then the framework
         "RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only dali\n"
         "\n"
+        "# The components the image holds by now, which the compile's build-info.json records (what\n"
+        "# nvbuild.sh compiled among them); all of them once the steps after the compile ran (below).\n"
+        "COPY components-at-compile.json /opt/tensorflow/components.json\n"
         "COPY tensorflow-source/ /opt/tensorflow/tensorflow-source/\n"
         'RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --sm 5.2,6.0,6.1,7.0,7.5,8.0,8.6 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}\n'
     ) in text

@@ -477,3 +477,15 @@ def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):
     with pytest.raises(UserError) as err:
         _render(cat, "21.08", without=without)
     assert str(err.value).startswith(says), str(err.value)
+
+
+def test_without_horovod_drops_what_only_it_needed_and_keeps_what_others_need(cat):
+    """Horovod's install_requires only serve it: left out with it, except where something
+    kept requires one (cryptography needs cffi); its toolchain goes too."""
+    r = _render(cat, without=("horovod",))
+    lock = r.files["locks/requirements-py3.9.txt"]
+    assert not any(f"\n{n}==" in lock for n in ("cloudpickle", "psutil", "pyyaml"))
+    assert "\ncffi==" in lock and "\ntensorflow==2.5.0" in lock
+    assert "./nvbuild.sh --only horovod" not in r.dockerfile and "openmpi" not in r.dockerfile
+    full = _render(cat)
+    assert "\ncloudpickle==" in full.files["locks/requirements-py3.9.txt"] and "libopenmpi-dev" in full.dockerfile

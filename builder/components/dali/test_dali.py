@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from builder.components.conformance import held
 from builder.components.dali import Dali
 from builder.core.contract import InImage, Label
 
@@ -42,18 +43,7 @@ print(json.dumps({"shape": [list(x.shape), list(y.shape)], "loss": loss,
 
 @pytest.fixture(scope="module")
 def dali(report, release_data, labels):
-    """The image's DALI entry in its report; skips where the image is not meant to hold it."""
-    release = release_data[0]
-    held = (report.get("components") or {}).get(Dali.NAME)
-    if Dali.NAME not in release.components:
-        assert not held, "the image holds DALI, the catalog names none"
-        pytest.skip(f"the release has no DALI: {release.components_absent.get(Dali.NAME, 'none named')}")
-    if Dali.NAME in labels.get(Label.WITHOUT, "").split(","):
-        assert not held, "left out (--without dali), yet the image reports it"
-        pytest.skip("built --without dali")
-    if Dali.LABEL not in labels:
-        pytest.skip("built before images held DALI (no dev.tfbuilder.dali label)")
-    return held
+    return held(Dali, report, release_data, labels)
 
 
 def test_dali_and_its_plugin_are_the_catalogs_and_labelled(dali, release_data, labels):

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 
+from builder.components.conformance import held
 from builder.components.horovod import Horovod
 from builder.core.contract import Label
 
@@ -24,16 +25,7 @@ def digits(archs) -> list[str]:
 
 @pytest.fixture(scope="module")
 def horovod(report, release_data, labels):
-    """The image's Horovod entry in its report; skips where the image is not meant to hold it."""
-    release = release_data[0]
-    held = (report.get("components") or {}).get(Horovod.NAME)
-    if Horovod.NAME not in release.components:
-        assert not held, "the image holds Horovod, the catalog names none"
-        pytest.skip(f"the release has no Horovod: {release.components_absent.get(Horovod.NAME, 'none named')}")
-    if Horovod.NAME in labels.get(Label.WITHOUT, "").split(","):
-        assert not held, "left out (--without horovod), yet the image reports it"
-        pytest.skip("built --without horovod")
-    return held
+    return held(Horovod, report, release_data, labels)
 
 
 def test_horovod_is_the_catalogs_and_labelled(horovod, release_data, labels):

@@ -11,14 +11,14 @@ import shlex
 
 import pytest
 
+from builder.components.conformance import check_installed_and_labelled, tool_held, wait_for_http
 from builder.components.jupyter import Jupyter
-from builder.components.pip_tool_checks import check_installed_and_labelled, held, wait_for_http
 from builder.core.contract import InImage
 
 
 @pytest.fixture(scope="module")
 def jupyter(report, release_data, labels):
-    return held(Jupyter, report, release_data, labels)
+    return tool_held(Jupyter, report, release_data, labels)
 
 
 def test_jupyterlab_is_the_catalogs_and_labelled(jupyter, release_data, labels, report):

@@ -9,8 +9,9 @@ import shlex
 
 import pytest
 
+from builder.components.conformance import held
 from builder.components.nsight import Nsight
-from builder.core.contract import InImage, Label
+from builder.core.contract import InImage
 
 PROFILE = "/tmp/nsight-conformance/cnn"
 TRAIN = f"python3 {InImage.NVIDIA_EXAMPLES}/cnn/cnn.py --model small_cnn --batch_size 8 --num_iter 3 --warmup 1"
@@ -18,18 +19,7 @@ TRAIN = f"python3 {InImage.NVIDIA_EXAMPLES}/cnn/cnn.py --model small_cnn --batch
 
 @pytest.fixture(scope="module")
 def nsight(report, release_data, labels):
-    """The image's Nsight entry in its report; skips where the image is not meant to hold it."""
-    release = release_data[0]
-    held = (report.get("components") or {}).get(Nsight.NAME)
-    if Nsight.NAME not in release.components:
-        assert not held, "the image holds Nsight, the catalog names none"
-        pytest.skip(f"the release has no Nsight: {release.components_absent.get(Nsight.NAME, 'none named')}")
-    if Nsight.NAME in labels.get(Label.WITHOUT, "").split(",") or labels.get(Label.RUNTIME_OF):
-        assert not held, "left out (--without nsight, or a runtime image), yet the image reports it"
-        pytest.skip("built --without nsight" if not labels.get(Label.RUNTIME_OF) else "a runtime image: no profilers")
-    if Nsight.LABEL not in labels:
-        pytest.skip("built before images held Nsight (no dev.tfbuilder.nsight label)")
-    return held
+    return held(Nsight, report, release_data, labels)
 
 
 def test_the_profilers_are_the_catalogs_versions(nsight, release_data, labels):

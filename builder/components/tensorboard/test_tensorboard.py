@@ -9,13 +9,13 @@ import shlex
 
 import pytest
 
-from builder.components.pip_tool_checks import check_installed_and_labelled, held, wait_for_http
+from builder.components.conformance import check_installed_and_labelled, tool_held, wait_for_http
 from builder.components.tensorboard import TensorBoard
 
 
 @pytest.fixture(scope="module")
 def tensorboard(report, release_data, labels):
-    return held(TensorBoard, report, release_data, labels)
+    return tool_held(TensorBoard, report, release_data, labels)
 
 
 def test_tensorboard_is_the_catalogs_and_labelled(tensorboard, release_data, labels, report):

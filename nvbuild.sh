@@ -486,6 +486,21 @@ print(json.dumps([{"name": pathlib.Path(p).name, "sha256": hashlib.sha256(pathli
                   for p in sys.argv[1:]]))
 PY
 }
+patch_files() {  # patch_files DIR: its *.patch files, in name order, one per line (none: no DIR)
+  [ -d "$1" ] && find "$1" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort
+  return 0
+}
+apply_patches() {  # apply_patches NAME DIR PATCH...: each at DIR's root (patch -p1), in order; a failure names it
+  local name=$1 dir=$2 p out
+  shift 2
+  for p in "$@"; do
+    log "$name: applying $(basename "$p")"
+    if ! out=$(cd "$dir" && patch -p1 --forward --batch < "$p" 2>&1); then
+      printf '%s\n' "$out" >&2
+      fail "$name patch" "$(basename "$p")"
+    fi
+  done
+}
 source_files() {  # the files of the source tree that are source (not build products), NUL-separated
   find . -type f ! -path './build/*' ! -path './bazel-*' ! -name '.tf_configure.bazelrc' ! -name config.mk \
     ! -name '.nvbuild-config' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z

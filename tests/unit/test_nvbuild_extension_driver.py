@@ -235,3 +235,34 @@ def test_component_steps_shipped_beside_nvbuild_run_after_the_framework_and_alon
     assert "--only nostep: expected one of: extension fake" in proc.stderr
     proc, _ = tree("--only", "extension")
     assert proc.returncode == 0 and "fake: built" not in proc.stderr, proc.stderr
+
+
+def test_a_component_step_applies_its_patches_in_name_order_and_names_the_one_that_fails(tree):
+    """nvbuild.sh's helpers for a step (what Horovod's and DALI's use): the patches of
+    patches/NAME/ in name order on a copy of the source; a patch that does not apply fails
+    the step's patch phase, naming it."""
+    step = tree.opt / "components" / "fake" / "nvbuild-step.sh"
+    step.parent.mkdir(parents=True)
+    step.write_text(
+        "build_fake() {\n"
+        '  local files=(); mapfile -t files < <(patch_files "$PATCHES_DIR/fake")\n'
+        '  rm -rf "$WORK/src"; cp -a "$HERE/fake-source" "$WORK/src"\n'
+        '  apply_patches fake "$WORK/src" "${files[@]}"\n'
+        '  log "fake: now $(cat "$WORK/src/v.txt")"\n'
+        "}\n"
+    )
+    (tree.opt / "fake-source").mkdir()
+    (tree.opt / "fake-source" / "v.txt").write_text("one\n")
+    patches = tree.opt / "patches" / "fake"
+    patches.mkdir(parents=True)
+    (patches / "0002-three.patch").write_text("--- a/v.txt\n+++ b/v.txt\n@@ -1 +1 @@\n-two\n+three\n")
+    (patches / "0001-two.patch").write_text("--- a/v.txt\n+++ b/v.txt\n@@ -1 +1 @@\n-one\n+two\n")
+    (patches / "README.md").write_text("not a patch\n")
+    proc, _ = tree("--only", "fake")
+    assert proc.returncode == 0, proc.stderr
+    applied = [line.split("applying ")[1] for line in proc.stderr.splitlines() if "fake: applying" in line]
+    assert applied == ["0001-two.patch", "0002-three.patch"] and "nvbuild.sh: fake: now three" in proc.stderr
+    assert (tree.opt / "fake-source" / "v.txt").read_text() == "one\n"  # the source stays pristine
+    (patches / "0003-stale.patch").write_text("--- a/v.txt\n+++ b/v.txt\n@@ -1 +1 @@\n-nine\n+ten\n")
+    proc, _ = tree("--only", "fake")
+    assert proc.returncode == 1 and "fake patch phase failed: 0003-stale.patch" in proc.stderr, proc.stderr

@@ -18,7 +18,7 @@ build_dali() {
     return
   fi
   local patch_files=() p out phase_start build_id patches_json cuda_home="" work=$WORK/dali
-  [ -d "$DALI_PATCHES_DIR" ] && mapfile -t patch_files < <(find "$DALI_PATCHES_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort)
+  mapfile -t patch_files < <(patch_files "$DALI_PATCHES_DIR")
   patches_json=$(patch_records "${patch_files[@]}")
   # CUDA's headers (cuda_runtime_api.h and crt/): the toolkit's, else the copy TensorFlow's wheel ships.
   for p in /usr/local/cuda "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')/tensorflow/include/third_party/gpus/cuda"; do
@@ -42,13 +42,7 @@ build_dali() {
   phase_start=$(now)
   mkdir -p "$work/wheel"
   cp -a "$DALI_SRC" "$work/src" || fail "dali patch" "cannot copy $DALI_SRC"
-  for p in "${patch_files[@]}"; do
-    log "dali: applying $(basename "$p")"
-    if ! out=$(cd "$work/src" && patch -p1 --forward --batch < "$p" 2>&1); then
-      printf '%s\n' "$out" >&2
-      fail "dali patch" "$(basename "$p")"
-    fi
-  done
+  apply_patches dali "$work/src" "${patch_files[@]}"
   took "dali patch" "$phase_start"
   phase_start=$(now)
   log "dali compile phase"

@@ -24,12 +24,6 @@ HVD_STAMP=${NVBUILD_HOROVOD_STAMP:-$HERE/.horovod-build-id}
 # Bump when the way Horovod is built changes, so every image rebuilds it once.
 HVD_RECIPE=3
 
-HVD_PATCH_FILES=()
-horovod_patch_files() {
-  HVD_PATCH_FILES=()
-  [ -d "$HVD_PATCHES_DIR" ] && mapfile -t HVD_PATCH_FILES < <(find "$HVD_PATCHES_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort)
-}
-
 build_horovod() {
   if [ "${NVBUILD_HOROVOD:-1}" = 0 ]; then
     log "horovod: NVBUILD_HOROVOD=0, not built"
@@ -40,7 +34,8 @@ build_horovod() {
     log "horovod: no source at $HVD_SRC, not built"
     return
   fi
-  horovod_patch_files
+  local patch_files=()
+  mapfile -t patch_files < <(patch_files "$HVD_PATCHES_DIR")
 
   # --- what this build is: settings, NCCL, and the identity the stamp holds -------------
   local cuda_home="" nccl_h="" nccl_root="" targets="CPU only (no nvcc)"
@@ -60,7 +55,7 @@ build_horovod() {
   mapfile -t inherited < <(env | LC_ALL=C sort | grep '^HOROVOD_' | grep -v -E \
     '^HOROVOD_(WITH_TENSORFLOW|WITHOUT_PYTORCH|WITHOUT_MXNET|WITH_MPI|WITH_GLOO|BUILD_ARCH_FLAGS|GPU_OPERATIONS|CUDA_HOME|NCCL_LINK|NCCL_HOME|NCCL_INCLUDE|NCCL_LIB|BUILD_CUDA_CC_LIST)=')
   local build_id patches_json
-  patches_json=$(patch_records "${HVD_PATCH_FILES[@]}")
+  patches_json=$(patch_records "${patch_files[@]}")
   build_id=$({
     echo "recipe=$HVD_RECIPE python=$PYTHON cuda=${CUDA_VER:-none} sm=$targets"
     (cd "$HVD_SRC" && find . -type f ! -path './build/*' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
@@ -91,13 +86,7 @@ build_horovod() {
   mkdir -p "$hvd_work"
   cp -a "$HVD_SRC" "$hvd_work/src" || fail "horovod patch" "cannot copy $HVD_SRC"
   rm -rf "$hvd_work/src/build"
-  for p in "${HVD_PATCH_FILES[@]}"; do
-    log "horovod: applying $(basename "$p")"
-    if ! out=$(cd "$hvd_work/src" && patch -p1 --forward --batch < "$p" 2>&1); then
-      printf '%s\n' "$out" >&2
-      fail "horovod patch" "$(basename "$p")"
-    fi
-  done
+  apply_patches horovod "$hvd_work/src" "${patch_files[@]}"
   (cd "$hvd_work/src" && find . -type f | sed 's|^\./||') > "$hvd_work/sources.txt"
   took "horovod patch" "$phase_start"
 

@@ -344,6 +344,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         # from it may ask for what that ptxas knows (derive.parent_ptxas)
         Label.PTXAS: release.ptxas or "",
     }
+    chosen = chosen_components(release, options.without)
     return SimpleNamespace(
         release=release,
         variant=variant,
@@ -354,7 +355,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
             sorted(
                 {
                     *TOOLCHAIN_PACKAGES,
-                    *(p for c, _ in chosen_components(release, options.without) for p in c.BUILD_PACKAGES),
+                    *(p for c, _ in chosen for p in c.BUILD_PACKAGES),
                 }
             )
         ),
@@ -368,7 +369,7 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
         # new for its nvcc); an upstream base's nvcc takes its distribution's default
         nvcc_ccbin=ccbin if base_image == options.offline_base_image else None,
         # builder/components/ the devel image installs (their partials, before or after the compile)
-        components=chosen_components(release, options.without),
+        components=chosen,
         cuda_cc=archs,
         cuda_cc_arg=cc_text,
         build_env=build_env,

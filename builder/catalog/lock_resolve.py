@@ -4,14 +4,20 @@ Reading and checking locks, with no network, is builder/catalog/lock.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from builder import components
+from builder.catalog import tool_versions
 from builder.catalog.lock import (
     HASH,
     UV_COMPILE,
@@ -29,6 +35,7 @@ from builder.catalog.lock import (
     verify_sdist_lock,
 )
 from builder.core.errors import UserError
+from builder.core.grammar import canonical_name
 
 
 def uv_command() -> list[str]:
@@ -68,15 +75,19 @@ def _run_uv(args: list[str], cwd: Path, what: str, verb: str = "lock") -> None:
         raise UserError(f"uv could not {verb} {what}: {reason[:700] or f'exit {proc.returncode}'}")
 
 
-def compile_lock(t: Target, existing: str | None = None, uv: list[str] | None = None) -> str:
+def compile_lock(
+    t: Target, existing: str | None = None, uv: list[str] | None = None, pinned: dict[str, str] | None = None
+) -> str:
     """Resolve one triple with uv and return the lock file's text. Versions of `existing`
-    (the current lock) are kept where they still fit, so a catalog edit moves only what it must."""
+    (the current lock) are kept where they still fit, so a catalog edit moves only what it must.
+    PINNED replaces catalog requirements (a tool's range) by the version chosen for them."""
     uv = uv or uv_command()
     platform = platform_for(t.python)
     flags = ["--python-version", t.python, "--python-platform", platform]
+    asked = [(pinned or {}).get(r, r) for r in requirements(t.release, t.variant)]
     with tempfile.TemporaryDirectory(prefix="builder-lock-") as tmp:
         work = Path(tmp)
-        (work / "requirements.in").write_text("\n".join(requirements(t.release, t.variant)) + "\n")
+        (work / "requirements.in").write_text("\n".join(asked) + "\n")
         if existing:
             (work / "lock.txt").write_text(existing)
         _run_uv([*uv, *UV_COMPILE, *flags, "-q", "-o", "lock.txt", "requirements.in"], work, t.label)
@@ -92,6 +103,70 @@ def compile_lock(t: Target, existing: str | None = None, uv: list[str] | None = 
         f"# inputs-digest: {inputs_digest(t.release, t.variant, t.python)}",
     ]
     return "\n".join(header) + "\n" + body.lstrip("\n")
+
+
+def index_versions(name: str) -> list[str]:
+    """NAME's versions on the index uv resolves from (UV_INDEX_URL, PIP_INDEX_URL, else PyPI),
+    read from its JSON simple API (PEP 691/700)."""
+    index = (os.environ.get("UV_INDEX_URL") or os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple").rstrip("/")
+    shown = urllib.parse.urlsplit(index)._replace(netloc=urllib.parse.urlsplit(index).hostname or "").geturl()
+    request = urllib.request.Request(
+        f"{index}/{canonical_name(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            data = json.load(answer)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot list the versions of {name} on {shown}: {e}") from None
+    versions = data.get("versions") if isinstance(data, dict) else None
+    if not isinstance(versions, list):
+        raise UserError(f"the index {shown} lists no versions of {name} (it needs PEP 700's JSON API)")
+    return [str(v) for v in versions]
+
+
+def _ranged(t: Target) -> list[str]:
+    """The component requirements of T's release that name a range (a tool's), in catalog order."""
+    return [
+        r
+        for name, spec in t.release.components.items()
+        for r in components.get(name).owned(spec)
+        if tool_versions.exact_version(r) is None
+    ]
+
+
+def compile_with_tools(
+    t: Target,
+    existing: str | None,
+    uv: list[str],
+    log: Callable[[str], None],
+    versions: Callable[[str], list[str]] = index_versions,
+) -> str:
+    """T's lock, each ranged tool requirement pinned to the newest of its versions that
+    resolves with the release (tool_versions.choose; each try and refusal is logged); a
+    UserError naming every refusal when none does."""
+    pinned: dict[str, str] = {}
+    text: str | None = None
+    for requirement in _ranged(t):
+        made: dict[str, str] = {}
+
+        def resolves(pin: str, requirement: str = requirement, made: dict[str, str] = made) -> str | None:
+            try:
+                made[pin] = compile_lock(t, existing, uv, {**pinned, requirement: pin})
+            except UserError as e:
+                return str(e).split(": ", 1)[-1]
+            return None
+
+        choice = tool_versions.choose(requirement, versions(tool_versions.distribution(requirement)), resolves)
+        for line in choice.lines():
+            log(f"  {t.label}: {line}")
+        if choice.version is None:
+            raise UserError(
+                f"{t.label}: {choice.absent_reason()}; widen the range, or name the tool absent in the catalog"
+            )
+        pin = f"{choice.distribution}=={choice.version}"
+        pinned[requirement] = pin
+        text = made[pin]
+    return text if text is not None else compile_lock(t, existing, uv)
 
 
 def _strip_header(text: str) -> str:
@@ -178,7 +253,7 @@ def write(
             continue
         uv = uv or uv_command()
         log(f"locking {t.label} ({platform_for(t.python)})")
-        text = compile_lock(t, None if upgrade else old, uv)
+        text = compile_with_tools(t, None if upgrade else old, uv, log)
         bad = verify_lock(t.release, t.variant, t.python, text)
         if bad:
             raise UserError(f"the lock uv made for {t.label} {bad[0]}")

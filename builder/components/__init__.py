@@ -55,6 +55,20 @@ class Probe:
         return {"command": list(self.command), "pattern": self.pattern, "package": self.package}
 
 
+PATCH_VERSIONS = re.compile(r"Versions:((?:[ \t]+[0-9][^\s]*)+)[ \t]*")
+
+
+def patch_versions(path: Path) -> tuple[str, ...] | None:
+    """The source versions a patch names in its header's `Versions:` line; None: it names
+    none, and applies to every version."""
+    header = path.read_text(encoding="utf-8").split("\n--- ", 1)[0]
+    for line in header.splitlines():
+        found = PATCH_VERSIONS.fullmatch(line)
+        if found:
+            return tuple(found.group(1).split())
+    return None
+
+
 class Component:
     """One optional component. Subclasses set the class attributes and may override the methods."""
 
@@ -120,10 +134,17 @@ class Component:
         return ()
 
     @classmethod
-    def patches(cls) -> list[Path]:
-        """The patches shipped with it (its folder's patches/), in the order nvbuild.sh applies them."""
+    def patches(cls, spec: Any = None) -> list[Path]:
+        """The files of its folder's patches/ that an image of SPEC ships, in the order
+        nvbuild.sh applies them: a patch whose header (the text before its first `--- `)
+        has a line `Versions: 0.22.1 0.28.1` is for those versions of its source (`sdist`)
+        only; one without it, and every other file, for all. Without SPEC: every file."""
         folder = cls.directory() / "patches"
-        return sorted(p for p in folder.glob("*") if p.is_file()) if folder.is_dir() else []
+        found = sorted(p for p in folder.glob("*") if p.is_file()) if folder.is_dir() else []
+        source = cls.sdist(spec) if spec is not None else None
+        if source is None:
+            return found
+        return [p for p in found if (versions := patch_versions(p)) is None or source[1] in versions]
 
     @classmethod
     def patchable(cls) -> bool:

@@ -450,7 +450,7 @@ def render(release: Release, variant: Variant, options: RenderOptions = RenderOp
             files[f"runtime/components/{component.NAME}/{component.REPORT}"] = files[
                 f"components/{component.NAME}/{component.REPORT}"
             ]
-        for patch in component.patches():
+        for patch in component.patches(spec):
             files[f"components/{component.NAME}/patches/{patch.name}"] = patch.read_text(encoding="utf-8")
         sdist = component.sdist(spec)
         if sdist:

@@ -60,6 +60,9 @@ ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
 # user's; a volume there keeps it across containers (README, "Running on a GPU"). Here, so
 # that a runtime image has it too.
 RUN install -d -m 1777 /var/cache/cuda-jit
+# JupyterLab's settings: `jupyter lab` serves /workspace on $JUPYTER_PORT, with the token
+# or password the container is given (JUPYTER_TOKEN, JUPYTER_PASSWORD), else a random token.
+COPY components/jupyter/jupyter_server_config.py /etc/jupyter/
 
 # The in-image build contract: nvbuild.sh, its flags file, the compute-capability policy
 # and the report of what the image holds.
@@ -81,7 +84,7 @@ ARG COMPILE_CACHE=""
 # and compiles it for the image's capabilities in its own layer, first: neither a framework
 # patch nor another component rebuilds it. report.py reads it back.
 COPY components/horovod/patches/ /opt/tensorflow/patches/horovod/
-COPY components/horovod/nvbuild-step.sh components/horovod/report.py /opt/tensorflow/components/horovod/
+COPY components/horovod/nvbuild-step.sh components/horovod/nvcc-wrapper.sh components/horovod/report.py /opt/tensorflow/components/horovod/
 # hadolint ignore=DL3059
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \

@@ -81,7 +81,7 @@ ARG COMPILE_CACHE=""
 # and compiles it for the image's capabilities in its own layer, first: neither a framework
 # patch nor another component rebuilds it. report.py reads it back.
 COPY components/horovod/patches/ /opt/tensorflow/patches/horovod/
-COPY components/horovod/nvbuild-step.sh components/horovod/report.py /opt/tensorflow/components/horovod/
+COPY components/horovod/nvbuild-step.sh components/horovod/nvcc-wrapper.sh components/horovod/report.py /opt/tensorflow/components/horovod/
 # hadolint ignore=DL3059
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \

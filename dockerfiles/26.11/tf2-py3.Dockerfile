@@ -97,6 +97,9 @@ RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-m
  && DEBIAN_FRONTEND=noninteractive with-build-settings apt-get install -y --no-install-recommends $toolkit \
       build-essential \
       ca-certificates \
+      cmake \
+      libopenmpi-dev \
+      openmpi-bin \
       patch \
       python-is-python3 \
       python3-dev \
@@ -136,6 +139,22 @@ ENV TF_CUDA_COMPUTE_CAPABILITIES="6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0" \
 WORKDIR /opt/tensorflow
 # COMPILE_CACHE: a shared compile cache URL (builder --compile-cache); empty builds without.
 ARG COMPILE_CACHE=""
+
+# Horovod 0.28.1: its PyPI sdist, hash-checked and unpacked as it is.
+# nvbuild.sh (its step, nvbuild-step.sh) applies /opt/tensorflow/patches/horovod/*.patch
+# and compiles it for the image's capabilities in its own layer, first: neither a framework
+# patch nor another component rebuilds it. report.py reads it back.
+COPY components/horovod/patches/ /opt/tensorflow/patches/horovod/
+COPY components/horovod/nvbuild-step.sh components/horovod/nvcc-wrapper.sh components/horovod/report.py /opt/tensorflow/components/horovod/
+# hadolint ignore=DL3059
+RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
+    with-build-settings python3 -m pip download --no-cache-dir --no-deps --no-binary :all: --no-build-isolation \
+      --require-hashes -r /opt/tensorflow/locks/horovod.txt -d /tmp/horovod-sdist \
+ && mkdir -p /opt/tensorflow/horovod-source \
+ && tar -xzf /tmp/horovod-sdist/horovod-*.tar.gz -C /opt/tensorflow/horovod-source --strip-components=1 \
+ && rm -rf /tmp/horovod-sdist
+# hadolint ignore=DL3059
+RUN --mount=type=cache,id=tfbuilder-nvbuild-ccache,target=/var/cache/nvbuild ./nvbuild.sh --only horovod --sm 6.0,6.1,7.0,7.5,8.0,8.6,8.9,9.0,10.0,12.0 ${COMPILE_CACHE:+--cache "$COMPILE_CACHE"}
 
 # NVIDIA DALI's TensorFlow plugin 2.4.0: its PyPI sdist, hash-checked and
 # unpacked as it is; nvbuild.sh (its step, nvbuild-step.sh) applies /opt/tensorflow/patches/dali/*.patch

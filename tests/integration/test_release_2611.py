@@ -2,8 +2,9 @@
 2.21.0 with NVIDIA's CUDA 12 wheels. Built once, the way README says (`builder build
 --release 26.11 --runtime`, with zstd layers: FAST_EXPORT), from a fresh offline base;
 both images are checked from the inside: the framework's version, the extension's SASS
-for the catalog's capabilities, XLA's toolchain, the conformance suite, the Hopper and
-Blackwell coverage rows, and the runtime image without a compiler. The module runs first
+for the catalog's capabilities, Horovod 0.28.1 built by its patches (its 2-process tests are
+the conformance suite's), XLA's toolchain, the conformance suite, the Hopper and Blackwell
+coverage rows, and the runtime image without a compiler. The module runs first
 (conftest) and at its end removes what it built (images, base, root file system): they
 are the largest of the run and no other test uses them."""
 
@@ -159,12 +160,31 @@ def test_xla_finds_ptxas_and_libdevice_in_nvidias_wheel_and_compiles_on_the_cpu(
     assert xla["cpu_jit_compile"]["ok"], xla
 
 
-def test_horovod_is_declared_absent_not_pretended(images):
+def test_horovod_0_28_1_is_built_by_its_patches_and_shown(images):
+    """Horovod's latest release does not build against TensorFlow 2.21 as released; the
+    patches for 0.28.1 make it: `builder show` and `inspect` name it, its library carries
+    SASS for each of the catalog's capabilities (10.0 and 12.0 assembled by the wheel's
+    ptxas) and PTX for compute_90, and the coverage table has its row. Its allreduce and
+    Keras fit across two processes are the conformance suite's (Horovod's own tests)."""
     shown = builder("show", "26.11")
-    lines = [line for line in shown.stdout.splitlines() if line.startswith("horovod:")]
-    assert len(lines) == 1 and "absent: Horovod 0.28.1" in lines[0]
-    assert run_py(images[0], "import horovod").returncode != 0
-    assert labels(images[0])["dev.tfbuilder.horovod"] == ""
+    assert re.search(r"^horovod:\n  version: 0\.28\.1$", shown.stdout, re.M), shown.stdout
+    report = json.loads(builder("inspect", images[0], "--json").stdout)
+    horovod = report["components"]["horovod"]
+    assert horovod["version"] == "0.28.1" and horovod["nccl_built"] is True and horovod["cuda_built"] is True
+    assert [p["name"][:4] for p in horovod["patches"]] == ["0001", "0003", "0004", "0005", "0006"]
+    assert labels(images[0])["dev.tfbuilder.horovod"] == "0.28.1 (mpi, gloo, nccl, cuda)"
+    wanted = [a.replace(".", "") for a in catalog.load().get("26.11").cuda_cc]
+    pkg = run_py(images[0], "import horovod, os; print(os.path.dirname(horovod.__file__))").stdout.split()[-1]
+    lib = f"{pkg}/tensorflow/mpi_lib*.so"
+    listing = docker("run", "--rm", "--entrypoint", "sh", images[0], "-c", f"cuobjdump --list-elf {lib}")
+    assert listing.returncode == 0, listing.stderr
+    assert sorted(set(re.findall(r"\.sm_(\d+)\.cubin", listing.stdout)), key=int) == wanted
+    ptx = docker("run", "--rm", "--entrypoint", "sh", images[0], "-c", f"cuobjdump --list-ptx {lib}")
+    assert set(re.findall(r"\.sm_(\d+)\.ptx", ptx.stdout)) == {"90"}
+    cells = coverage_cells(builder("inspect", images[0], "--coverage").stdout)
+    row = component_row(cells, "Horovod")
+    for arch in catalog.load().get("26.11").cuda_cc:
+        assert row[arch] == f"sm_{arch.replace('.', '')}", row
 
 
 def layers(image: str) -> list[str]:
@@ -191,8 +211,9 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
     assert labels(runtime)["dev.tfbuilder.runtime-of"] == devel
     assert labels(runtime)["dev.tfbuilder.coverage"] == labels(devel)["dev.tfbuilder.coverage"]
     assert labels(runtime)["dev.tfbuilder.base"] == labels(devel)["dev.tfbuilder.base"] == "offline"
-    # the components run there too: DALI's plugin (compiled in devel, copied), JupyterLab, TensorBoard
-    for key in ("dev.tfbuilder.dali", "dev.tfbuilder.jupyter", "dev.tfbuilder.tensorboard"):
+    # the components run there too: DALI's plugin and Horovod (compiled in devel, copied),
+    # JupyterLab, TensorBoard
+    for key in ("dev.tfbuilder.dali", "dev.tfbuilder.horovod", "dev.tfbuilder.jupyter", "dev.tfbuilder.tensorboard"):
         assert labels(runtime)[key] == labels(devel)[key] and labels(devel)[key], key
     parts = docker(
         "run",
@@ -201,7 +222,7 @@ def test_the_runtime_image_has_no_compiler_and_still_trains(images):
         "python3",
         runtime,
         "-c",
-        "import nvidia.dali.plugin.tf, jupyterlab, tensorboard; print('ok')",
+        "import nvidia.dali.plugin.tf, horovod.tensorflow, jupyterlab, tensorboard; print('ok')",
     )
     assert parts.returncode == 0 and parts.stdout.split()[-1] == "ok", parts.stderr[-2000:]
     out = docker(

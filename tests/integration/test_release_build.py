@@ -195,7 +195,9 @@ def test_inspect_reports_what_the_image_holds(release_image):
     assert tensorboard == {"tensorboard": {"version": "2.11.2"}}
     assert report["labels"]["dev.tfbuilder.dali"] == "1.34.0 (TensorFlow plugin 1.34.0)"
     assert report["labels"]["dev.tfbuilder.tensorboard"] == "tensorboard=2.11.2"
-    assert "jupyter" not in report["components"]  # absent from 21.08
+    # JupyterLab of the era (3.0, on jupyter-server 1) under TensorFlow 2.5's pins
+    assert report["components"]["jupyter"] == {"jupyterlab": {"version": "3.0.16"}}
+    assert report["labels"]["dev.tfbuilder.jupyter"] == "jupyterlab=3.0.16"
     text = builder("inspect", release_image).stdout
     assert re.search(r"^nsys\s+2020\.4\.3\.7$", text, re.M), text
     assert re.search(r"^dali_tf_plugin\s+1\.34\.0$", text, re.M), text
@@ -278,7 +280,8 @@ def test_toggled_build_changes_binaries_and_build_info(release_image, scratch_ta
     assert test.returncode == 0, test.stdout[-3000:]
     report = json.loads(builder("inspect", scratch_tag, "--json").stdout)
     # the component left out is not there; the others are
-    assert set(report["components"]) == {"dali", "horovod", "tensorboard"} and report["without"] == ["nsight"]
+    assert set(report["components"]) == {"dali", "horovod", "jupyter", "tensorboard"}
+    assert report["without"] == ["nsight"]
     assert report["labels"]["dev.tfbuilder.nsight"] == ""
     assert docker("run", "--rm", "--entrypoint", "bash", scratch_tag, "-c", "command -v nsys ncu").returncode != 0
     ext = report["extension_build_info"]

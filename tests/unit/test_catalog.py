@@ -94,13 +94,9 @@ def test_upstream_wheels_of_the_shipped_releases(real):
         "21.10": "0.23.0",
         "22.12": "0.26.1",
         "23.03": "0.26.1",
+        "26.11": "0.28.1",  # built against TensorFlow 2.21 by the patches for 0.28.1
     }
-    # 26.11 says why it has none, and the older releases say nothing of the kind
-    assert (
-        "horovod" not in real.get("26.11").components
-        and "does not build against TensorFlow 2.21" in real.get("26.11").components_absent["horovod"]
-    )
-    assert [r.name for r in real.releases.values() if "horovod" in r.components_absent] == ["26.11"]
+    assert [r.name for r in real.releases.values() if "horovod" in r.components_absent] == []
     assert real.get("21.08").gpu_wheels == {"cudnn": "nvidia-cudnn-cu11==8.5.0.96", "nccl": "nvidia-nccl-cu11==2.13.4"}
     # TensorFlow 2.21's CUDA 12 wheels, every one pinned exactly (its and-cuda extra has lower bounds only)
     cu12 = real.get("26.11").gpu_wheels
@@ -130,8 +126,10 @@ def test_upstream_wheels_of_the_shipped_releases(real):
         "jupyterlab==4.6.6",
         "tensorboard==2.21.0",
     )
-    assert "typing-extensions" in real.get("21.08").components_absent["jupyter"]
-    assert "jupyter" not in real.get("21.08").components
+    # JupyterLab of the era on 21.x: 3.0 (3.6 and 4.x need typing-extensions 4 at run time)
+    r2108 = real.get("21.08").components["jupyter"]
+    assert (r2108.requirement, r2108.pins) == ("jupyterlab==3.0.16", ["jsonschema<4.18"])
+    assert "jupyter" not in real.get("21.08").components_absent
     assert real.get("21.08").components["dali"].wheel == "nvidia-dali-cuda110==1.34.0"
     assert real.get("26.11").components["dali"].plugin == "nvidia-dali-tf-plugin-cuda120"
     # the docker-examples' defaults: an apt package and one built on the release's TensorFlow
@@ -162,7 +160,7 @@ def test_tools_are_components_a_requirement_null_or_absent_with_a_reason(tmp_pat
     for bad, says in (
         ("jupyter: {requirement: 'jupyterlab=='}", "jupyter.requirement: 'jupyterlab==' is not a pip requirement"),
         ("jupyter: {requirement: 'jupyter lab'}", "is not a pip requirement"),
-        ("jupyter: 'jupyterlab==4.6.6'", 'give {requirement}, null, or "absent: WHY"'),
+        ("jupyter: 'jupyterlab==4.6.6'", 'give {requirement, pins}, null, or "absent: WHY"'),
         ("tools: {jupyter: 'jupyterlab==4.6.6'}", "tools: moved to each tool's own key"),
     ):
         with pytest.raises(CatalogError) as err:

@@ -143,7 +143,8 @@ def test_each_release_that_names_it_renders_its_step_where_it_says(component, ca
                 assert f"./nvbuild.sh --only {component.NAME}" in own
                 assert f"locks/{component.SDIST_LOCK}" in out.files and component.SOURCE in own
             assert all(f"components/{component.NAME}/{f}" in out.files for f in component.FILES)
-            assert all(f"components/{component.NAME}/patches/{p.name}" in out.files for p in component.patches())
+            shipped = {f for f in out.files if f.startswith(f"components/{component.NAME}/patches/")}
+            assert shipped == {f"components/{component.NAME}/patches/{p.name}" for p in component.patches(spec)}
             # what it copies in stays out of /tmp: a layer would keep the file after a RUN removes it
             assert not re.search(r"^COPY .* /tmp", own, re.M), "a component copies into /tmp"
             assert json.loads(out.files["components.json"])[component.NAME] == component.report_entry(spec)
@@ -366,3 +367,41 @@ def test_its_shell_files_parse(component):
         if name.endswith(".sh"):
             out = subprocess.run(["bash", "-n", str(component.directory() / name)], capture_output=True, text=True)
             assert out.returncode == 0, out.stderr
+
+
+def test_a_patch_ships_only_to_the_source_versions_its_header_names(tmp_path, monkeypatch):
+    """`Versions: A B` in a patch's header (before its first `--- `) limits it to those
+    versions of the component's sdist; a patch without that line ships with every version."""
+    from builder.components import dali
+
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    (folder / "0001-all.patch").write_text("For every version.\n\n--- a/x\n+++ b/x\n")
+    (folder / "0002-old.patch").write_text("Old only.\n\nVersions: 1.0 1.1\n--- a/x\n+++ b/x\nVersions: 2.0\n")
+    (folder / "0003-new.patch").write_text("New only.\nVersions: 2.0\n\n--- a/x\n+++ b/x\n")
+    (folder / "README.md").write_text("notes\n")
+    monkeypatch.setattr(dali.Dali, "directory", classmethod(lambda cls: tmp_path))
+    spec = dali.Dali.MODEL.model_validate({"version": "1.1", "cuda": "110"})
+    assert [p.name for p in dali.Dali.patches(spec)] == ["0001-all.patch", "0002-old.patch", "README.md"]
+    newer = dali.Dali.MODEL.model_validate({"version": "2.0", "cuda": "120"})
+    assert [p.name for p in dali.Dali.patches(newer)] == ["0001-all.patch", "0003-new.patch", "README.md"]
+    assert len(dali.Dali.patches()) == 4  # no spec: the whole folder
+
+
+def test_each_release_gets_the_horovod_patches_made_for_its_version(cat):
+    """The shipped series: every Horovod patch names its versions, and each release's
+    version gets the ones written for it (0.28.1's make it build against TensorFlow 2.21)."""
+    from builder.components import patch_versions
+    from builder.components.horovod import Horovod
+
+    assert all(patch_versions(p) for p in Horovod.patches() if p.suffix == ".patch")
+    series = {
+        name: [p.name[:4] for p in Horovod.patches(cat.get(name).components["horovod"])]
+        for name in ("21.08", "21.10", "22.12", "26.11")
+    }
+    assert series == {
+        "21.08": ["0001", "0002"],
+        "21.10": ["0001", "0002"],
+        "22.12": ["0001"],
+        "26.11": ["0001", "0003", "0004", "0005", "0006"],
+    }

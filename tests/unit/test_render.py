@@ -462,14 +462,23 @@ def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
     assert "locks/dali-tf-plugin.txt" not in r.files and "jupyter/jupyter_server_config.py" not in r.files
 
 
+def test_without_jupyter_on_21_08_takes_its_pins_and_what_only_it_needed(cat):
+    """21.08's JupyterLab 3.0.16 comes with a pin (jsonschema<4.18): left out, the lock
+    loses JupyterLab, jsonschema and jupyter-server, and keeps what TensorFlow needs."""
+    full = _render(cat, "21.08").files["locks/requirements-py3.9.txt"]
+    assert all(f"\n{d}==" in full for d in ("jupyterlab", "jsonschema", "jupyter-server", "tensorflow", "six"))
+    lean = _render(cat, "21.08", without=("jupyter",)).files["locks/requirements-py3.9.txt"]
+    assert not any(f"\n{d}==" in lean for d in ("jupyterlab", "jsonschema", "jupyter-server"))
+    assert all(f"\n{d}==" in lean for d in ("tensorflow", "six", "tensorboard", "typing-extensions"))
+
+
 @pytest.mark.parametrize(
     "without, says",
     [
-        (("jupyter",), "--without 'jupyter': release 21.08 does not install it (JupyterLab 3.6 and 4.x need"),
         (("tensorboard",), "--without tensorboard: tensorflow requires tensorboard, which cannot be left out"),
         (
             ("nsight", "horovod", "dali", "bogus"),
-            "--without 'bogus': release 21.08 does not install it (it has: dali, horovod, nsight, tensorboard)",
+            "--without 'bogus': release 21.08 does not install it (it has: dali, horovod, jupyter, nsight, tensorboard)",
         ),
     ],
 )
@@ -481,11 +490,14 @@ def test_without_refuses_what_the_release_cannot_leave_out(cat, without, says):
 
 def test_without_horovod_drops_what_only_it_needed_and_keeps_what_others_need(cat):
     """Horovod's install_requires only serve it: left out with it, except where something
-    kept requires one (cryptography needs cffi); its toolchain goes too."""
+    kept requires one (cryptography needs cffi, JupyterLab's ipykernel psutil); its
+    toolchain goes too."""
     r = _render(cat, without=("horovod",))
     lock = r.files["locks/requirements-py3.9.txt"]
-    assert not any(f"\n{n}==" in lock for n in ("cloudpickle", "psutil", "pyyaml"))
-    assert "\ncffi==" in lock and "\ntensorflow==2.5.0" in lock
+    assert not any(f"\n{n}==" in lock for n in ("cloudpickle", "pyyaml"))
+    assert "\ncffi==" in lock and "\npsutil==" in lock and "\ntensorflow==2.5.0" in lock
+    both = _render(cat, without=("horovod", "jupyter")).files["locks/requirements-py3.9.txt"]
+    assert "\npsutil==" not in both
     assert "./nvbuild.sh --only horovod" not in r.dockerfile and "openmpi" not in r.dockerfile
     full = _render(cat)
     assert "\ncloudpickle==" in full.files["locks/requirements-py3.9.txt"] and "libopenmpi-dev" in full.dockerfile

@@ -62,7 +62,7 @@ class Horovod(Component):
     WHERE = "before-compile"
     ORDER = 10  # the longest compile of the components: its layer first
     RUNTIME = True
-    FILES = ("nvbuild-step.sh", "report.py")
+    FILES = ("nvbuild-step.sh", "nvcc-wrapper.sh", "report.py")
     REPORT = "report.py"
     SOURCE = "/opt/tensorflow/horovod-source"
     SDIST_LOCK = "horovod.txt"

@@ -6,9 +6,11 @@
 # is applied in name order (patch -p1 --forward --batch), and its wheel is built there
 # (setup.py bdist_wheel, no -g) and installed with pip (no dependencies, no index) with
 # TensorFlow, MPI and Gloo, NCCL GPU
-# operations (NCCL from the nvidia-nccl-cu11 wheel, linked shared), the same compute
-# capabilities as the framework (SASS for each, PTX for the newest) and portable x86 flags
-# (-mf16c -mavx -mfma, never -march=native); without nvcc it is built CPU-only. Installed
+# operations (NCCL from the release's nvidia-nccl wheel, linked shared), the same compute
+# capabilities as the framework (SASS for each, PTX for the newest nvcc knows; those only a
+# newer ptxas knows, e.g. 10.0 and 12.0 beside nvcc 12.4, are assembled by it from that
+# PTX into the same fatbin, as the extension does) and portable x86 flags (-mf16c -mavx
+# -mfma, never -march=native); without nvcc it is built CPU-only. Installed
 # shared objects are stripped of debug info. A stamp (/opt/tensorflow/.horovod-build-id)
 # holds a hash of the source, its patches, the capabilities, the installed TensorFlow and
 # the HOROVOD_* settings: when it matches and `import horovod.tensorflow` works, Horovod is
@@ -22,7 +24,7 @@ HVD_SRC=${NVBUILD_HOROVOD_SOURCE:-$HERE/horovod-source}
 HVD_PATCHES_DIR=${NVBUILD_HOROVOD_PATCHES:-$PATCHES_DIR/horovod}
 HVD_STAMP=${NVBUILD_HOROVOD_STAMP:-$HERE/.horovod-build-id}
 # Bump when the way Horovod is built changes, so every image rebuilds it once.
-HVD_RECIPE=3
+HVD_RECIPE=4
 
 build_horovod() {
   if [ "${NVBUILD_HOROVOD:-1}" = 0 ]; then
@@ -38,7 +40,7 @@ build_horovod() {
   mapfile -t patch_files < <(patch_files "$HVD_PATCHES_DIR")
 
   # --- what this build is: settings, NCCL, and the identity the stamp holds -------------
-  local cuda_home="" nccl_h="" nccl_root="" targets="CPU only (no nvcc)"
+  local cuda_home="" nccl_h="" nccl_root="" targets="CPU only (no nvcc)" assemble="" ptx_arch=""
   local settings=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
                   HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_BUILD_ARCH_FLAGS="-mf16c -mavx -mfma")
   if [ -n "$CUDA_VER" ]; then
@@ -46,10 +48,16 @@ build_horovod() {
     if [ -x /usr/local/cuda/bin/nvcc ]; then cuda_home=/usr/local/cuda
     else cuda_home=$(dirname "$(dirname "$(readlink -f "$NVCC_BIN")")"); fi
     nccl_h=$(header_path nccl.h)
-    [ -n "$nccl_h" ] || fail "horovod compile" "CUDA $CUDA_VER but no nccl.h (install nvidia-nccl-cu11, or set NVBUILD_HOROVOD=0)"
+    [ -n "$nccl_h" ] || fail "horovod compile" "CUDA $CUDA_VER but no nccl.h (install the release's nvidia-nccl wheel, or set NVBUILD_HOROVOD=0)"
     nccl_root=$(dirname "$(dirname "$nccl_h")")
     settings+=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$cuda_home" HOROVOD_NCCL_LINK=SHARED
                HOROVOD_BUILD_CUDA_CC_LIST="$(echo "$SM_NVCC" | tr -d .)")
+    if [ -n "$PTXAS_BIN" ]; then
+      assemble=$("$PYTHON" "$POLICY" assemble "$SM" "$CUDA_VER" --ptxas "$PTXAS_VER") \
+        || fail configure "compute capabilities '$SM' rejected"
+      ptx_arch=$(echo "$SM_NVCC" | tr , '\n' | tr -d . | sort -n | tail -n1)
+      [ -n "$assemble" ] && targets+=" (sm_${assemble// /, sm_} by ptxas $PTXAS_VER from compute_$ptx_arch)"
+    fi
   fi
   local inherited=()  # HOROVOD_* the environment already sets (and this script does not)
   mapfile -t inherited < <(env | LC_ALL=C sort | grep '^HOROVOD_' | grep -v -E \
@@ -57,7 +65,7 @@ build_horovod() {
   local build_id patches_json
   patches_json=$(patch_records "${patch_files[@]}")
   build_id=$({
-    echo "recipe=$HVD_RECIPE python=$PYTHON cuda=${CUDA_VER:-none} sm=$targets"
+    echo "recipe=$HVD_RECIPE python=$PYTHON cuda=${CUDA_VER:-none} sm=$targets ptxas=$PTXAS_BIN@$PTXAS_VER"
     (cd "$HVD_SRC" && find . -type f ! -path './build/*' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     echo "patches=$patches_json"
     tensorflow_identity
@@ -110,11 +118,16 @@ build_horovod() {
     env_vars+=(HOROVOD_NCCL_HOME="$hvd_work/nccl" HOROVOD_NCCL_INCLUDE="$hvd_work/nccl/include"
                HOROVOD_NCCL_LIB="$hvd_work/nccl/lib" LIBRARY_PATH="$hvd_work/nccl/lib${LIBRARY_PATH:+:$LIBRARY_PATH}")
   fi
-  local cache_log=""
+  local cache_log="" cuda_language=0
+  # Horovod 0.25 and later compile CUDA as CMake's CUDA language; before, with FindCUDA.
+  grep -q 'enable_language(CUDA)' "$hvd_work/src/CMakeLists.txt" && cuda_language=1
   if command -v ccache >/dev/null 2>&1; then
-    # Horovod's CMakeLists puts ccache in front of the C++ compiler when it finds one; nvcc
-    # (FindCUDA, not CMake's CUDA language) goes through it by this wrapper. The copy is a
-    # new temporary directory each build: paths are made relative to the build's parent.
+    # Horovod's CMakeLists puts ccache in front of the C++ compiler when it finds one (and
+    # of nvcc, with CMake's CUDA language); FindCUDA's nvcc goes through it by the nvcc
+    # wrapper. The copy is a new temporary directory each build: paths are made relative
+    # to the build's parent. A compiler's identity for the cache is its version output:
+    # nvcc may be a two-line script (Debian's /usr/bin/nvcc), and the wrapper's path is new
+    # each build.
     cache_log=$hvd_work/ccache.log
     if [ -n "$CACHE_URL" ] && ! have_http_ccache; then
       log "warning: --cache needs ccache with HTTP storage (4.4+), which this image lacks; compiling without a cache"
@@ -122,25 +135,25 @@ build_horovod() {
     fi
     ccache_vars "$hvd_work" "$cache_log" "$hvd_work/ccache"
     env_vars+=("${CCACHE_VARS[@]}")
-    if [ -n "$CUDA_VER" ]; then
-      cat > "$hvd_work/bin/nvcc" <<WRAP
-#!/bin/sh
-# nvcc through ccache for compiles (-c); anything else (--version, -M) straight to nvcc.
-# The compiler's identity for the cache is its version line: nvcc may be a two-line
-# script (Debian's /usr/bin/nvcc), whose content says nothing about the toolkit.
-for a in "\$@"; do
-  if [ "\$a" = -c ]; then
-    CCACHE_COMPILERCHECK="%compiler% --version"; export CCACHE_COMPILERCHECK
-    exec ccache "$cuda_home/bin/nvcc" "\$@"
-  fi
-done
-exec "$cuda_home/bin/nvcc" "\$@"
-WRAP
-      chmod 755 "$hvd_work/bin/nvcc"
-      env_vars+=(CUDA_NVCC_EXECUTABLE="$hvd_work/bin/nvcc")
-    fi
+    [ "$cuda_language" = 1 ] && env_vars+=(CCACHE_COMPILERCHECK="%compiler% --version")
   else
     log "warning: ccache is not installed: Horovod compiles without a cache and its compiled units are not listed"
+  fi
+  if [ -n "$CUDA_VER" ]; then
+    # nvcc-wrapper.sh as bin/nvcc of a directory of its own: ccache in front (FindCUDA) and
+    # the capabilities only the newer ptxas assembles. CMake's CUDA language takes the
+    # compiler from HOROVOD_CUDA_HOME/bin/nvcc (and the toolkit from what nvcc reports).
+    mkdir -p "$hvd_work/cuda/bin"
+    cp "$HERE/components/horovod/nvcc-wrapper.sh" "$hvd_work/cuda/bin/nvcc" && chmod 755 "$hvd_work/cuda/bin/nvcc" \
+      || fail "horovod compile" "cannot place the nvcc wrapper"
+    env_vars+=(NVBUILD_NVCC_REAL="$cuda_home/bin/nvcc" NVBUILD_NVCC_ASSEMBLE="$assemble"
+               NVBUILD_NVCC_PTX_ARCH="$ptx_arch" NVBUILD_NVCC_PTXAS="$PTXAS_BIN")
+    if [ "$cuda_language" = 1 ]; then
+      env_vars+=(HOROVOD_CUDA_HOME="$hvd_work/cuda")
+    else
+      env_vars+=(CUDA_NVCC_EXECUTABLE="$hvd_work/cuda/bin/nvcc")
+      [ -n "$cache_log" ] && env_vars+=(NVBUILD_NVCC_CCACHE=1)
+    fi
   fi
   # Horovod's setup.py always configures RelWithDebInfo (-O3 -g): the debug info is
   # stripped at install, so compiling, caching, linking and zipping it is waste (it is 59

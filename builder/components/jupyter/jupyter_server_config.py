@@ -11,7 +11,13 @@ c.ServerApp.open_browser = False
 c.ServerApp.allow_root = True
 c.ServerApp.root_dir = os.environ.get("JUPYTER_ROOT_DIR") or "/workspace"
 if os.environ.get("JUPYTER_PASSWORD") and not os.environ.get("JUPYTER_TOKEN"):
+    import jupyter_server
     from jupyter_server.auth import passwd
 
-    c.PasswordIdentityProvider.hashed_password = passwd(os.environ["JUPYTER_PASSWORD"])
-    c.IdentityProvider.token = ""
+    hashed = passwd(os.environ["JUPYTER_PASSWORD"])
+    if int(jupyter_server.__version__.split(".")[0]) >= 2:
+        c.PasswordIdentityProvider.hashed_password = hashed
+        c.IdentityProvider.token = ""
+    else:  # jupyter-server 1 (JupyterLab 3.0, the 21.x images): the settings were the app's
+        c.ServerApp.password = hashed
+        c.ServerApp.token = ""

@@ -1,6 +1,7 @@
 """JupyterLab's conformance tests: the catalog's version installed and labelled; `jupyter
 lab` serves /workspace on $JUPYTER_PORT with the token the container is given and refuses
-anonymous requests; with no token or password it makes a random one."""
+anonymous requests; with a password it serves who logs in with it, and no one else; with no
+token or password it makes a random one."""
 
 from __future__ import annotations
 
@@ -43,6 +44,50 @@ def test_jupyterlab_starts_on_its_port_with_the_token_from_the_environment(jupyt
             "except urllib.error.HTTPError as e:\n    print(e.code)"
         )
         assert host.run(f"python3 -c {shlex.quote(anonymous)}").stdout.strip() == "403"
+    finally:
+        host.run(f"kill $(cat {run}.pid)")
+
+
+# In the container: /login's form (its _xsrf cookie), then the API with the session cookie
+# a right password gets; a wrong one gets a 401 and no session. Prints "<wrong> <right>" status codes.
+LOGIN = """
+import http.cookiejar, json, sys, time, urllib.parse, urllib.request
+base = 'http://127.0.0.1:%s' % sys.argv[1]
+def session(password):
+    jar = http.cookiejar.CookieJar()
+    web = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    web.open(base + '/login', timeout=5).read()
+    xsrf = next(c.value for c in jar if c.name == '_xsrf')
+    form = urllib.parse.urlencode({'_xsrf': xsrf, 'password': password}).encode()
+    try:
+        web.open(base + '/login', form, timeout=5).read()
+    except urllib.error.HTTPError:  # a wrong password: 401, and no session
+        pass
+    try:
+        return web.open(base + '/api/contents', timeout=5).status
+    except urllib.error.HTTPError as e:
+        return e.code
+for _ in range(180):
+    try:
+        urllib.request.urlopen(base + '/login', timeout=5); break
+    except Exception:
+        time.sleep(0.5)
+print(session('not-' + sys.argv[2]), session(sys.argv[2]))
+"""
+
+
+def test_jupyterlab_serves_who_logs_in_with_the_password_from_the_environment(jupyter, host, image_env):
+    port = image_env["JUPYTER_PORT"]
+    password = secrets.token_hex(8)
+    run = f"/tmp/jupyter-{password[:6]}"
+    host.run(
+        f"sh -c 'cd {InImage.WORKSPACE} && env -u JUPYTER_TOKEN JUPYTER_PASSWORD={password} jupyter lab "
+        f"> {run}.log 2>&1 & echo $! > {run}.pid'"
+    )
+    try:
+        out = host.run(f"python3 -c {shlex.quote(LOGIN)} {port} {password}")
+        assert out.rc == 0, out.stderr[-2000:] + host.file(f"{run}.log").content_string[-2000:]
+        assert out.stdout.split() == ["403", "200"], out.stdout
     finally:
         host.run(f"kill $(cat {run}.pid)")
 

@@ -388,7 +388,9 @@ def test_write_relocks_only_what_changed_and_removes_strays(copy, monkeypatch):
 
 def test_write_refuses_a_lock_that_misses_a_pin(copy, monkeypatch):
     monkeypatch.setattr(
-        resolve, "compile_lock", lambda t, existing=None, uv=None, pinned=None: _fake_lock(t).replace("numpy==", "numpyx==")
+        resolve,
+        "compile_lock",
+        lambda t, existing=None, uv=None, pinned=None: _fake_lock(t).replace("numpy==", "numpyx=="),
     )
     monkeypatch.setattr(resolve, "uv_command", lambda: ["uv"])
     (copy / "locks" / "21.08" / "tf2-py3-py3.9.txt").unlink()

@@ -106,7 +106,9 @@ def test_exact_tools_resolve_once_without_the_index(monkeypatch, make_catalog):
     release = _release(make_catalog, None)
     target = lock.Target(release, release.variants["tf2-py3"], "3.9")
     calls: list[object] = []
-    monkeypatch.setattr(resolve, "compile_lock", lambda t, existing=None, uv=None, pinned=None: calls.append(pinned) or "x")
+    monkeypatch.setattr(
+        resolve, "compile_lock", lambda t, existing=None, uv=None, pinned=None: calls.append(pinned) or "x"
+    )
 
     def no_index(name: str) -> list[str]:
         raise AssertionError("the index is asked for an exact pin")

@@ -152,8 +152,9 @@ def compile_with_tools(
         def resolves(pin: str, requirement: str = requirement, made: dict[str, str] = made) -> str | None:
             try:
                 made[pin] = compile_lock(t, existing, uv, {**pinned, requirement: pin})
-            except UserError as e:
-                return str(e).split(": ", 1)[-1]
+            except UserError as e:  # uv's reason, without the preamble each one repeats
+                reason = str(e).split(": ", 1)[-1]
+                return reason.replace("No solution found when resolving dependencies cause: ", "", 1)
             return None
 
         choice = tool_versions.choose(requirement, versions(tool_versions.distribution(requirement)), resolves)

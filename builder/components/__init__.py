@@ -91,6 +91,9 @@ class Component:
     FILES: ClassVar[tuple[str, ...]] = ()  # in its folder: what the partial COPYs
     DEBIAN_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what it installs with apt (the SBOM marks them)
     BUILD_PACKAGES: ClassVar[tuple[str, ...]] = ()  # what the devel stage's toolchain needs to compile it
+    # what it needs at run time from the distribution, in every image that holds it (the
+    # runtime image too: its core stage installs them)
+    RUNTIME_PACKAGES: ClassVar[tuple[str, ...]] = ()
     # the Python distributions it brings, as a regex on their normalized names (the SBOM marks them)
     DISTRIBUTIONS: ClassVar[str] = ""
     # in its folder: a standard-library script whose report() is its report entry, run in the

@@ -355,10 +355,12 @@ def make_context(release: Release, variant: Variant, options: RenderOptions) -> 
             sorted(
                 {
                     *TOOLCHAIN_PACKAGES,
-                    *(p for c, _ in chosen for p in c.BUILD_PACKAGES),
+                    *(p for c, _ in chosen for p in (*c.BUILD_PACKAGES, *c.RUNTIME_PACKAGES)),
                 }
             )
         ),
+        # what the core stage installs for the components a runtime image holds too
+        runtime_packages=tuple(sorted({p for c, _ in chosen if c.RUNTIME for p in c.RUNTIME_PACKAGES})),
         # CUDA from NVIDIA's wheels: core (Python layers) -> devel (toolkit, compile) and
         # runtime (core + what nvbuild.sh built) stages of one Dockerfile, sharing core
         layered=policy.cuda_from_wheels(release),

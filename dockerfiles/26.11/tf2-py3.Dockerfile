@@ -11,13 +11,14 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # served by the builder for one build; none of them is kept in the image.
 COPY with-build-settings /usr/local/bin/
 ARG BUILD_SETTINGS=""
-# pip for the lock, `python` as in NVIDIA's images; nothing to compile with (the runtime
-# image is this stage plus what nvbuild.sh built).
+# pip for the lock, `python` as in NVIDIA's images and what the components need at run
+# time (openmpi-bin); nothing to compile with (the runtime image is this
+# stage plus what nvbuild.sh built).
 # hadolint ignore=DL3008
 RUN --mount=type=secret,id=builder-apt-mirror,target=/run/builder-settings/apt-mirror,required=false --mount=type=secret,id=builder-pip-index,target=/run/builder-settings/pip-index,required=false --mount=type=secret,id=builder-ca.crt,target=/run/builder-settings/ca.crt,required=false \
     with-build-settings apt-get update \
  && DEBIAN_FRONTEND=noninteractive with-build-settings apt-get install -y --no-install-recommends \
-      ca-certificates python-is-python3 python3 python3-pip \
+      ca-certificates python-is-python3 python3 python3-pip openmpi-bin \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 

@@ -1,5 +1,6 @@
 """Golden-string tests of the renderer (hpccm style): exact fragments of what is rendered."""
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -460,6 +461,15 @@ def test_without_leaves_components_out_of_the_lock_and_the_dockerfile(cat):
         if name.startswith("locks/requirements-"):
             assert "\njupyterlab==" not in text and "\nnvidia-dali-cuda120==" not in text and "\ntensorflow==" in text
     assert "locks/dali-tf-plugin.txt" not in r.files and "jupyter/jupyter_server_config.py" not in r.files
+
+
+def test_a_runtime_image_gets_what_its_components_need_at_run_time(cat):
+    """Horovod's mpi_lib links Open MPI and horovodrun starts mpirun: 26.11's core stage,
+    which the runtime image is, installs openmpi-bin; without Horovod it does not."""
+    core = _render(cat, "26.11").dockerfile.split("\nFROM core AS devel")[0]
+    assert re.search(r"python3-pip openmpi-bin \\\n", core), core[-3000:]
+    lean = _render(cat, "26.11", without=("horovod",)).dockerfile
+    assert "openmpi" not in lean.replace('dev.tfbuilder.without="horovod"', "")
 
 
 def test_without_jupyter_on_21_08_takes_its_pins_and_what_only_it_needed(cat):

@@ -66,8 +66,10 @@ class Horovod(Component):
     REPORT = "report.py"
     SOURCE = "/opt/tensorflow/horovod-source"
     SDIST_LOCK = "horovod.txt"
-    # the devel stage's toolchain for it: CMake, and Open MPI for its MPI controller
-    BUILD_PACKAGES = ("cmake", "libopenmpi-dev", "openmpi-bin")
+    # the devel stage's toolchain for it: CMake, and Open MPI's headers for its MPI controller
+    BUILD_PACKAGES = ("cmake", "libopenmpi-dev")
+    # Open MPI at run time: mpi_lib.so links libmpi, and mpirun launches (horovodrun uses it)
+    RUNTIME_PACKAGES = ("openmpi-bin",)
 
     @classmethod
     def requirements(cls, spec: Any) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ token or password it makes a random one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
@@ -26,14 +27,22 @@ def test_jupyterlab_is_the_catalogs_and_labelled(jupyter, release_data, labels, 
     check_installed_and_labelled(Jupyter, jupyter, release_data, labels, report)
 
 
+@contextlib.contextmanager
+def jupyter_lab(host, env: str, cwd: str = InImage.WORKSPACE):
+    """`jupyter lab` started in the container with ENV (`env` arguments), its log's path
+    without the suffix yielded; stopped at the end."""
+    run = f"/tmp/jupyter-{secrets.token_hex(4)}"
+    host.run(f"sh -c 'cd {cwd} && env {env} jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'")
+    try:
+        yield run
+    finally:
+        host.run(f"kill $(cat {run}.pid)")
+
+
 def test_jupyterlab_starts_on_its_port_with_the_token_from_the_environment(jupyter, host, image_env):
     port = image_env["JUPYTER_PORT"]
     token = secrets.token_hex(16)
-    run = f"/tmp/jupyter-{token[:6]}"
-    host.run(
-        f"sh -c 'cd {InImage.WORKSPACE} && JUPYTER_TOKEN={token} jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
-    )
-    try:
+    with jupyter_lab(host, f"JUPYTER_TOKEN={token}"):
         status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
         assert "started" in status, status
         contents = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/contents?token={token}"))
@@ -44,8 +53,6 @@ def test_jupyterlab_starts_on_its_port_with_the_token_from_the_environment(jupyt
             "except urllib.error.HTTPError as e:\n    print(e.code)"
         )
         assert host.run(f"python3 -c {shlex.quote(anonymous)}").stdout.strip() == "403"
-    finally:
-        host.run(f"kill $(cat {run}.pid)")
 
 
 # In the container: /login's form (its _xsrf cookie), then the API with the session cookie
@@ -79,31 +86,18 @@ print(session('not-' + sys.argv[2]), session(sys.argv[2]))
 def test_jupyterlab_serves_who_logs_in_with_the_password_from_the_environment(jupyter, host, image_env):
     port = image_env["JUPYTER_PORT"]
     password = secrets.token_hex(8)
-    run = f"/tmp/jupyter-{password[:6]}"
-    host.run(
-        f"sh -c 'cd {InImage.WORKSPACE} && env -u JUPYTER_TOKEN JUPYTER_PASSWORD={password} jupyter lab "
-        f"> {run}.log 2>&1 & echo $! > {run}.pid'"
-    )
-    try:
+    with jupyter_lab(host, f"-u JUPYTER_TOKEN JUPYTER_PASSWORD={password}") as run:
         out = host.run(f"python3 -c {shlex.quote(LOGIN)} {port} {password}")
         assert out.rc == 0, out.stderr[-2000:] + host.file(f"{run}.log").content_string[-2000:]
         assert out.stdout.split() == ["403", "200"], out.stdout
-    finally:
-        host.run(f"kill $(cat {run}.pid)")
 
 
 def test_jupyterlab_without_a_token_makes_its_own(jupyter, host, image_env):
     """No JUPYTER_TOKEN or JUPYTER_PASSWORD: jupyter makes a random token, never a fixed one."""
     port = image_env["JUPYTER_PORT"]
-    run = f"/tmp/jupyter-{secrets.token_hex(4)}"
-    host.run(
-        f"sh -c 'cd / && env -u JUPYTER_TOKEN -u JUPYTER_PASSWORD jupyter lab > {run}.log 2>&1 & echo $! > {run}.pid'"
-    )
-    try:
+    with jupyter_lab(host, "-u JUPYTER_TOKEN -u JUPYTER_PASSWORD", cwd="/") as run:
         found = host.run(f"for i in $(seq 120); do grep -o 'token=[0-9a-f]*' {run}.log && break; sleep 0.5; done")
         token = found.stdout.split("token=")[-1].strip()
         assert re.fullmatch(r"[0-9a-f]{32,}", token), host.file(f"{run}.log").content_string[-2000:]
         status = json.loads(wait_for_http(host, f"http://127.0.0.1:{port}/api/status?token={token}"))
         assert "started" in status
-    finally:
-        host.run(f"kill $(cat {run}.pid)")

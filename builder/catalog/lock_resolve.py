@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -105,17 +106,32 @@ def compile_lock(
     return "\n".join(header) + "\n" + body.lstrip("\n")
 
 
+# What listing a tool's versions on the index may take: the whole answer, not each read
+# (a server dripping bytes would pass any per-read timeout), and at most this much of it.
+INDEX_DEADLINE = 120.0
+INDEX_LIMIT = 64 << 20
+
+
 def index_versions(name: str) -> list[str]:
     """NAME's versions on the index uv resolves from (UV_INDEX_URL, PIP_INDEX_URL, else PyPI),
-    read from its JSON simple API (PEP 691/700)."""
+    read from its JSON simple API (PEP 691/700), within INDEX_DEADLINE and INDEX_LIMIT."""
     index = (os.environ.get("UV_INDEX_URL") or os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple").rstrip("/")
-    shown = urllib.parse.urlsplit(index)._replace(netloc=urllib.parse.urlsplit(index).hostname or "").geturl()
+    parts = urllib.parse.urlsplit(index)
+    shown = parts._replace(netloc=parts.hostname or "").geturl()  # no credentials in messages
     request = urllib.request.Request(
         f"{index}/{canonical_name(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     )
+    deadline = time.monotonic() + INDEX_DEADLINE
+    body = bytearray()
     try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            data = json.load(answer)
+        with urllib.request.urlopen(request, timeout=30) as answer:  # each read; the deadline: all
+            while chunk := answer.read(1 << 16):
+                body += chunk
+                if len(body) > INDEX_LIMIT:
+                    raise UserError(f"the index {shown} answered more than {INDEX_LIMIT >> 20} MiB for {name}")
+                if time.monotonic() > deadline:
+                    raise UserError(f"the index {shown} took over {INDEX_DEADLINE:.0f} s to list {name}")
+        data = json.loads(body)
     except (OSError, ValueError) as e:
         raise UserError(f"cannot list the versions of {name} on {shown}: {e}") from None
     versions = data.get("versions") if isinstance(data, dict) else None

@@ -115,3 +115,42 @@ def test_exact_tools_resolve_once_without_the_index(monkeypatch, make_catalog):
 
     assert resolve.compile_with_tools(target, None, ["uv"], lambda m: None, versions=no_index) == "x"
     assert calls == [None]
+
+
+# --- the index's versions, from a server on loopback ----------------------------------------
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch, loopback_http):
+    """A PEP 700 answer for jupyterlab where loopback_http serves (the working directory)."""
+    page = tmp_path / "simple" / "jupyterlab"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text('{"meta": {"api-version": "1.1"}, "versions": ["3.0.16", "4.6.6"], "files": []}')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("UV_INDEX_URL", f"{loopback_http}/simple")
+    return loopback_http
+
+
+def test_the_index_lists_a_tools_versions(index):
+    assert resolve.index_versions("JupyterLab") == ["3.0.16", "4.6.6"]
+
+
+def test_an_index_answer_over_the_limit_or_the_deadline_is_one_line(index, monkeypatch):
+    monkeypatch.setattr(resolve, "INDEX_LIMIT", 10)
+    with pytest.raises(UserError, match=r"^the index http://127\.0\.0\.1/simple answered more than 0 MiB"):
+        resolve.index_versions("jupyterlab")
+    monkeypatch.setattr(resolve, "INDEX_LIMIT", 64 << 20)
+    monkeypatch.setattr(resolve, "INDEX_DEADLINE", -1.0)
+    with pytest.raises(UserError, match=r"took over -1 s to list jupyterlab$"):
+        resolve.index_versions("jupyterlab")
+
+
+def test_an_index_without_the_json_api_or_unreachable_is_one_line(tmp_path, monkeypatch, loopback_http):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("UV_INDEX_URL", f"{loopback_http}/simple")
+    with pytest.raises(UserError, match=r"^cannot list the versions of jupyterlab on http://127\.0\.0\.1/simple: "):
+        resolve.index_versions("jupyterlab")  # 404
+    monkeypatch.setenv("UV_INDEX_URL", "http://user:secret@127.0.0.1:9/simple")
+    with pytest.raises(UserError) as e:
+        resolve.index_versions("jupyterlab")
+    assert "secret" not in str(e.value)
